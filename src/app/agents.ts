@@ -1,0 +1,93 @@
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import { parseUsd } from '../domain/money.js';
+import type { Agent, Policy } from '../domain/types.js';
+import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../domain/validate.js';
+import { writeTxn } from '../store/db.js';
+import { newId } from '../store/ids.js';
+import type { AppDeps } from './deps.js';
+import { requireOrganization } from './organizations.js';
+
+const MAX_ALLOWLIST = 1000;
+
+/** A policy that allows nothing: new agents start here until an operator sets one. */
+export function denyAllPolicy(now: number): Policy {
+  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, updatedAt: now };
+}
+
+/** Agent of the given organization, or 404. Other organizations' agents look exactly unknown. */
+export function requireAgentInOrg(deps: AppDeps, orgId: string, agentId: string): Agent {
+  const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
+  if (!agent || agent.orgId !== orgId) throw new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
+  return agent;
+}
+
+/** Any agent by id, for operators; 404 when unknown. */
+export function requireAgent(deps: AppDeps, agentId: string): Agent {
+  const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
+  if (!agent) throw new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
+  return agent;
+}
+
+export function createAgent(deps: AppDeps, input: { orgId: string; name: string; policy?: Policy }): Agent {
+  const name = requireName(input.name, 'name');
+  return writeTxn(deps.store.db, () => {
+    requireOrganization(deps, input.orgId);
+    const now = deps.now();
+    const agent: Agent = {
+      id: newId('agt'), orgId: input.orgId, name, status: 'active', createdAt: now, updatedAt: now,
+      lastPingAt: null, policy: input.policy ?? denyAllPolicy(now),
+    };
+    deps.store.agents.insert(agent);
+    return agent;
+  });
+}
+
+export function updateAgent(deps: AppDeps, input: { agentId: string; name?: string; status?: string }): Agent {
+  const name = input.name === undefined ? undefined : requireName(input.name, 'name');
+  const status = input.status;
+  if (status !== undefined && !isAgentStatus(status)) throw invalidArgument('status must be one of active, paused, revoked');
+  return writeTxn(deps.store.db, () => {
+    const agent = requireAgent(deps, input.agentId);
+    // Revocation is final: a revoked agent's id may have leaked, so it never comes back.
+    if (agent.status === 'revoked' && status !== undefined && status !== 'revoked') {
+      throw new DomainError('failed_precondition', 'A revoked agent cannot be reactivated', { code: 'agent_revoked' });
+    }
+    deps.store.agents.update(agent.id, name ?? agent.name, status ?? agent.status, deps.now());
+    return deps.store.agents.get(agent.id)!;
+  });
+}
+
+export function listAgents(deps: AppDeps, orgId: string): Agent[] {
+  requireOrganization(deps, orgId);
+  return deps.store.agents.listByOrg(orgId);
+}
+
+/** Validates and normalizes policy input: addresses lowercased, duplicates dropped. */
+export function parsePolicy(input: { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string }, now: number): Policy {
+  if (input.allowlist.length > MAX_ALLOWLIST) throw invalidArgument(`allowlist must have at most ${MAX_ALLOWLIST} entries`);
+  const allowlist: string[] = [];
+  for (const raw of input.allowlist) {
+    const entry = raw.trim();
+    let normalized: string;
+    if (ADDRESS.test(entry)) normalized = entry.toLowerCase();
+    else if (SLUG.test(entry)) normalized = entry;
+    else throw invalidArgument(`allowlist entry "${entry.slice(0, 80)}" is neither a 0x address nor a service slug`);
+    if (!allowlist.includes(normalized)) allowlist.push(normalized);
+  }
+  return {
+    allowlist,
+    spendCapMicros: parseUsd(input.spendCapUsd.trim(), 'spend_cap_usd'),
+    approvalThresholdMicros: parseUsd(input.approvalThresholdUsd.trim(), 'approval_threshold_usd'),
+    updatedAt: now,
+  };
+}
+
+export function setPolicy(deps: AppDeps, input: { agentId: string; allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string }): Policy {
+  requireId(input.agentId, AGENT_ID, 'agent_id');
+  const policy = parsePolicy(input, deps.now());
+  return writeTxn(deps.store.db, () => {
+    requireAgent(deps, input.agentId);
+    deps.store.agents.setPolicy(input.agentId, policy);
+    return policy;
+  });
+}

@@ -1,0 +1,39 @@
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import type { Organization } from '../domain/types.js';
+import { ORG_ID, requireName } from '../domain/validate.js';
+import { writeTxn } from '../store/db.js';
+import { newId } from '../store/ids.js';
+import type { AppDeps } from './deps.js';
+
+/** Default approval window: one hour, long enough for a human to notice, short enough to not pin cap. */
+export const DEFAULT_APPROVAL_WINDOW_SECONDS = 3600;
+const MAX_APPROVAL_WINDOW_SECONDS = 7 * 24 * 3600;
+
+export function requireOrganization(deps: AppDeps, orgId: string): Organization {
+  const org = ORG_ID.test(orgId) ? deps.store.organizations.get(orgId) : undefined;
+  if (!org) throw new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
+  return org;
+}
+
+export function createOrganization(deps: AppDeps, input: { name: string; approvalWindowSeconds?: number }): Organization {
+  const name = requireName(input.name, 'name');
+  const window = input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS;
+  if (!Number.isInteger(window) || window < 60 || window > MAX_APPROVAL_WINDOW_SECONDS) {
+    throw invalidArgument(`approval_window_seconds must be between 60 and ${MAX_APPROVAL_WINDOW_SECONDS}`);
+  }
+  const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
+  writeTxn(deps.store.db, () => deps.store.organizations.insert(org));
+  return { ...org, treasuryAddress: null };
+}
+
+export function listOrganizations(deps: AppDeps): Organization[] {
+  return deps.store.organizations.list();
+}
+
+/** Creates the organization's signing key; only its address ever leaves the vault. */
+export function provisionTreasury(deps: AppDeps, orgId: string): string {
+  return writeTxn(deps.store.db, () => {
+    requireOrganization(deps, orgId);
+    return deps.vault.provision(orgId, deps.now());
+  });
+}

@@ -1,0 +1,65 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { DomainError } from '../domain/errors.js';
+import type { ApiKeyMode, Principal } from '../domain/types.js';
+import type { ApiKeyStore } from '../store/apiKeys.js';
+
+/**
+ * Secrets presented as bearer tokens: API keys (`ak_live_…`, `ak_test_…`) and the admin token
+ * (`ppadm_…`). Both carry 192 random bits, so an unsalted SHA-256 is a safe storage form: there
+ * is nothing to brute-force. Plaintext exists only in the response that creates a key.
+ */
+const API_KEY = /^ak_(live|test)_[0-9a-f]{48}$/;
+const ADMIN_TOKEN_MIN_LENGTH = 24;
+
+export function hashSecret(secret: string): Buffer {
+  return createHash('sha256').update(secret, 'utf8').digest();
+}
+
+/** New API key; the plaintext must be shown once and then forgotten. */
+export function generateApiKey(mode: ApiKeyMode): { plaintext: string; prefix: string; hash: Buffer } {
+  const plaintext = `ak_${mode}_${randomBytes(24).toString('hex')}`;
+  return { plaintext, prefix: plaintext.slice(0, 16), hash: hashSecret(plaintext) };
+}
+
+/** New admin token. */
+export function generateAdminToken(): string {
+  return `ppadm_${randomBytes(24).toString('hex')}`;
+}
+
+/** Checks an admin token chosen by the operator (PAYPOLICY_ADMIN_TOKEN). */
+export function validateAdminToken(token: string): string | undefined {
+  if (token.length < ADMIN_TOKEN_MIN_LENGTH) return `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters`;
+  if (!/^[\x21-\x7e]+$/.test(token)) return 'must be printable ASCII without spaces';
+  return undefined;
+}
+
+function unauthenticated(message: string): DomainError {
+  return new DomainError('unauthenticated', message, { code: 'unauthenticated' });
+}
+
+/** Extracts the token of `Authorization: Bearer <token>`; 401 when missing or malformed. */
+export function bearerToken(header: string | null | undefined): string {
+  if (!header) throw unauthenticated('Missing Authorization header');
+  const m = /^Bearer +(\S+)\s*$/i.exec(header);
+  if (!m) throw unauthenticated('Malformed Authorization header; expected Bearer <API key>');
+  return m[1]!;
+}
+
+/**
+ * Resolves an API key to its organization. Unknown and revoked keys get the same answer so a
+ * caller cannot tell them apart; the key row is read on every request so revocation is immediate.
+ */
+export function authenticateApiKey(keys: ApiKeyStore, header: string | null | undefined): Principal {
+  const token = bearerToken(header);
+  if (!API_KEY.test(token)) throw unauthenticated('Malformed API key');
+  const hash = hashSecret(token);
+  const row = keys.findByHash(hash);
+  if (!row || !timingSafeEqual(row.hash, hash) || row.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
+  return { orgId: row.orgId, keyId: row.id, mode: row.mode };
+}
+
+/** Checks the admin token against its stored hash in constant time. */
+export function authenticateAdmin(expectedHash: Buffer, header: string | null | undefined): void {
+  const token = bearerToken(header);
+  if (!timingSafeEqual(hashSecret(token), expectedHash)) throw unauthenticated('Invalid admin token');
+}

@@ -1,0 +1,84 @@
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createApiKey } from './app/apiKeys.js';
+import { createAgent } from './app/agents.js';
+import type { AppDeps } from './app/deps.js';
+import { createOrganization, provisionTreasury } from './app/organizations.js';
+import { generateAdminToken, hashSecret } from './auth/credentials.js';
+import { MICROS_PER_USD } from './domain/money.js';
+import { writeTxn } from './store/db.js';
+
+/** The file a first start writes (mode 0600), with exactly these keys. */
+export type BootstrapFile = {
+  admin_token: string;
+  org_id: string;
+  api_key: string;
+  agent_id: string;
+  treasury_address: string;
+};
+
+const BOOTSTRAPPED = 'bootstrapped_at';
+const ADMIN_TOKEN_HASH = 'admin_token_hash';
+
+/** The demo agent's policy: small amounts only, nothing without an allowlist entry. */
+const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD };
+
+/**
+ * On an empty database, creates what a new operator needs to try the service: an admin token
+ * (unless PAYPOLICY_ADMIN_TOKEN is set), a `default` organization with a treasury, a test API
+ * key and a demo agent. Returns the secrets once for printing; later starts return undefined.
+ */
+export function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminToken: string | undefined): BootstrapFile | undefined {
+  const { settings } = deps.store;
+  if (settings.get(BOOTSTRAPPED) !== undefined) return undefined;
+  const adminToken = envAdminToken ?? generateAdminToken();
+  // One transaction (the use cases' own transactions nest as savepoints) that also writes the
+  // file: if anything fails, nothing is committed and the next start bootstraps again.
+  return writeTxn(deps.store.db, () => {
+    const org = createOrganization(deps, { name: 'default' });
+    const treasuryAddress = provisionTreasury(deps, org.id);
+    const key = createApiKey(deps, { orgId: org.id, mode: 'test', label: 'bootstrap' });
+    const now = deps.now();
+    const agent = createAgent(deps, {
+      orgId: org.id,
+      name: 'demo-agent',
+      policy: { allowlist: [], ...DEMO_POLICY, updatedAt: now },
+    });
+    const file: BootstrapFile = { admin_token: adminToken, org_id: org.id, api_key: key.plaintext, agent_id: agent.id, treasury_address: treasuryAddress };
+    settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));
+    settings.set(BOOTSTRAPPED, String(now));
+    const path = join(dataDir, 'bootstrap.json');
+    writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
+    chmodSync(path, 0o600);
+    return file;
+  });
+}
+
+/** The admin token hash in force: the environment's token when set, else the stored one. */
+export function adminTokenHash(deps: AppDeps, envAdminToken: string | undefined): Buffer {
+  if (envAdminToken) return hashSecret(envAdminToken);
+  const stored = deps.store.settings.get(ADMIN_TOKEN_HASH);
+  if (!stored) throw new Error('no admin token: set PAYPOLICY_ADMIN_TOKEN or start once on an empty data directory');
+  return Buffer.from(stored, 'hex');
+}
+
+/** Human-readable first-start banner. Printed to stdout once; never sent to the logger. */
+export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string): string {
+  return [
+    '',
+    'paypolicy: first start, created a default organization:',
+    `  admin token       ${file.admin_token}`,
+    `  organization      ${file.org_id}`,
+    `  test API key      ${file.api_key}`,
+    `  demo agent        ${file.agent_id}  (cap $10 per 24h, approval above $1, empty allowlist)`,
+    `  treasury address  ${file.treasury_address}`,
+    `  saved to          ${join(dataDir, 'bootstrap.json')} (mode 0600); shown only this once`,
+    '',
+    'Try it:',
+    `  curl -s -X POST ${url}/api/ping -H 'Authorization: Bearer ${file.api_key}' \\`,
+    `       -H 'Content-Type: application/json' -d '{"agent_id":"${file.agent_id}"}'`,
+    `  curl -s '${url}/api/resolve?slug=example' -H 'Authorization: Bearer ${file.api_key}'`,
+    `  npx paypolicy agent list --org ${file.org_id}     (admin CLI; reads the token from bootstrap.json)`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,60 @@
+import { resolve } from 'node:path';
+import { LOG_LEVELS, type LogLevel } from './logger.js';
+
+/** Everything the service reads from its environment, validated once at start-up. */
+export type Config = {
+  port: number;
+  host: string;
+  dataDir: string;
+  logLevel: LogLevel;
+  adminToken: string | undefined;
+  masterKey: string | undefined;
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+const FLAGS: Record<string, { env: string; key: keyof Config }> = {
+  '--port': { env: 'PAYPOLICY_PORT', key: 'port' },
+  '--host': { env: 'PAYPOLICY_HOST', key: 'host' },
+  '--data-dir': { env: 'PAYPOLICY_DATA_DIR', key: 'dataDir' },
+  '--log-level': { env: 'PAYPOLICY_LOG_LEVEL', key: 'logLevel' },
+  '--tls-cert': { env: 'PAYPOLICY_TLS_CERT', key: 'tlsCert' },
+  '--tls-key': { env: 'PAYPOLICY_TLS_KEY', key: 'tlsKey' },
+};
+
+/** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
+export function loadConfig(argv: string[], env: Env): Config {
+  const raw: Partial<Record<keyof Config, string>> = {};
+  for (const { env: name, key } of Object.values(FLAGS)) if (env[name] !== undefined && env[name] !== '') raw[key] = env[name];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const spec = FLAGS[flag];
+    if (!spec) throw new ConfigError(`unknown option ${flag}`);
+    const value = inline ?? argv[++i];
+    if (value === undefined) throw new ConfigError(`${flag} needs a value`);
+    raw[spec.key] = value;
+  }
+  const portText = raw.port ?? '8080';
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port > 65535) throw new ConfigError(`--port must be an integer from 0 to 65535, got "${portText}"`);
+  const logLevel = (raw.logLevel ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
+  if ((raw.tlsCert === undefined) !== (raw.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key must be given together');
+  return {
+    port,
+    host: raw.host ?? '127.0.0.1',
+    dataDir: resolve(raw.dataDir ?? './data'),
+    logLevel,
+    adminToken: env.PAYPOLICY_ADMIN_TOKEN || undefined,
+    masterKey: env.PAYPOLICY_MASTER_KEY || undefined,
+    tlsCert: raw.tlsCert,
+    tlsKey: raw.tlsKey,
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * The one error type of paypolicy. Domain and application code throws only DomainError; each
+ * transport maps `kind` once (rpc/errors.ts to Connect codes, rest/errors.ts to HTTP statuses).
+ * `shortMessage` is safe to send to callers; `cause` and `meta` are for logs only.
+ */
+export type ErrorKind =
+  | 'invalid_argument'
+  | 'unauthenticated'
+  | 'not_found'
+  | 'missing_agent'
+  | 'conflict'
+  | 'failed_precondition'
+  | 'treasury_unavailable'
+  | 'payload_too_large'
+  | 'unimplemented'
+  | 'internal';
+
+export type DomainErrorOptions = {
+  /** Machine-readable snake_case code sent to callers, e.g. `agent_not_found`. */
+  code?: string;
+  /** Facts for logs; never sent to callers. */
+  meta?: Record<string, unknown>;
+  cause?: unknown;
+};
+
+export class DomainError extends Error {
+  override name = 'DomainError';
+  readonly kind: ErrorKind;
+  readonly shortMessage: string;
+  readonly code: string;
+  readonly meta: Record<string, unknown> | undefined;
+
+  constructor(kind: ErrorKind, shortMessage: string, options: DomainErrorOptions = {}) {
+    super(shortMessage, options.cause === undefined ? undefined : { cause: options.cause });
+    this.kind = kind;
+    this.shortMessage = shortMessage;
+    this.code = options.code ?? kind;
+    this.meta = options.meta;
+  }
+}
+
+/** Shorthand for the most common error: a request field that is missing or malformed. */
+export function invalidArgument(shortMessage: string, code = 'invalid_argument'): DomainError {
+  return new DomainError('invalid_argument', shortMessage, { code });
+}
+
+/** Wraps anything thrown into a DomainError; unknown errors become `internal` with no detail. */
+export function toDomainError(err: unknown): DomainError {
+  if (err instanceof DomainError) return err;
+  return new DomainError('internal', 'Internal error', { cause: err });
+}

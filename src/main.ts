@@ -1,0 +1,47 @@
+import { bootstrapBanner } from './bootstrap.js';
+import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
+import { ConfigError, loadConfig } from './config.js';
+import { startPaypolicy } from './paypolicy.js';
+
+const USAGE = `usage: paypolicy <command> [options]
+
+  serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
+      Start the service (default port 8080, host 127.0.0.1, data dir ./data).
+
+${ADMIN_USAGE}`;
+
+/** `paypolicy serve`: start, print the first-start banner once, stop cleanly on a signal. */
+async function serve(argv: string[]): Promise<number> {
+  let app;
+  try {
+    app = await startPaypolicy(loadConfig(argv, process.env));
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (err instanceof ConfigError) process.stderr.write(`paypolicy: invalid configuration: ${e.message}\n`);
+    else if (e.code === 'EADDRINUSE') process.stderr.write(`paypolicy: cannot listen: address already in use (${e.message})\n`);
+    else process.stderr.write(`paypolicy: cannot start: ${e.message}\n`);
+    return 2;
+  }
+  if (app.bootstrap) process.stdout.write(`${bootstrapBanner(app.bootstrap, app.url, app.deps.store.db.name.replace(/\/paypolicy\.db$/, ''))}\n`);
+  else process.stdout.write(`paypolicy listening on ${app.url} (admin token and test key: see bootstrap.json in the data directory)\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      app.log.info({ signal }, 'shutting down');
+      void app.stop().then(resolve);
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  return 0;
+}
+
+/** Entry point of the `paypolicy` command. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'serve') return serve(rest);
+  if (command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  return runAdminCommand(command, rest);
+}

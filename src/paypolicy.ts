@@ -1,0 +1,72 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DestinationStream, Logger } from 'pino';
+import type { AppDeps } from './app/deps.js';
+import { validateAdminToken } from './auth/credentials.js';
+import { adminTokenHash, bootstrapIfEmpty, type BootstrapFile } from './bootstrap.js';
+import { ConfigError, type Config } from './config.js';
+import { createLogger } from './logger.js';
+import { startServer, type RunningServer } from './server.js';
+import { loadMasterKey } from './signing/masterKey.js';
+import { createTreasuryVault } from './signing/treasury.js';
+import { openStore } from './store/store.js';
+
+export type Paypolicy = RunningServer & {
+  deps: AppDeps;
+  log: Logger;
+  /** Secrets created by a first start, for the banner; undefined on later starts. */
+  bootstrap: BootstrapFile | undefined;
+  /** Graceful stop: stop accepting, drain, close the database. */
+  stop: (graceMs?: number) => Promise<void>;
+};
+
+export type StartOptions = {
+  logDestination?: DestinationStream;
+  now?: () => number;
+};
+
+/**
+ * Composition root: config → logger → data directory → master key → database → vault → first-start
+ * bootstrap → one listener. Everything a running instance needs is built here and nowhere else.
+ */
+export async function startPaypolicy(config: Config, options: StartOptions = {}): Promise<Paypolicy> {
+  if (config.adminToken !== undefined) {
+    const problem = validateAdminToken(config.adminToken);
+    if (problem) throw new ConfigError(`PAYPOLICY_ADMIN_TOKEN ${problem}`);
+  }
+  const log = createLogger(config.logLevel, options.logDestination);
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const master = loadMasterKey(config.masterKey, config.dataDir);
+  if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
+  const store = openStore(join(config.dataDir, 'paypolicy.db'));
+  const deps: AppDeps = { store, vault: createTreasuryVault(store.organizations, master.key), now: options.now ?? Date.now, log };
+  let server: RunningServer;
+  let bootstrap: BootstrapFile | undefined;
+  try {
+    bootstrap = bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
+    const tokenHash = adminTokenHash(deps, config.adminToken);
+    server = await startServer({
+      deps, log, host: config.host, port: config.port, adminTokenHash: () => tokenHash,
+      tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
+    });
+  } catch (err) {
+    store.close();
+    throw err;
+  }
+  log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
+  let stopping: Promise<void> | undefined;
+  return {
+    ...server,
+    deps,
+    log,
+    bootstrap,
+    stop(graceMs) {
+      stopping ??= (async () => {
+        await server.close(graceMs);
+        store.close();
+        log.info('paypolicy stopped');
+      })();
+      return stopping;
+    },
+  };
+}

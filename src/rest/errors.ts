@@ -1,0 +1,28 @@
+import type { Logger } from 'pino';
+import { toDomainError, type ErrorKind } from '../domain/errors.js';
+
+/** DomainError kind → HTTP status: the only place the REST transport decides a status. */
+export const HTTP_STATUSES = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  not_found: 404,
+  missing_agent: 400,
+  conflict: 409,
+  failed_precondition: 409,
+  treasury_unavailable: 503,
+  payload_too_large: 413,
+  unimplemented: 501,
+  internal: 500,
+} as const satisfies Record<ErrorKind, number>;
+
+export type RestResponse = { status: number; body: unknown; headers?: Record<string, string> };
+
+/**
+ * Error body of every non-policy REST error: `{"error": <text>, "code": <machine code>}`.
+ * Unknown errors answer 500 with no detail; the cause goes to the request log only.
+ */
+export function errorResponse(err: unknown, log: Logger | undefined): RestResponse {
+  const e = toDomainError(err);
+  if (e.kind === 'internal') log?.error({ err: e.cause ?? e }, 'unhandled error in rest handler');
+  return { status: HTTP_STATUSES[e.kind], body: { error: e.shortMessage, code: e.code } };
+}

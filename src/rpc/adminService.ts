@@ -1,0 +1,107 @@
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
+import { AdminService, ApiKeyMode } from '../../gen/paypolicy/v1/admin_pb.js';
+import { authenticateAdmin } from '../auth/credentials.js';
+import { createAgent, listAgents, requireAgent, setPolicy, updateAgent } from '../app/agents.js';
+import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
+import type { AppDeps } from '../app/deps.js';
+import { listTransactions } from '../app/ledger.js';
+import { createOrganization, listOrganizations, provisionTreasury } from '../app/organizations.js';
+import { deleteService, listServices, upsertService } from '../app/registry.js';
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import {
+  agentToProto,
+  apiKeyToProto,
+  organizationToProto,
+  policyToProto,
+  serviceFromProto,
+  serviceToProto,
+  transactionToProto,
+} from './mappers.js';
+
+/** Operator RPCs, all behind the admin token. Handlers translate and call one use case each. */
+export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer): ServiceImpl<typeof AdminService> {
+  const admin = (ctx: HandlerContext): void => authenticateAdmin(adminTokenHash(), ctx.requestHeader.get('authorization'));
+  return {
+    createOrganization(req, ctx) {
+      admin(ctx);
+      return { organization: organizationToProto(createOrganization(deps, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+    },
+    listOrganizations(_req, ctx) {
+      admin(ctx);
+      return { organizations: listOrganizations(deps).map(organizationToProto) };
+    },
+    provisionTreasury(req, ctx) {
+      admin(ctx);
+      return { treasuryAddress: provisionTreasury(deps, req.orgId) };
+    },
+    createApiKey(req, ctx) {
+      admin(ctx);
+      const mode = req.mode === ApiKeyMode.LIVE ? 'live' : req.mode === ApiKeyMode.TEST ? 'test' : undefined;
+      const r = createApiKey(deps, { orgId: req.orgId, mode, label: req.label });
+      return { apiKey: apiKeyToProto(r.key), plaintextKey: r.plaintext };
+    },
+    revokeApiKey(req, ctx) {
+      admin(ctx);
+      return { apiKey: apiKeyToProto(revokeApiKey(deps, req.id)) };
+    },
+    listApiKeys(req, ctx) {
+      admin(ctx);
+      return { apiKeys: listApiKeys(deps, req.orgId).map(apiKeyToProto) };
+    },
+    createAgent(req, ctx) {
+      admin(ctx);
+      return { agent: agentToProto(createAgent(deps, { orgId: req.orgId, name: req.name })) };
+    },
+    updateAgent(req, ctx) {
+      admin(ctx);
+      return { agent: agentToProto(updateAgent(deps, { agentId: req.agentId, name: req.name, status: req.status })) };
+    },
+    getAgent(req, ctx) {
+      admin(ctx);
+      return { agent: agentToProto(requireAgent(deps, req.agentId)) };
+    },
+    listAgents(req, ctx) {
+      admin(ctx);
+      return { agents: listAgents(deps, req.orgId).map(agentToProto) };
+    },
+    setPolicy(req, ctx) {
+      admin(ctx);
+      const policy = setPolicy(deps, {
+        agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
+      });
+      return { policy: policyToProto(policy) };
+    },
+    upsertService(req, ctx) {
+      admin(ctx);
+      if (!req.service) throw invalidArgument('service is required');
+      return { service: serviceToProto(upsertService(deps, serviceFromProto(req.service))) };
+    },
+    deleteService(req, ctx) {
+      admin(ctx);
+      deleteService(deps, req.slug);
+      return {};
+    },
+    listServices(_req, ctx) {
+      admin(ctx);
+      return { services: listServices(deps).map(serviceToProto) };
+    },
+    listTransactions(req, ctx) {
+      admin(ctx);
+      const r = listTransactions(deps, {
+        orgId: req.orgId, agentId: req.agentId, status: req.status,
+        from: req.from ? timestampMs(req.from) : undefined, to: req.to ? timestampMs(req.to) : undefined,
+        pageSize: req.pageSize, pageToken: req.pageToken,
+      });
+      return { transactions: r.transactions.map(transactionToProto), nextPageToken: r.nextPageToken };
+    },
+    listApprovals(_req, ctx) {
+      admin(ctx);
+      throw new DomainError('unimplemented', 'Not implemented yet');
+    },
+    decideApproval(_req, ctx) {
+      admin(ctx);
+      throw new DomainError('unimplemented', 'Not implemented yet');
+    },
+  };
+}

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
+import net, { type Socket } from 'node:net';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { createContextValues } from '@connectrpc/connect';
+import type { Logger } from 'pino';
+import type { AppDeps } from './app/deps.js';
+import { createRestHandler, createRestRoutes } from './rest/router.js';
+import { requestLoggerKey } from './rpc/context.js';
+import { domainErrorInterceptor } from './rpc/errors.js';
+import { createRoutes } from './rpc/routes.js';
+
+type NodeRequest = IncomingMessage | Http2ServerRequest;
+type NodeResponse = ServerResponse | Http2ServerResponse;
+
+/** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
+export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
+
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+
+export type ServerOptions = {
+  deps: AppDeps;
+  log: Logger;
+  host: string;
+  port: number;
+  adminTokenHash: () => Buffer;
+  tls?: { cert: Buffer; key: Buffer };
+  /** Extra handler tried before the 404 fallback (the dashboard mounts here). */
+  extraHandler?: (req: NodeRequest, res: NodeResponse, log: Logger) => boolean;
+};
+
+export type RunningServer = { port: number; url: string; close: (graceMs?: number) => Promise<void> };
+
+/**
+ * One listener for everything: REST /api/*, health checks, and Connect (gRPC, gRPC-Web, Connect
+ * JSON). Without TLS, a net.Server reads the first bytes of each connection and hands it to an
+ * HTTP/2 server when they are the h2c preface, else to an HTTP/1.1 server (Node 20 ignores
+ * allowHTTP1 on cleartext). With TLS, ALPN makes the same choice inside one secure HTTP/2 server.
+ */
+export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  const { deps, log } = opts;
+  let draining = false;
+  const restHandler = createRestHandler(deps, createRestRoutes(deps));
+  const loggers = new WeakMap<object, Logger>();
+
+  const connect = connectNodeAdapter({
+    routes: createRoutes(deps, opts.adminTokenHash),
+    interceptors: [domainErrorInterceptor],
+    readMaxBytes: MAX_RPC_MESSAGE_BYTES,
+    contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
+    fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
+  });
+
+  const handler = (req: NodeRequest, res: NodeResponse): void => {
+    const started = process.hrtime.bigint();
+    const reqId = randomUUID();
+    const reqLog = log.child({ reqId });
+    loggers.set(req, reqLog);
+    res.setHeader('x-request-id', reqId);
+    // Path only: query strings and headers never reach the log.
+    const path = (req.url ?? '/').split('?')[0]!.slice(0, 200);
+    res.on('finish', () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      reqLog.info({ method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
+    });
+    if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
+    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (path === '/readyz') {
+      const ready = !draining && deps.store.db.open;
+      return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'unavailable' });
+    }
+    if (path.startsWith('/api/')) {
+      void restHandler(req, res, reqLog);
+      return;
+    }
+    if (opts.extraHandler?.(req, res, reqLog)) return;
+    connect(req, res);
+  };
+
+  const h1 = http.createServer({ requestTimeout: 30_000, headersTimeout: 15_000, keepAliveTimeout: 5_000 }, handler);
+  const sessions = new Set<Http2Session>();
+  const trackSession = (s: Http2Session) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  };
+  let listener: net.Server;
+  if (opts.tls) {
+    const secure = http2.createSecureServer({ cert: opts.tls.cert, key: opts.tls.key, allowHTTP1: true }, handler);
+    secure.on('session', trackSession);
+    listener = secure;
+  } else {
+    const h2 = http2.createServer({}, handler);
+    h2.on('session', trackSession);
+    listener = net.createServer((socket) => routeConnection(socket, h1, h2));
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen(opts.port, opts.host, () => {
+      listener.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (listener.address() as net.AddressInfo).port;
+  const scheme = opts.tls ? 'https' : 'http';
+  const shownHost = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+
+  return {
+    port,
+    url: `${scheme}://${shownHost}:${port}`,
+    /** Stops accepting, lets in-flight requests finish (up to graceMs), then drops the rest. */
+    async close(graceMs = 10_000) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      h1.closeIdleConnections();
+      for (const s of sessions) s.close();
+      const timer = setTimeout(() => {
+        h1.closeAllConnections();
+        for (const s of sessions) s.destroy();
+      }, graceMs);
+      const idle = setInterval(() => h1.closeIdleConnections(), 50);
+      await Promise.race([closed, new Promise((r) => setTimeout(r, graceMs + 1000))]);
+      clearInterval(idle);
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * Peeks at a cleartext connection until its first bytes either equal the HTTP/2 preface or
+ * diverge from it, then gives the socket, bytes unread, to the right server.
+ */
+function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server): void {
+  let seen = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    seen = Buffer.concat([seen, chunk]);
+    const n = Math.min(seen.length, H2_PREFACE.length);
+    const isPrefix = seen.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+    if (isPrefix && seen.length < H2_PREFACE.length) return;
+    socket.off('data', onData);
+    // The chosen server applies its own timeouts from here on.
+    socket.setTimeout(0);
+    socket.pause();
+    socket.unshift(seen);
+    (isPrefix ? h2 : h1).emit('connection', socket);
+    socket.resume();
+  };
+  socket.on('data', onData);
+  socket.on('error', () => socket.destroy());
+  socket.setTimeout(30_000, () => socket.destroy());
+}
+
+function sendJson(res: NodeResponse, status: number, body: unknown): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(payload) });
+  res.end(payload);
+}

@@ -1,0 +1,49 @@
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
+import { DomainError } from '../domain/errors.js';
+import type { OrganizationStore } from '../store/organizations.js';
+import { open, seal } from './secretBox.js';
+
+/**
+ * Owns the organizations' signing keys. Private keys exist in plaintext only inside this closure
+ * (and the signing workers it hands them to); callers see addresses and signatures, nothing else.
+ */
+export function createTreasuryVault(organizations: OrganizationStore, masterKey: Buffer) {
+  const accounts = new Map<string, { account: PrivateKeyAccount; privateKey: Hex }>();
+
+  function load(orgId: string) {
+    let entry = accounts.get(orgId);
+    if (entry) return entry;
+    const row = organizations.treasuryKey(orgId);
+    if (!row) throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
+    const privateKey = `0x${open(masterKey, row.ciphertext, orgId).toString('hex')}` as Hex;
+    entry = { account: privateKeyToAccount(privateKey), privateKey };
+    accounts.set(orgId, entry);
+    return entry;
+  }
+
+  return {
+    /** Creates and stores a new encrypted key; the caller runs this inside a write transaction. */
+    provision(orgId: string, now: number): string {
+      if (organizations.treasuryKey(orgId)) {
+        throw new DomainError('conflict', 'Treasury already provisioned', { code: 'treasury_exists' });
+      }
+      const privateKey = generatePrivateKey();
+      const account = privateKeyToAccount(privateKey);
+      organizations.insertTreasury(orgId, account.address, seal(masterKey, Buffer.from(privateKey.slice(2), 'hex'), orgId), now);
+      return account.address;
+    },
+    /** The organization's signing account; throws treasury_unavailable when none exists. */
+    account(orgId: string): PrivateKeyAccount {
+      return load(orgId).account;
+    },
+    /** Raw key for a signing worker in this process; never logged, never returned to a caller. */
+    privateKeyForWorker(orgId: string): Hex {
+      return load(orgId).privateKey;
+    },
+    address(orgId: string): string | undefined {
+      return organizations.treasuryKey(orgId)?.address;
+    },
+  };
+}
+export type TreasuryVault = ReturnType<typeof createTreasuryVault>;

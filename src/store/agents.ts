@@ -1,0 +1,63 @@
+import type { Db } from './db.js';
+import type { Agent, Policy } from '../domain/types.js';
+import type { AgentStatus } from '../domain/validate.js';
+
+type AgentRow = {
+  id: string; org_id: string; name: string; status: AgentStatus; created_at: number; updated_at: number;
+  last_ping_at: number | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
+  policy_updated_at: number;
+};
+
+const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.updated_at AS policy_updated_at
+  FROM agents a JOIN policies p ON p.agent_id = a.id`;
+
+function toAgent(r: AgentRow): Agent {
+  return {
+    id: r.id, orgId: r.org_id, name: r.name, status: r.status, createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at), lastPingAt: r.last_ping_at === null ? null : Number(r.last_ping_at),
+    policy: {
+      allowlist: JSON.parse(r.allowlist) as string[],
+      spendCapMicros: BigInt(r.spend_cap_micros),
+      approvalThresholdMicros: BigInt(r.approval_threshold_micros),
+      updatedAt: Number(r.policy_updated_at),
+    },
+  };
+}
+
+/** Agents and their policies; an agent always has exactly one policy row. */
+export function createAgentStore(db: Db) {
+  const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, updated_at)
+    VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+    spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
+    updated_at = excluded.updated_at`);
+  // Money columns are read as bigint so no sum or comparison ever passes through a double.
+  const byId = db.prepare(`${SELECT} WHERE a.id = ?`).safeIntegers(true);
+  const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
+  const update = db.prepare('UPDATE agents SET name = ?, status = ?, updated_at = ? WHERE id = ?');
+  const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
+  const setPolicy = (agentId: string, p: Policy) =>
+    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.updatedAt);
+  return {
+    insert(agent: Agent): void {
+      insertAgent.run(agent.id, agent.orgId, agent.name, agent.status, agent.createdAt, agent.updatedAt);
+      setPolicy(agent.id, agent.policy);
+    },
+    get(id: string): Agent | undefined {
+      const r = byId.get(id) as AgentRow | undefined;
+      return r && toAgent(r);
+    },
+    listByOrg(orgId: string): Agent[] {
+      return (byOrg.all(orgId) as AgentRow[]).map(toAgent);
+    },
+    update(id: string, name: string, status: AgentStatus, now: number): void {
+      update.run(name, status, now, id);
+    },
+    setPolicy,
+    touchPing(id: string, now: number): void {
+      touchPing.run(now, id);
+    },
+  };
+}
+export type AgentStore = ReturnType<typeof createAgentStore>;

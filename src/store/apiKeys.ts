@@ -1,0 +1,39 @@
+import type { Db } from './db.js';
+import type { ApiKeyMode, ApiKeyRecord } from '../domain/types.js';
+
+type KeyRow = { id: string; org_id: string; mode: ApiKeyMode; prefix: string; label: string; created_at: number; revoked_at: number | null };
+
+function toKey(r: KeyRow): ApiKeyRecord {
+  return { id: r.id, orgId: r.org_id, mode: r.mode, prefix: r.prefix, label: r.label, createdAt: r.created_at, revokedAt: r.revoked_at };
+}
+
+const COLUMNS = 'id, org_id, mode, prefix, label, created_at, revoked_at';
+
+/** API keys, stored only as SHA-256 hashes of the plaintext. */
+export function createApiKeyStore(db: Db) {
+  const insert = db.prepare('INSERT INTO api_keys (id, org_id, mode, prefix, key_hash, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+  const byHash = db.prepare(`SELECT ${COLUMNS}, key_hash FROM api_keys WHERE key_hash = ?`);
+  const byId = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE id = ?`);
+  const byOrg = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE org_id = ? ORDER BY created_at DESC, id DESC`);
+  const revoke = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
+  return {
+    insert(key: ApiKeyRecord, hash: Buffer): void {
+      insert.run(key.id, key.orgId, key.mode, key.prefix, hash, key.label, key.createdAt);
+    },
+    findByHash(hash: Buffer): (ApiKeyRecord & { hash: Buffer }) | undefined {
+      const r = byHash.get(hash) as (KeyRow & { key_hash: Buffer }) | undefined;
+      return r && { ...toKey(r), hash: r.key_hash };
+    },
+    get(id: string): ApiKeyRecord | undefined {
+      const r = byId.get(id) as KeyRow | undefined;
+      return r && toKey(r);
+    },
+    listByOrg(orgId: string): ApiKeyRecord[] {
+      return (byOrg.all(orgId) as KeyRow[]).map(toKey);
+    },
+    revoke(id: string, now: number): void {
+      revoke.run(now, id);
+    },
+  };
+}
+export type ApiKeyStore = ReturnType<typeof createApiKeyStore>;

@@ -1,0 +1,122 @@
+/**
+ * Initial schema. Times are integer milliseconds since the Unix epoch; USD amounts are integer
+ * micro-dollars; token amounts are decimal TEXT. Never edit a landed migration: add the next one.
+ */
+export const sql = `
+CREATE TABLE organizations (
+  id                TEXT PRIMARY KEY,
+  name              TEXT NOT NULL,
+  approval_window_s INTEGER NOT NULL,
+  created_at        INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE treasuries (
+  org_id         TEXT PRIMARY KEY REFERENCES organizations(id),
+  address        TEXT NOT NULL,
+  key_ciphertext BLOB NOT NULL,
+  created_at     INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+  id         TEXT PRIMARY KEY,
+  org_id     TEXT NOT NULL REFERENCES organizations(id),
+  mode       TEXT NOT NULL CHECK (mode IN ('live', 'test')),
+  prefix     TEXT NOT NULL,
+  key_hash   BLOB NOT NULL UNIQUE,
+  label      TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX api_keys_by_org ON api_keys (org_id, created_at);
+
+CREATE TABLE agents (
+  id           TEXT PRIMARY KEY,
+  org_id       TEXT NOT NULL REFERENCES organizations(id),
+  name         TEXT NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('active', 'paused', 'revoked')),
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  last_ping_at INTEGER
+) STRICT;
+CREATE INDEX agents_by_org ON agents (org_id, created_at);
+
+CREATE TABLE policies (
+  agent_id                  TEXT PRIMARY KEY REFERENCES agents(id),
+  allowlist                 TEXT NOT NULL,
+  spend_cap_micros          INTEGER NOT NULL CHECK (spend_cap_micros >= 0),
+  approval_threshold_micros INTEGER NOT NULL CHECK (approval_threshold_micros >= 0),
+  updated_at                INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE services (
+  id              TEXT PRIMARY KEY,
+  slug            TEXT NOT NULL UNIQUE,
+  name            TEXT NOT NULL,
+  description     TEXT NOT NULL,
+  category        TEXT NOT NULL,
+  logo_url        TEXT NOT NULL,
+  docs_url        TEXT NOT NULL,
+  payment_methods TEXT NOT NULL,
+  endpoints       TEXT NOT NULL,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL
+) STRICT;
+
+-- holds_cap is 1 while the row counts against the agent's rolling spend cap (signing, signed,
+-- pending approval); the covering index lets the cap sum read only the index.
+CREATE TABLE transactions (
+  id              TEXT PRIMARY KEY,
+  org_id          TEXT NOT NULL REFERENCES organizations(id),
+  agent_id        TEXT NOT NULL REFERENCES agents(id),
+  type            TEXT NOT NULL,
+  status          TEXT NOT NULL,
+  chain_id        INTEGER NOT NULL DEFAULT 0,
+  recipient       TEXT NOT NULL DEFAULT '',
+  amount_micros   INTEGER NOT NULL CHECK (amount_micros >= 0),
+  holds_cap       INTEGER NOT NULL DEFAULT 0 CHECK (holds_cap IN (0, 1)),
+  reason          TEXT NOT NULL DEFAULT '',
+  service_slug    TEXT NOT NULL DEFAULT '',
+  resource_url    TEXT NOT NULL DEFAULT '',
+  idempotency_key TEXT,
+  request_hash    TEXT,
+  request         TEXT,
+  result          TEXT,
+  approval_id     TEXT,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX transactions_idempotency ON transactions (agent_id, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+CREATE INDEX transactions_cap ON transactions (agent_id, holds_cap, created_at, amount_micros);
+CREATE INDEX transactions_by_org ON transactions (org_id, created_at, id);
+CREATE INDEX transactions_by_status ON transactions (status);
+
+CREATE TABLE approvals (
+  id             TEXT PRIMARY KEY,
+  org_id         TEXT NOT NULL REFERENCES organizations(id),
+  agent_id       TEXT NOT NULL REFERENCES agents(id),
+  transaction_id TEXT NOT NULL UNIQUE REFERENCES transactions(id),
+  status         TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+  created_at     INTEGER NOT NULL,
+  expires_at     INTEGER NOT NULL,
+  decided_at     INTEGER,
+  decided_by     TEXT NOT NULL DEFAULT '',
+  note           TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX approvals_by_org ON approvals (org_id, created_at);
+CREATE INDEX approvals_pending ON approvals (status, expires_at);
+
+-- Next account nonce per treasury and chain for raw transactions; bumped inside the reserving
+-- transaction so a nonce can never be handed out twice.
+CREATE TABLE account_nonces (
+  org_id     TEXT NOT NULL REFERENCES organizations(id),
+  chain_id   INTEGER NOT NULL,
+  next_nonce INTEGER NOT NULL,
+  PRIMARY KEY (org_id, chain_id)
+) STRICT;
+
+CREATE TABLE settings (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+`;

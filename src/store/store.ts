@@ -1,0 +1,25 @@
+import { openDatabase, type Db } from './db.js';
+import { createAgentStore } from './agents.js';
+import { createApiKeyStore } from './apiKeys.js';
+import { createOrganizationStore } from './organizations.js';
+import { createServiceStore } from './services.js';
+import { createSettingsStore } from './settings.js';
+import { createTransactionStore } from './transactions.js';
+
+/** All table groups over one connection: the single writer every transaction goes through. */
+export function openStore(file: string) {
+  const db: Db = openDatabase(file);
+  return {
+    db,
+    organizations: createOrganizationStore(db),
+    apiKeys: createApiKeyStore(db),
+    agents: createAgentStore(db),
+    services: createServiceStore(db),
+    transactions: createTransactionStore(db),
+    settings: createSettingsStore(db),
+    close(): void {
+      if (db.open) db.close();
+    },
+  };
+}
+export type Store = ReturnType<typeof openStore>;

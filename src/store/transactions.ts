@@ -1,0 +1,65 @@
+import type { Db } from './db.js';
+import type { TransactionRecord } from '../domain/types.js';
+
+type TxRow = {
+  id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
+  recipient: string; amount_micros: bigint; reason: string; service_slug: string; approval_id: string | null;
+  created_at: bigint;
+};
+
+const COLUMNS = 'id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, approval_id, created_at';
+
+function toTx(r: TxRow): TransactionRecord {
+  return {
+    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status, chainId: Number(r.chain_id),
+    recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
+    approvalId: r.approval_id, createdAt: Number(r.created_at),
+  };
+}
+
+export type TransactionFilter = {
+  orgId: string;
+  agentId?: string;
+  status?: string;
+  from?: number;
+  to?: number;
+  /** Keyset cursor: rows strictly older than (createdAt, id). */
+  before?: { createdAt: number; id: string };
+  limit: number;
+};
+
+/** The ledger: every payment request, decision and ping. */
+export function createTransactionStore(db: Db) {
+  const insertRecord = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient,
+    amount_micros, holds_cap, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const listCache = new Map<string, ReturnType<Db['prepare']>>();
+  return {
+    insert(tx: TransactionRecord & { holdsCap: boolean }): void {
+      insertRecord.run(tx.id, tx.orgId, tx.agentId, tx.type, tx.status, tx.chainId, tx.recipient, tx.amountMicros,
+        tx.holdsCap ? 1 : 0, tx.reason, tx.serviceSlug, tx.createdAt, tx.createdAt);
+    },
+    /** One page, newest first. Filters only add fixed SQL fragments; values are always bound. */
+    list(f: TransactionFilter): TransactionRecord[] {
+      const where = ['org_id = @orgId'];
+      const params: Record<string, string | number> = { orgId: f.orgId, limit: f.limit };
+      if (f.agentId) { where.push('agent_id = @agentId'); params.agentId = f.agentId; }
+      if (f.status) { where.push('status = @status'); params.status = f.status; }
+      if (f.from !== undefined) { where.push('created_at >= @from'); params.from = f.from; }
+      if (f.to !== undefined) { where.push('created_at < @to'); params.to = f.to; }
+      if (f.before) {
+        where.push('(created_at < @beforeAt OR (created_at = @beforeAt AND id < @beforeId))');
+        params.beforeAt = f.before.createdAt;
+        params.beforeId = f.before.id;
+      }
+      const sql = `SELECT ${COLUMNS} FROM transactions WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`;
+      let stmt = listCache.get(sql);
+      if (!stmt) {
+        stmt = db.prepare(sql).safeIntegers(true);
+        listCache.set(sql, stmt);
+      }
+      const rows = stmt.all(params) as TxRow[];
+      return rows.map(toTx);
+    },
+  };
+}
+export type TransactionStore = ReturnType<typeof createTransactionStore>;
