@@ -143,8 +143,14 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server)
     socket.setTimeout(0);
     socket.pause();
     socket.unshift(seen);
-    (isPrefix ? h2 : h1).emit('connection', socket);
-    socket.resume();
+    if (isPrefix) {
+      // HTTP/2 reads the native handle directly and first drains what sits in the JS buffer;
+      // resuming here would hand the preface to nobody.
+      h2.emit('connection', socket);
+    } else {
+      h1.emit('connection', socket);
+      socket.resume();
+    }
   };
   socket.on('data', onData);
   socket.on('error', () => socket.destroy());
