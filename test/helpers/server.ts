@@ -1,0 +1,73 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BootstrapFile } from '../../src/bootstrap.js';
+import type { Config } from '../../src/config.js';
+import { startPaypolicy, type Paypolicy } from '../../src/paypolicy.js';
+
+export type TestServer = {
+  app: Paypolicy;
+  url: string;
+  dataDir: string;
+  /** Every JSON log line the server wrote, in order. */
+  logs: string[];
+  bootstrap: BootstrapFile;
+  /** Stops the server; removes the data directory unless keepData. */
+  close: (opts?: { keepData?: boolean }) => Promise<void>;
+};
+
+export type TestServerOptions = {
+  dataDir?: string;
+  adminToken?: string;
+  masterKey?: string;
+  now?: () => number;
+  logLevel?: Config['logLevel'];
+};
+
+/** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
+export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'paypolicy-test-'));
+  const logs: string[] = [];
+  const app = await startPaypolicy(
+    {
+      port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
+      masterKey: opts.masterKey, tlsCert: undefined, tlsKey: undefined,
+    },
+    { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
+  );
+  const bootstrap = app.bootstrap ?? (JSON.parse((await import('node:fs')).readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile);
+  return {
+    app, url: app.url, dataDir, logs, bootstrap,
+    async close({ keepData = false } = {}) {
+      await app.stop(1000);
+      if (!keepData) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type RestResult = { status: number; headers: Headers; text: string; json: any };
+
+/** One REST call with fetch; `key` becomes `Authorization: Bearer <key>`. */
+export async function rest(
+  base: string,
+  method: string,
+  path: string,
+  opts: { key?: string; body?: unknown; rawBody?: string | Uint8Array; headers?: Record<string, string> } = {},
+): Promise<RestResult> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.key !== undefined) headers.authorization = `Bearer ${opts.key}`;
+  let body: string | Uint8Array | undefined = opts.rawBody;
+  if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(`${base}${path}`, { method, headers, body });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
