@@ -1,0 +1,35 @@
+import type { Address, Hex } from 'viem';
+import type { Eip3009Domain, Eip3009Message, Permit2Message } from './typedData.js';
+
+/** Work the signing threads accept. Plain data only: it crosses a worker boundary. */
+export type SignJob =
+  | { kind: 'eip3009'; orgId: string; domain: Eip3009Domain; message: Eip3009Message }
+  | { kind: 'permit2'; orgId: string; chainId: number; permit2: Address; message: Permit2Message }
+  | { kind: 'eip1559'; orgId: string; tx: Eip1559Fields };
+
+export type Eip1559Fields = {
+  chainId: number;
+  nonce: number;
+  to: Address;
+  data: Hex;
+  gas: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+};
+
+export type SignOutput = {
+  /** 65-byte r ‖ s ‖ v signature (v = 27 + recovery id). */
+  signature: Hex;
+  /** Signed serialized transaction and its hash, for transaction jobs. */
+  serialized?: Hex;
+  hash?: Hex;
+};
+
+export type WorkerRequest =
+  | { type: 'key'; orgId: string; privateKey: Hex }
+  | { type: 'jobs'; jobs: Array<{ id: number; job: SignJob }> };
+
+export type WorkerResponse = {
+  type: 'results';
+  results: Array<{ id: number; ok: true; output: SignOutput } | { id: number; ok: false; error: string }>;
+};

@@ -1,0 +1,90 @@
+import { existsSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import type { Hex } from 'viem';
+import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
+
+type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
+type Slot = { worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }> };
+
+/**
+ * The compiled worker sits next to this module in dist/. Under vitest this module runs from
+ * src/*.ts, where Node cannot start a .ts worker, so the build output is used instead (`npm test`
+ * builds first).
+ */
+function workerUrl(): URL {
+  const here = new URL('./signerWorker.js', import.meta.url);
+  if (existsSync(here)) return here;
+  const built = new URL('../../dist/src/signing/signerWorker.js', import.meta.url);
+  if (existsSync(built)) return built;
+  throw new Error('signing worker not built; run `npm run build`');
+}
+
+export type SignerPool = {
+  sign: (job: SignJob) => Promise<SignOutput>;
+  close: () => Promise<void>;
+};
+
+/**
+ * A fixed set of signing threads. Jobs queued in the same tick go to a thread as one batch, which
+ * keeps message overhead low under load; keys are sent to a thread once, on first use.
+ */
+export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex): SignerPool {
+  let nextId = 1;
+  let turn = 0;
+  let closed = false;
+  const slots: Slot[] = [];
+
+  function spawn(index: number): Slot {
+    const worker = new Worker(workerUrl());
+    const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [] };
+    worker.on('message', (msg: WorkerResponse) => {
+      for (const r of msg.results) {
+        const p = slot.pending.get(r.id);
+        if (!p) continue;
+        slot.pending.delete(r.id);
+        if (r.ok) p.resolve(r.output);
+        else p.reject(new Error(`signing failed: ${r.error}`));
+      }
+    });
+    const fail = (err: Error) => {
+      for (const p of slot.pending.values()) p.reject(err);
+      slot.pending.clear();
+      if (!closed) slots[index] = spawn(index);
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => {
+      if (!closed) fail(new Error(`signing thread exited with code ${code}`));
+    });
+    worker.unref();
+    return slot;
+  }
+
+  for (let i = 0; i < Math.max(1, size); i++) slots.push(spawn(i));
+
+  function flush(slot: Slot): void {
+    const jobs = slot.queue;
+    slot.queue = [];
+    if (jobs.length > 0) slot.worker.postMessage({ type: 'jobs', jobs } satisfies WorkerRequest);
+  }
+
+  return {
+    sign(job) {
+      if (closed) return Promise.reject(new Error('signer pool closed'));
+      const slot = slots[turn++ % slots.length]!;
+      if (!slot.keys.has(job.orgId)) {
+        slot.worker.postMessage({ type: 'key', orgId: job.orgId, privateKey: privateKeyOf(job.orgId) } satisfies WorkerRequest);
+        slot.keys.add(job.orgId);
+      }
+      const id = nextId++;
+      return new Promise<SignOutput>((resolve, reject) => {
+        slot.pending.set(id, { resolve, reject });
+        if (slot.queue.push({ id, job }) === 1) setImmediate(() => flush(slot));
+      });
+    },
+    async close() {
+      closed = true;
+      await Promise.all(slots.map((s) => s.worker.terminate()));
+      for (const s of slots) for (const p of s.pending.values()) p.reject(new Error('signer pool closed'));
+    },
+  };
+}
