@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
 
@@ -11,6 +12,8 @@ export type Config = {
   masterKey: string | undefined;
   tlsCert: string | undefined;
   tlsKey: string | undefined;
+  /** Signing worker threads; default one fewer than the cores (at least 1, at most 4). */
+  signerThreads: number;
 };
 
 export class ConfigError extends Error {
@@ -26,6 +29,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--log-level': { env: 'PAYPOLICY_LOG_LEVEL', key: 'logLevel' },
   '--tls-cert': { env: 'PAYPOLICY_TLS_CERT', key: 'tlsCert' },
   '--tls-key': { env: 'PAYPOLICY_TLS_KEY', key: 'tlsKey' },
+  '--signer-threads': { env: 'PAYPOLICY_SIGNER_THREADS', key: 'signerThreads' },
 };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
@@ -47,7 +51,11 @@ export function loadConfig(argv: string[], env: Env): Config {
   const logLevel = (raw.logLevel ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   if ((raw.tlsCert === undefined) !== (raw.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key must be given together');
+  const threadsText = raw.signerThreads ?? String(Math.min(4, Math.max(1, availableParallelism() - 1)));
+  const signerThreads = Number(threadsText);
+  if (!/^\d+$/.test(threadsText) || signerThreads < 1 || signerThreads > 64) throw new ConfigError(`--signer-threads must be an integer from 1 to 64, got "${threadsText}"`);
   return {
+    signerThreads,
     port,
     host: raw.host ?? '127.0.0.1',
     dataDir: resolve(raw.dataDir ?? './data'),

@@ -8,8 +8,13 @@ import { ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { startServer, type RunningServer } from './server.js';
 import { loadMasterKey } from './signing/masterKey.js';
+import { createSignerPool } from './signing/signerPool.js';
 import { createTreasuryVault } from './signing/treasury.js';
+import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
+
+/** How often overdue approvals are expired without anyone reading them. */
+const APPROVAL_SWEEP_MS = 15_000;
 
 export type Paypolicy = RunningServer & {
   deps: AppDeps;
@@ -39,7 +44,12 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   const master = loadMasterKey(config.masterKey, config.dataDir);
   if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
   const store = openStore(join(config.dataDir, 'paypolicy.db'));
-  const deps: AppDeps = { store, vault: createTreasuryVault(store.organizations, master.key), now: options.now ?? Date.now, log };
+  const vault = createTreasuryVault(store.organizations, master.key);
+  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
+  const deps: AppDeps = { store, vault, signer, now: options.now ?? Date.now, log, inflight: new Map() };
+  // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
+  const interrupted = store.db.transaction(() => store.payments.failInterrupted(deps.now())).immediate();
+  if (interrupted > 0) log.warn({ interrupted }, 'released payments interrupted while signing');
   let server: RunningServer;
   let bootstrap: BootstrapFile | undefined;
   try {
@@ -50,9 +60,20 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
     });
   } catch (err) {
+    await signer.close();
     store.close();
     throw err;
   }
+  // Expiry also happens on every read; the sweep releases holds nobody reads.
+  const sweep = setInterval(() => {
+    try {
+      const expired = sweepExpiredApprovals(deps);
+      if (expired > 0) log.info({ expired }, 'expired approval requests');
+    } catch (err) {
+      log.error({ err }, 'approval sweep failed');
+    }
+  }, APPROVAL_SWEEP_MS);
+  sweep.unref();
   log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
   let stopping: Promise<void> | undefined;
   return {
@@ -62,7 +83,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     bootstrap,
     stop(graceMs) {
       stopping ??= (async () => {
+        clearInterval(sweep);
         await server.close(graceMs);
+        await signer.close();
         store.close();
         log.info('paypolicy stopped');
       })();

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { SignerPool } from '../signing/signerPool.js';
 import type { TreasuryVault } from '../signing/treasury.js';
 import type { Store } from '../store/store.js';
 
@@ -6,6 +7,12 @@ import type { Store } from '../store/store.js';
 export type AppDeps = {
   store: Store;
   vault: TreasuryVault;
+  signer: SignerPool;
   now: () => number;
   log: Logger;
+  /**
+   * Sign requests in flight per (agent, Idempotency-Key): concurrent duplicates wait for the first
+   * and then replay its stored outcome, so they never race to create a second transaction.
+   */
+  inflight: Map<string, Promise<unknown>>;
 };

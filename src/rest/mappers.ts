@@ -1,4 +1,8 @@
+import type { ApprovalRow } from '../store/approvals.js';
 import type { PingResult } from '../app/ping.js';
+import type { SignResult } from '../app/sign.js';
+import type { SignedPayment } from '../app/signedPayment.js';
+import { formatUsd, usdToJsonNumber } from '../domain/money.js';
 import type { ResolveResult } from '../app/registry.js';
 import type { ServiceRecord } from '../domain/types.js';
 
@@ -37,4 +41,85 @@ export function resolveJson(r: ResolveResult) {
   // fromEntries defines own properties, so a slug such as "__proto__" stays plain data.
   const results = Object.fromEntries(r.results.map((x) => [x.slug, x.service ? serviceJson(x.service) : null]));
   return { results, resolvedCount: r.resolvedCount, unresolvedCount: r.unresolvedCount };
+}
+
+/** The type-specific signed material, beside the wire fields of a 200. */
+function signedJson(s: SignedPayment) {
+  switch (s.type) {
+    case 'eip3009': {
+      const a = s.authorization;
+      return {
+        authorization: {
+          from: a.from, to: a.to, value: a.value, valid_after: a.validAfter, valid_before: a.validBefore, nonce: a.nonce,
+          token: a.token, domain_name: a.domainName, domain_version: a.domainVersion, chain_id: a.chainId,
+        },
+      };
+    }
+    case 'permit2': {
+      const p = s.permit2;
+      return {
+        permit2: {
+          owner: p.owner, token: p.token, amount: p.amount, spender: p.spender, nonce: p.nonce, deadline: p.deadline, to: p.to,
+          valid_after: p.validAfter, permit2_address: p.permit2Address, chain_id: p.chainId,
+        },
+      };
+    }
+    case 'raw_transaction': {
+      const t = s.rawTransaction;
+      return { raw_transaction: { serialized: t.serialized, hash: t.hash, nonce: t.nonce, token: t.token, chain_id: t.chainId } };
+    }
+  }
+}
+
+/** Sign outcome → status and body: 200 signed, 202 pending approval, 403 policy denied. */
+export function signJson(r: SignResult): { status: number; body: unknown } {
+  switch (r.outcome) {
+    case 'allowed':
+      return {
+        status: 200,
+        body: {
+          signature: r.signed.type === 'raw_transaction' ? null : r.signed.signature,
+          tx_hash: null,
+          agent_id: r.agentId,
+          cost_usd: formatUsd(r.amountMicros),
+          transaction_id: r.transactionId,
+          idempotent: r.idempotent,
+          type: r.type,
+          chain_id: r.chainId,
+          recipient_address: r.recipient,
+          ...signedJson(r.signed),
+        },
+      };
+    case 'pending_approval':
+      return { status: 202, body: { status: 'pending_approval', reason: r.reason, transaction_id: r.transactionId, approval_request_id: r.approvalRequestId } };
+    case 'denied':
+      return { status: 403, body: { error: 'Policy denied', reason: r.reason, transaction_id: r.transactionId } };
+    case 'dry_run': {
+      const v = r.verdict;
+      const status = v.outcome === 'allowed' ? 200 : v.outcome === 'pending_approval' ? 202 : 403;
+      return {
+        status,
+        body: {
+          dry_run: true,
+          status: v.outcome,
+          agent_id: r.agentId,
+          type: r.type,
+          chain_id: r.chainId,
+          recipient_address: r.recipient,
+          amount_usd: usdToJsonNumber(r.amountMicros),
+          ...(v.outcome === 'allowed' ? {} : { reason: v.reason }),
+          ...(v.outcome === 'pending_approval' ? { approval_threshold_usd: usdToJsonNumber(v.thresholdMicros) } : {}),
+        },
+      };
+    }
+  }
+}
+
+export function approvalStatusJson(a: ApprovalRow) {
+  return {
+    status: a.status,
+    decided_at: a.decidedAt === null ? null : new Date(a.decidedAt).toISOString(),
+    expires_at: new Date(a.expiresAt).toISOString(),
+    transaction_id: a.transactionId,
+  };
 }

@@ -9,7 +9,10 @@ import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
 import { parseJsonObject, readBody } from './body.js';
 import { errorResponse, type RestResponse } from './errors.js';
-import { pingJson, resolveJson } from './mappers.js';
+import { approvalStatusJson, pingJson, resolveJson, signJson } from './mappers.js';
+import { signPayment } from '../app/sign.js';
+import { getApprovalStatus } from '../app/approvals.js';
+import { jsonNumberToDecimal } from '../domain/money.js';
 
 type NodeRequest = IncomingMessage | Http2ServerRequest;
 type NodeResponse = ServerResponse | Http2ServerResponse;
@@ -45,14 +48,33 @@ export function createRestRoutes(deps: AppDeps): Route[] {
       const slugs = [...call.url.searchParams.getAll('slug'), ...call.url.searchParams.getAll('slugs')];
       return { status: 200, body: resolveJson(resolveServices(deps, slugs)) };
     }),
-    route('POST', '/api/sign', () => {
-      throw new DomainError('unimplemented', 'Not implemented yet');
+    route('POST', '/api/sign', async (call) => {
+      const body = await call.body();
+      const amount = body.amount_usd;
+      const result = await signPayment(deps, call.principal, {
+        agentId: body.agent_id,
+        type: body.type,
+        chainId: body.chain_id,
+        recipientAddress: body.recipient_address,
+        // JSON numbers become their shortest decimal text, so no float reaches the arithmetic.
+        amountUsd: typeof amount === 'number' && Number.isFinite(amount) ? jsonNumberToDecimal(amount) : amount,
+        payload: body.payload,
+        dryRun: body.dry_run,
+        idempotencyKey: call.header('idempotency-key'),
+      });
+      return signJson(result);
     }),
     route('POST', '/api/quote', () => {
       throw new DomainError('unimplemented', 'Not implemented yet');
     }),
-    route('GET', '/api/approvals/{id}/status', () => {
-      throw new DomainError('unimplemented', 'Not implemented yet');
+    route('GET', '/api/approvals/{id}/status', (call) => {
+      try {
+        return { status: 200, body: approvalStatusJson(getApprovalStatus(deps, call.principal, call.params.id!)) };
+      } catch (err) {
+        // The wire protocol wants this 404 empty of detail, so nothing leaks across organizations.
+        if (err instanceof DomainError && err.kind === 'not_found') return { status: 404, body: undefined };
+        throw err;
+      }
     }),
   ];
 }
@@ -69,7 +91,12 @@ function safeDecode(s: string): string {
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
 function send(res: NodeResponse, r: RestResponse): void {
-  const payload = r.body === undefined ? '' : JSON.stringify(r.body);
+  if (r.body === undefined) {
+    res.writeHead(r.status, { 'cache-control': 'no-store', ...r.headers, 'content-length': 0 });
+    res.end();
+    return;
+  }
+  const payload = JSON.stringify(r.body);
   res.writeHead(r.status, { ...JSON_HEADERS, ...r.headers, 'content-length': Buffer.byteLength(payload) });
   res.end(payload);
 }

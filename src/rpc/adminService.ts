@@ -1,6 +1,7 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
-import { AdminService, ApiKeyMode } from '../../gen/paypolicy/v1/admin_pb.js';
+import { AdminService, ApiKeyMode, Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import { decideApproval, describeApproval, listApprovals } from '../app/approvals.js';
 import { authenticateAdmin } from '../auth/credentials.js';
 import { createAgent, listAgents, requireAgent, setPolicy, updateAgent } from '../app/agents.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
@@ -8,9 +9,10 @@ import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury } from '../app/organizations.js';
 import { deleteService, listServices, upsertService } from '../app/registry.js';
-import { DomainError, invalidArgument } from '../domain/errors.js';
+import { invalidArgument } from '../domain/errors.js';
 import {
   agentToProto,
+  approvalToProto,
   apiKeyToProto,
   organizationToProto,
   policyToProto,
@@ -95,13 +97,15 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       });
       return { transactions: r.transactions.map(transactionToProto), nextPageToken: r.nextPageToken };
     },
-    listApprovals(_req, ctx) {
+    listApprovals(req, ctx) {
       admin(ctx);
-      throw new DomainError('unimplemented', 'Not implemented yet');
+      return { approvals: listApprovals(deps, req.orgId, req.status).map((a) => approvalToProto(describeApproval(deps, a))) };
     },
-    decideApproval(_req, ctx) {
+    async decideApproval(req, ctx) {
       admin(ctx);
-      throw new DomainError('unimplemented', 'Not implemented yet');
+      const decision = req.decision === Decision.APPROVE ? 'approve' : req.decision === Decision.DENY ? 'deny' : undefined;
+      const a = await decideApproval(deps, { id: req.id, decision, note: req.note, decidedBy: req.decidedBy });
+      return { approval: approvalToProto(describeApproval(deps, a)) };
     },
   };
 }

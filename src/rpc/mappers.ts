@@ -11,6 +11,19 @@ import {
   type TransactionSchema,
 } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
+import {
+  ApprovalStatus,
+  PaymentType as PaymentTypeEnum,
+  SignOutcome,
+  type GetApprovalStatusResponseSchema,
+  type SignResponseSchema,
+} from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import type { ApprovalSchema } from '../../gen/paypolicy/v1/admin_pb.js';
+import type { SignResult } from '../app/sign.js';
+import type { SignedPayment } from '../app/signedPayment.js';
+import type { ApprovalView } from '../app/approvals.js';
+import type { ApprovalRow } from '../store/approvals.js';
+import type { PaymentType } from '../domain/paymentRequest.js';
 
 /** Domain records → protobuf message shapes. Pure functions; no rule lives here. */
 
@@ -72,5 +85,85 @@ export function transactionToProto(t: TransactionRecord): MessageInitShape<typeo
     id: t.id, orgId: t.orgId, agentId: t.agentId, type: t.type, status: t.status, amountUsd: formatUsd(t.amountMicros),
     recipientAddress: t.recipient, chainId: t.chainId, reason: t.reason, createdAt: timestampFromMs(t.createdAt),
     approvalRequestId: t.approvalId ?? '', serviceSlug: t.serviceSlug,
+  };
+}
+
+const PAYMENT_TYPE_TO_PROTO: Record<PaymentType, PaymentTypeEnum> = {
+  eip3009: PaymentTypeEnum.EIP3009,
+  permit2: PaymentTypeEnum.PERMIT2,
+  raw_transaction: PaymentTypeEnum.RAW_TRANSACTION,
+  x402: PaymentTypeEnum.X402,
+  mpp: PaymentTypeEnum.MPP,
+};
+
+/** Proto enum → wire type name; UNSPECIFIED means "not given" (the default applies). */
+export function paymentTypeFromProto(t: PaymentTypeEnum): string | undefined {
+  const entry = Object.entries(PAYMENT_TYPE_TO_PROTO).find(([, v]) => v === t);
+  if (entry) return entry[0];
+  return t === PaymentTypeEnum.UNSPECIFIED ? undefined : `unknown(${t})`;
+}
+
+type SignedFields = {
+  signature?: string;
+  authorization?: Extract<SignedPayment, { type: 'eip3009' }>['authorization'];
+  permit2?: Extract<SignedPayment, { type: 'permit2' }>['permit2'];
+  rawTransaction?: Extract<SignedPayment, { type: 'raw_transaction' }>['rawTransaction'];
+};
+
+function signedToProto(s: SignedPayment): SignedFields {
+  switch (s.type) {
+    case 'eip3009':
+      return { signature: s.signature, authorization: s.authorization };
+    case 'permit2':
+      return { signature: s.signature, permit2: s.permit2 };
+    case 'raw_transaction':
+      return { rawTransaction: s.rawTransaction };
+  }
+}
+
+const VERDICT_OUTCOME = { allowed: SignOutcome.ALLOWED, pending_approval: SignOutcome.PENDING_APPROVAL, denied: SignOutcome.DENIED } as const;
+
+export function signResultToProto(r: SignResult): MessageInitShape<typeof SignResponseSchema> {
+  switch (r.outcome) {
+    case 'allowed':
+      return {
+        outcome: SignOutcome.ALLOWED, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
+        costUsd: formatUsd(r.amountMicros), amountUsd: formatUsd(r.amountMicros), chainId: r.chainId,
+        type: PAYMENT_TYPE_TO_PROTO[r.type], recipientAddress: r.recipient, ...signedToProto(r.signed),
+      };
+    case 'pending_approval':
+      return {
+        outcome: SignOutcome.PENDING_APPROVAL, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
+        reason: r.reason, approvalRequestId: r.approvalRequestId,
+      };
+    case 'denied':
+      return { outcome: SignOutcome.DENIED, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent, reason: r.reason };
+    case 'dry_run':
+      return {
+        outcome: VERDICT_OUTCOME[r.verdict.outcome], agentId: r.agentId, dryRun: true, chainId: r.chainId,
+        type: PAYMENT_TYPE_TO_PROTO[r.type], recipientAddress: r.recipient, amountUsd: formatUsd(r.amountMicros),
+        reason: r.verdict.outcome === 'allowed' ? '' : r.verdict.reason,
+        approvalThresholdUsd: r.verdict.outcome === 'pending_approval' ? formatUsd(r.verdict.thresholdMicros) : undefined,
+      };
+  }
+}
+
+const APPROVAL_STATUS = {
+  pending: ApprovalStatus.PENDING, approved: ApprovalStatus.APPROVED, denied: ApprovalStatus.DENIED, expired: ApprovalStatus.EXPIRED,
+} as const;
+
+export function approvalStatusToProto(a: ApprovalRow): MessageInitShape<typeof GetApprovalStatusResponseSchema> {
+  return {
+    status: APPROVAL_STATUS[a.status], transactionId: a.transactionId, expiresAt: timestampFromMs(a.expiresAt),
+    decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt),
+  };
+}
+
+export function approvalToProto(a: ApprovalView): MessageInitShape<typeof ApprovalSchema> {
+  return {
+    id: a.id, status: a.status, transactionId: a.transactionId, agentId: a.agentId, amountUsd: formatUsd(a.amountMicros),
+    recipientAddress: a.recipient, reason: a.reason, createdAt: timestampFromMs(a.createdAt), expiresAt: timestampFromMs(a.expiresAt),
+    decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
+    serviceSlug: a.serviceSlug,
   };
 }

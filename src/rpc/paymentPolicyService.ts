@@ -6,7 +6,9 @@ import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
-import { serviceToProto } from './mappers.js';
+import { approvalStatusToProto, paymentTypeFromProto, serviceToProto, signResultToProto } from './mappers.js';
+import { signPayment } from '../app/sign.js';
+import { getApprovalStatus } from '../app/approvals.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
@@ -28,14 +30,24 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
         unresolvedCount: r.unresolvedCount,
       };
     },
-    sign(_req, ctx) {
-      return notYet(ctx);
+    async sign(req, ctx) {
+      const result = await signPayment(deps, principal(ctx), {
+        agentId: req.agentId,
+        type: paymentTypeFromProto(req.type),
+        chainId: req.chainId,
+        recipientAddress: req.recipientAddress === '' ? undefined : req.recipientAddress,
+        amountUsd: req.amountUsd === '' ? undefined : req.amountUsd,
+        payload: req.payload,
+        dryRun: req.dryRun,
+        idempotencyKey: req.idempotencyKey || (ctx.requestHeader.get('idempotency-key') ?? undefined),
+      });
+      return signResultToProto(result);
     },
     quote(_req, ctx) {
       return notYet(ctx);
     },
-    getApprovalStatus(_req, ctx) {
-      return notYet(ctx);
+    getApprovalStatus(req, ctx) {
+      return approvalStatusToProto(getApprovalStatus(deps, principal(ctx), req.id));
     },
   };
 }

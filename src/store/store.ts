@@ -1,7 +1,9 @@
 import { openDatabase, type Db } from './db.js';
 import { createAgentStore } from './agents.js';
 import { createApiKeyStore } from './apiKeys.js';
+import { createApprovalStore } from './approvals.js';
 import { createOrganizationStore } from './organizations.js';
+import { createPaymentStore } from './payments.js';
 import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createTransactionStore } from './transactions.js';
@@ -16,6 +18,8 @@ export function openStore(file: string) {
     agents: createAgentStore(db),
     services: createServiceStore(db),
     transactions: createTransactionStore(db),
+    payments: createPaymentStore(db),
+    approvals: createApprovalStore(db),
     settings: createSettingsStore(db),
     close(): void {
       if (db.open) db.close();

@@ -31,7 +31,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const app = await startPaypolicy(
     {
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: opts.masterKey, tlsCert: undefined, tlsKey: undefined,
+      masterKey: opts.masterKey, tlsCert: undefined, tlsKey: undefined, signerThreads: 1,
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
   );

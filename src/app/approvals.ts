@@ -1,0 +1,131 @@
+import type { Address } from 'viem';
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import { evaluatePolicy } from '../domain/policy.js';
+import type { Principal } from '../domain/types.js';
+import { UUID, optionalText, requireName } from '../domain/validate.js';
+import { writeTxn } from '../store/db.js';
+import type { ApprovalRow } from '../store/approvals.js';
+import type { AppDeps } from './deps.js';
+import { requireOrganization } from './organizations.js';
+import { CAP_WINDOW_MS, policyFacts, signAndSettle } from './sign.js';
+import { loadRequest } from './signedPayment.js';
+
+export const EXPIRED_REASON = 'Approval request expired before a human decided';
+
+function notFound(): DomainError {
+  return new DomainError('not_found', 'Approval not found', { code: 'approval_not_found' });
+}
+
+/**
+ * Moves a pending approval past its window to `expired` and releases its hold on the cap.
+ * Runs in its own write transaction (or joins the caller's). Returns true when it expired one.
+ */
+export function expireIfDue(deps: AppDeps, approvalId: string): boolean {
+  return writeTxn(deps.store.db, () => {
+    const a = deps.store.approvals.get(approvalId);
+    if (!a || a.status !== 'pending' || a.expiresAt > deps.now()) return false;
+    deps.store.approvals.expire(a.id);
+    deps.store.payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, deps.now());
+    return true;
+  });
+}
+
+/** Expires every overdue approval; run periodically so holds are released without a read. */
+export function sweepExpiredApprovals(deps: AppDeps): number {
+  let expired = 0;
+  for (const a of deps.store.approvals.due(deps.now())) if (expireIfDue(deps, a.id)) expired++;
+  return expired;
+}
+
+/**
+ * GET /api/approvals/{id}/status: scoped to the key's organization. Unknown ids, malformed ids
+ * and other organizations' approvals are the same 404, so nothing leaks across organizations.
+ */
+export function getApprovalStatus(deps: AppDeps, principal: Principal, id: string): ApprovalRow {
+  if (!UUID.test(id)) throw notFound();
+  const a = deps.store.approvals.get(id);
+  if (!a || a.orgId !== principal.orgId) throw notFound();
+  if (a.status === 'pending' && a.expiresAt <= deps.now()) expireIfDue(deps, a.id);
+  return deps.store.approvals.get(id)!;
+}
+
+export function listApprovals(deps: AppDeps, orgId: string, status: string): ApprovalRow[] {
+  requireOrganization(deps, orgId);
+  if (status !== '' && !['pending', 'approved', 'denied', 'expired'].includes(status)) {
+    throw invalidArgument('status must be one of pending, approved, denied, expired');
+  }
+  sweepExpiredApprovals(deps);
+  return deps.store.approvals.listByOrg(orgId, status || undefined);
+}
+
+export type Decision = 'approve' | 'deny';
+
+/**
+ * A human's decision. Approval re-checks agent status, allowlist and cap in the same write
+ * transaction that marks it approved (the human overrides only the threshold), then signs; the
+ * agent collects the signature by repeating its request. Denial releases the reservation.
+ * `orgId`, when given, confines the decision to that organization (the dashboard's users).
+ */
+export async function decideApproval(
+  deps: AppDeps,
+  input: { id: string; decision: Decision | undefined; note: string; decidedBy: string; orgId?: string },
+): Promise<ApprovalRow> {
+  if (input.decision !== 'approve' && input.decision !== 'deny') throw invalidArgument('decision must be approve or deny');
+  const note = optionalText(input.note.trim(), 'note', 1000);
+  const decidedBy = input.decidedBy.trim() === '' ? 'operator' : requireName(input.decidedBy, 'decided_by');
+  if (!UUID.test(input.id)) throw notFound();
+  const { approvals, payments, agents } = deps.store;
+
+  const step = writeTxn(deps.store.db, () => {
+    const a = approvals.get(input.id);
+    if (!a || (input.orgId !== undefined && a.orgId !== input.orgId)) throw notFound();
+    const now = deps.now();
+    if (a.status === 'pending' && a.expiresAt <= now) {
+      approvals.expire(a.id);
+      payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, now);
+      return { kind: 'expired' as const };
+    }
+    if (a.status !== 'pending') return { kind: 'decided' as const, status: a.status };
+    const tx = payments.get(a.transactionId)!;
+    if (input.decision === 'deny') {
+      approvals.decide(a.id, 'denied', now, decidedBy, note);
+      payments.releasePending(tx.id, 'denied', note ? `Denied by approver: ${note}` : 'Denied by approver', now);
+      return { kind: 'done' as const };
+    }
+    const agent = agents.get(a.agentId)!;
+    // The pending row already holds its amount against the cap; count it once, as this payment.
+    const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
+    const verdict = evaluatePolicy(policyFacts(deps, agent, tx.recipient, tx.amountMicros, own), { skipThreshold: true });
+    if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
+    approvals.decide(a.id, 'approved', now, decidedBy, note);
+    payments.startSigningApproved(tx.id, now);
+    const req = loadRequest(tx.request);
+    const nonce = req.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId) : undefined;
+    return { kind: 'sign' as const, tx, req, nonce };
+  });
+
+  switch (step.kind) {
+    case 'expired':
+      throw new DomainError('failed_precondition', 'Approval has expired', { code: 'approval_expired' });
+    case 'decided':
+      throw new DomainError('failed_precondition', `Approval is already ${step.status}`, { code: 'approval_decided' });
+    case 'refused':
+      throw new DomainError('failed_precondition', `Policy re-check refused the approval: ${step.reason}`, { code: 'policy_recheck_failed' });
+    case 'sign': {
+      const treasury = deps.vault.address(step.tx.orgId) as Address;
+      await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.req, step.nonce);
+      break;
+    }
+    case 'done':
+      break;
+  }
+  return approvals.get(input.id)!;
+}
+
+/** An approval joined with what it is about, for operators and the dashboard. */
+export type ApprovalView = ApprovalRow & { amountMicros: bigint; recipient: string; reason: string; serviceSlug: string };
+
+export function describeApproval(deps: AppDeps, a: ApprovalRow): ApprovalView {
+  const tx = deps.store.payments.get(a.transactionId);
+  return { ...a, amountMicros: tx?.amountMicros ?? 0n, recipient: tx?.recipient ?? '', reason: tx?.reason ?? '', serviceSlug: tx?.serviceSlug ?? '' };
+}

@@ -1,0 +1,164 @@
+import { createHash } from 'node:crypto';
+import { getAddress, type Address } from 'viem';
+import { DomainError } from '../domain/errors.js';
+import { evaluatePolicy, type Verdict } from '../domain/policy.js';
+import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
+import type { Agent, Principal } from '../domain/types.js';
+import { writeTxn } from '../store/db.js';
+import { newUuid } from '../store/ids.js';
+import type { PaymentRow } from '../store/payments.js';
+import { requireAgentInOrg } from './agents.js';
+import { expireIfDue } from './approvals.js';
+import type { AppDeps } from './deps.js';
+import { loadRequest, prepareSignature, storeRequest, type SignedPayment, type StoredRequest } from './signedPayment.js';
+
+/** The rolling window of the spend cap. */
+export const CAP_WINDOW_MS = 24 * 3600 * 1000;
+
+export type SignResult =
+  | {
+      outcome: 'allowed'; agentId: string; transactionId: string; idempotent: boolean; amountMicros: bigint;
+      chainId: number; type: PaymentType; recipient: string; signed: SignedPayment;
+    }
+  | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean }
+  | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean }
+  | { outcome: 'dry_run'; agentId: string; verdict: Verdict; type: PaymentType; chainId: number; recipient: string; amountMicros: bigint };
+
+function treasuryOf(deps: AppDeps, orgId: string): Address {
+  const address = deps.vault.address(orgId);
+  if (!address) throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
+  return address as Address;
+}
+
+/** Policy facts for an agent as the store sees them now. Call inside the deciding transaction. */
+export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
+  const committed = deps.store.payments.committedSince(agent.id, deps.now() - CAP_WINDOW_MS) - excludeMicros;
+  return {
+    agentStatus: agent.status, allowlist: agent.policy.allowlist, spendCapMicros: agent.policy.spendCapMicros,
+    approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: null,
+    amountMicros, committedMicros: committed,
+  };
+}
+
+/**
+ * POST /api/sign and PaymentPolicyService.Sign: validates, evaluates the agent's policy and
+ * reserves against the cap in one serialized write transaction, then signs outside it and
+ * settles. A repeat of (agent, Idempotency-Key) replays the stored outcome without charging again.
+ */
+export async function signPayment(deps: AppDeps, principal: Principal, input: PaymentRequestInput): Promise<SignResult> {
+  const req = parsePaymentRequest(input, principal.mode);
+  if (req.type === 'x402' || req.type === 'mpp') throw new DomainError('unimplemented', `type ${req.type} is not available yet`, { code: 'unsupported_type' });
+  const agent = requireAgentInOrg(deps, principal.orgId, req.agentId);
+  const treasury = treasuryOf(deps, principal.orgId);
+  if (req.dryRun) {
+    const verdict = evaluatePolicy(policyFacts(deps, agent, req.recipient, req.amountMicros));
+    return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: req.chainId, recipient: getAddress(req.recipient), amountMicros: req.amountMicros };
+  }
+  const requestHash = createHash('sha256').update(canonicalRequest(req)).digest('hex');
+  const key = req.idempotencyKey;
+  if (key === undefined) return execute(deps, principal, agent, req, requestHash, treasury);
+
+  const slot = `${agent.id}\u0000${key}`;
+  for (let running = deps.inflight.get(slot); running; running = deps.inflight.get(slot)) {
+    await running.catch(() => undefined);
+  }
+  // No await between this lookup and registering the promise: duplicates cannot slip in between.
+  const existing = deps.store.payments.findByIdempotencyKey(agent.id, key) ?? deps.store.payments.findKeylessById(agent.id, key);
+  if (existing) return replay(deps, existing, requestHash);
+  const running = execute(deps, principal, agent, req, requestHash, treasury);
+  deps.inflight.set(slot, running);
+  try {
+    return await running;
+  } finally {
+    if (deps.inflight.get(slot) === running) deps.inflight.delete(slot);
+  }
+}
+
+async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
+  const { payments, approvals, agents, organizations } = deps.store;
+  const reserved = writeTxn(deps.store.db, () => {
+    const current = agents.get(agent.id) ?? agent;
+    const now = deps.now();
+    const verdict = evaluatePolicy(policyFacts(deps, current, req.recipient, req.amountMicros));
+    const row: PaymentRow = {
+      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, status: '', chainId: req.chainId,
+      recipient: req.recipient, amountMicros: req.amountMicros, reason: '', serviceSlug: '', resourceUrl: '',
+      idempotencyKey: req.idempotencyKey ?? null, requestHash, request: storeRequest(req), result: null, approvalId: null, createdAt: now,
+    };
+    if (verdict.outcome === 'denied') {
+      payments.insert({ ...row, status: 'denied', reason: verdict.reason, holdsCap: false });
+      return { verdict, row };
+    }
+    if (verdict.outcome === 'pending_approval') {
+      const approvalId = newUuid();
+      const windowMs = organizations.get(principal.orgId)!.approvalWindowSeconds * 1000;
+      payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId, holdsCap: true });
+      approvals.insert({
+        id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
+        expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
+      });
+      return { verdict, row: { ...row, approvalId } };
+    }
+    const nonce = req.type === 'raw_transaction' ? payments.allocateNonce(principal.orgId, req.chainId) : undefined;
+    payments.insert({ ...row, status: 'signing', holdsCap: true });
+    return { verdict, row, nonce };
+  });
+  const { verdict, row } = reserved;
+  if (verdict.outcome === 'denied') return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: verdict.reason, idempotent: false };
+  if (verdict.outcome === 'pending_approval') {
+    return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
+  }
+  const signed = await signAndSettle(deps, row.id, principal.orgId, treasury, loadRequest(row.request), reserved.nonce);
+  return allowedResult(row, signed, false);
+}
+
+/**
+ * Signs a reserved row (status `signing`) and records the result. A signing failure releases the
+ * reservation; the signature only leaves the process after the settling commit.
+ */
+export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string, treasury: Address, req: StoredRequest, nonce?: number): Promise<SignedPayment> {
+  let signed: SignedPayment;
+  try {
+    const prepared = prepareSignature(orgId, getAddress(treasury), req, Math.floor(deps.now() / 1000), nonce);
+    signed = prepared.finish(await deps.signer.sign(prepared.job));
+  } catch (err) {
+    writeTxn(deps.store.db, () => deps.store.payments.markFailed(rowId, 'Signing failed', deps.now()));
+    throw new DomainError('internal', 'Signing failed', { cause: err });
+  }
+  const settled = writeTxn(deps.store.db, () => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
+  if (!settled) throw new DomainError('internal', 'Payment changed state while signing', { meta: { rowId } });
+  return signed;
+}
+
+function allowedResult(row: PaymentRow, signed: SignedPayment, idempotent: boolean): SignResult {
+  return {
+    outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
+    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed,
+  };
+}
+
+/** Replays the stored outcome of an earlier request with the same key. */
+function replay(deps: AppDeps, row: PaymentRow, requestHash: string): SignResult {
+  if (row.requestHash !== requestHash) {
+    throw new DomainError('conflict', 'Idempotency-Key was already used for a different request', { code: 'idempotency_key_reused' });
+  }
+  const base = { agentId: row.agentId, transactionId: row.id, idempotent: true };
+  let current = row;
+  if (current.status === 'pending_approval' && current.approvalId) {
+    expireIfDue(deps, current.approvalId);
+    current = deps.store.payments.get(row.id)!;
+  }
+  switch (current.status) {
+    case 'signed':
+      return allowedResult(current, JSON.parse(current.result!) as SignedPayment, true);
+    case 'pending_approval':
+      return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason };
+    case 'denied':
+    case 'expired':
+      return { outcome: 'denied', ...base, reason: current.reason };
+    case 'signing':
+      throw new DomainError('conflict', 'This payment is still being signed; repeat the request shortly', { code: 'in_progress' });
+    default:
+      throw new DomainError('failed_precondition', 'Signing this payment failed; send a new request with a new Idempotency-Key', { code: 'signing_failed' });
+  }
+}

@@ -1,0 +1,118 @@
+import { randomBytes } from 'node:crypto';
+import { bytesToHex, encodeFunctionData, erc20Abi, getAddress, type Address, type Hex } from 'viem';
+import { DomainError } from '../domain/errors.js';
+import { microsToAtomic } from '../domain/money.js';
+import type { DirectPayload, PaymentRequest, PaymentType } from '../domain/paymentRequest.js';
+import type { SignJob, SignOutput } from '../signing/signJobs.js';
+import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../signing/tokens.js';
+
+/**
+ * What is signed for each direct type, and the record of it that callers receive. Built at signing
+ * time (after an approval, too), so validity windows start when the signature is made.
+ */
+
+export type SignedPayment =
+  | {
+      type: 'eip3009';
+      signature: Hex;
+      authorization: {
+        from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex;
+        token: Address; domainName: string; domainVersion: string; chainId: number;
+      };
+    }
+  | {
+      type: 'permit2';
+      signature: Hex;
+      permit2: {
+        owner: Address; token: Address; amount: string; spender: Address; nonce: string; deadline: string; to: Address;
+        validAfter: string; permit2Address: Address; chainId: number;
+      };
+    }
+  | { type: 'raw_transaction'; rawTransaction: { serialized: Hex; hash: Hex; nonce: string; token: Address; chainId: number } };
+
+/** The part of a request kept in the ledger so it can be signed later (after an approval). */
+export type StoredRequest = { type: PaymentType; chainId: number; recipient: string; amountMicros: string; payload: DirectPayload };
+
+export function storeRequest(r: PaymentRequest): string {
+  return JSON.stringify({ type: r.type, chainId: r.chainId, recipient: r.recipient, amountMicros: r.amountMicros.toString(), payload: r.payload },
+    (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+}
+
+export function loadRequest(json: string): StoredRequest {
+  const r = JSON.parse(json) as StoredRequest;
+  if (r.payload.kind === 'raw_transaction') {
+    r.payload = { kind: 'raw_transaction', gas: BigInt(r.payload.gas), maxFeePerGas: BigInt(r.payload.maxFeePerGas), maxPriorityFeePerGas: BigInt(r.payload.maxPriorityFeePerGas) };
+  }
+  return r;
+}
+
+/** Prepared signing work plus how to turn the signer's output into the caller's record. */
+export type PreparedSignature = { job: SignJob; finish: (out: SignOutput) => SignedPayment };
+
+function randomUint256(): bigint {
+  return BigInt(bytesToHex(randomBytes(32)));
+}
+
+/**
+ * Builds the job for one direct payment. `nowSeconds` anchors validity windows; `nonce` is the
+ * account nonce reserved for raw transactions inside the reserving write transaction.
+ */
+export function prepareSignature(orgId: string, treasury: Address, r: StoredRequest, nowSeconds: number, nonce?: number): PreparedSignature {
+  const token = USDC[r.chainId];
+  if (!token) throw new DomainError('internal', `no token for chain ${r.chainId}`);
+  const to = getAddress(r.recipient);
+  const value = microsToAtomic(BigInt(r.amountMicros), token.decimals);
+  const p = r.payload;
+  if (r.type === 'eip3009' && p.kind === 'authorization') {
+    const message = { from: treasury, to, value, validAfter: 0n, validBefore: BigInt(nowSeconds + p.validForSeconds), nonce: bytesToHex(randomBytes(32)) };
+    const domain = { name: token.name, version: token.version, chainId: token.chainId, verifyingContract: token.address };
+    return {
+      job: { kind: 'eip3009', orgId, domain, message },
+      finish: (out) => ({
+        type: 'eip3009',
+        signature: out.signature,
+        authorization: {
+          from: treasury, to, value: value.toString(), validAfter: '0', validBefore: message.validBefore.toString(), nonce: message.nonce,
+          token: token.address, domainName: token.name, domainVersion: token.version, chainId: token.chainId,
+        },
+      }),
+    };
+  }
+  if (r.type === 'permit2' && p.kind === 'authorization') {
+    const message = {
+      permitted: { token: token.address, amount: value }, spender: X402_EXACT_PERMIT2_PROXY, nonce: randomUint256(),
+      deadline: BigInt(nowSeconds + p.validForSeconds), witness: { to, validAfter: 0n },
+    };
+    return {
+      job: { kind: 'permit2', orgId, chainId: r.chainId, permit2: PERMIT2_ADDRESS, message },
+      finish: (out) => ({
+        type: 'permit2',
+        signature: out.signature,
+        permit2: {
+          owner: treasury, token: token.address, amount: value.toString(), spender: X402_EXACT_PERMIT2_PROXY,
+          nonce: message.nonce.toString(), deadline: message.deadline.toString(), to, validAfter: '0',
+          permit2Address: PERMIT2_ADDRESS, chainId: r.chainId,
+        },
+      }),
+    };
+  }
+  if (r.type === 'raw_transaction' && p.kind === 'raw_transaction' && nonce !== undefined) {
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, value] });
+    return {
+      job: {
+        kind: 'eip1559', orgId,
+        tx: { chainId: r.chainId, nonce, to: token.address, data, gas: p.gas, maxFeePerGas: p.maxFeePerGas, maxPriorityFeePerGas: p.maxPriorityFeePerGas },
+      },
+      finish: (out) => ({
+        type: 'raw_transaction',
+        rawTransaction: { serialized: out.serialized!, hash: out.hash!, nonce: String(nonce), token: token.address, chainId: r.chainId },
+      }),
+    };
+  }
+  throw new DomainError('internal', `cannot prepare a ${r.type} signature`);
+}
+
+/** The wire's `signature` field: set for EIP-3009 and Permit2, null for transactions. */
+export function signatureOf(s: SignedPayment): Hex | null {
+  return s.type === 'raw_transaction' ? null : s.signature;
+}

@@ -1,0 +1,162 @@
+import { invalidArgument } from './errors.js';
+import { parseUsd } from './money.js';
+import type { ApiKeyMode } from './types.js';
+import { ADDRESS, AGENT_ID } from './validate.js';
+
+/** Payment types of the wire protocol. */
+export const PAYMENT_TYPES = ['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp'] as const;
+export type PaymentType = (typeof PAYMENT_TYPES)[number];
+export const DIRECT_TYPES: readonly PaymentType[] = ['eip3009', 'permit2', 'raw_transaction'];
+
+export const DEFAULT_CHAIN_ID = 8453;
+
+/**
+ * Chains each key mode may sign on for the direct types. Live keys: Base mainnet only. Test keys:
+ * Base mainnet (the wire default) and Base Sepolia, so integrations can run against a testnet.
+ */
+export const DIRECT_CHAINS: Readonly<Record<ApiKeyMode, readonly number[]>> = {
+  live: [8453],
+  test: [8453, 84532],
+};
+
+/** Bounds of caller-tunable signing parameters. */
+export const VALIDITY_SECONDS = { min: 30, max: 86_400, default: 3_600 } as const;
+export const RAW_TX_LIMITS = {
+  gas: { min: 21_000n, max: 1_000_000n, default: 100_000n },
+  /** wei; default 1 gwei ceiling, far above Base's usual fee, refunded when unused. */
+  maxFeePerGas: { max: 1_000n * 10n ** 9n, default: 10n ** 9n },
+  maxPriorityFeePerGas: { default: 10n ** 6n },
+} as const;
+
+export type DirectPayload =
+  | { kind: 'authorization'; validForSeconds: number }
+  | { kind: 'raw_transaction'; gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+
+/** A sign request after validation: every field typed, normalized and bounded. */
+export type PaymentRequest = {
+  agentId: string;
+  type: PaymentType;
+  chainId: number;
+  /** Lowercased 0x recipient (direct types). */
+  recipient: string;
+  amountMicros: bigint;
+  payload: DirectPayload | { kind: 'paywall'; resourceUrl: string };
+  dryRun: boolean;
+  idempotencyKey: string | undefined;
+};
+
+/** Raw input as both transports deliver it, before any checks. */
+export type PaymentRequestInput = {
+  agentId: unknown;
+  type: unknown;
+  chainId: unknown;
+  recipientAddress: unknown;
+  /** A decimal string; transports turn JSON numbers into their shortest decimal text first. */
+  amountUsd: unknown;
+  payload: unknown;
+  dryRun: unknown;
+  idempotencyKey: unknown;
+};
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function intField(obj: Record<string, unknown>, field: string, min: number, max: number, dflt: number): number {
+  const v = obj[field];
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw invalidArgument(`payload.${field} must be an integer from ${min} to ${max}`);
+  }
+  return v;
+}
+
+function weiField(obj: Record<string, unknown>, field: string, min: bigint, max: bigint, dflt: bigint): bigint {
+  const v = obj[field];
+  if (v === undefined || v === null) return dflt;
+  const text = typeof v === 'number' && Number.isSafeInteger(v) ? String(v) : v;
+  if (typeof text !== 'string' || !/^\d{1,30}$/.test(text) || BigInt(text) < min || BigInt(text) > max) {
+    throw invalidArgument(`payload.${field} must be an integer (decimal string) from ${min} to ${max}`);
+  }
+  return BigInt(text);
+}
+
+function parseDirectPayload(type: PaymentType, raw: Record<string, unknown>): DirectPayload {
+  if (type === 'raw_transaction') {
+    const maxFeePerGas = weiField(raw, 'max_fee_per_gas', 1n, RAW_TX_LIMITS.maxFeePerGas.max, RAW_TX_LIMITS.maxFeePerGas.default);
+    const priority = weiField(raw, 'max_priority_fee_per_gas', 0n, maxFeePerGas, RAW_TX_LIMITS.maxPriorityFeePerGas.default < maxFeePerGas ? RAW_TX_LIMITS.maxPriorityFeePerGas.default : maxFeePerGas);
+    return {
+      kind: 'raw_transaction',
+      gas: weiField(raw, 'gas', RAW_TX_LIMITS.gas.min, RAW_TX_LIMITS.gas.max, RAW_TX_LIMITS.gas.default),
+      maxFeePerGas,
+      maxPriorityFeePerGas: priority,
+    };
+  }
+  return { kind: 'authorization', validForSeconds: intField(raw, 'valid_for_seconds', VALIDITY_SECONDS.min, VALIDITY_SECONDS.max, VALIDITY_SECONDS.default) };
+}
+
+/**
+ * Validates a sign request. Each failure is a 400 naming the field. Direct types need a recipient
+ * and a positive amount; for x402 and mpp both are ignored (the server derives them from the live
+ * challenge) and payload.resource_url is required.
+ */
+export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode): PaymentRequest {
+  if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
+  if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
+  const type = (input.type ?? 'raw_transaction') as PaymentType;
+  if (typeof type !== 'string' || !PAYMENT_TYPES.includes(type)) {
+    throw invalidArgument(`type must be one of ${PAYMENT_TYPES.join(', ')}`, 'unsupported_type');
+  }
+  if (input.payload !== undefined && input.payload !== null && !isPlainObject(input.payload)) throw invalidArgument('payload must be an object');
+  const payload = (input.payload ?? {}) as Record<string, unknown>;
+  if (input.dryRun !== undefined && input.dryRun !== null && typeof input.dryRun !== 'boolean') throw invalidArgument('dry_run must be a boolean');
+  let idempotencyKey: string | undefined;
+  if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') {
+    if (typeof input.idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(input.idempotencyKey)) {
+      throw invalidArgument('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces', 'invalid_idempotency_key');
+    }
+    idempotencyKey = input.idempotencyKey;
+  }
+  const chainId = input.chainId ?? DEFAULT_CHAIN_ID;
+  if (typeof chainId !== 'number' || !Number.isSafeInteger(chainId) || chainId <= 0) throw invalidArgument('chain_id must be a positive integer');
+  const base = { agentId: input.agentId, type, chainId, dryRun: input.dryRun === true, idempotencyKey };
+
+  if (type === 'x402' || type === 'mpp') {
+    const url = payload.resource_url;
+    if (typeof url !== 'string' || url === '') throw invalidArgument(`payload.resource_url is required for type ${type}`, 'resource_url_required');
+    return { ...base, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url } };
+  }
+
+  if (!DIRECT_CHAINS[mode].includes(chainId)) {
+    throw invalidArgument(`chain_id ${chainId} is not supported for ${type} with ak_${mode}_ keys (supported: ${DIRECT_CHAINS[mode].join(', ')})`, 'unsupported_chain');
+  }
+  if (input.recipientAddress === undefined || input.recipientAddress === null || input.recipientAddress === '') {
+    throw invalidArgument(`recipient_address is required for type ${type}`, 'recipient_required');
+  }
+  if (typeof input.recipientAddress !== 'string' || !ADDRESS.test(input.recipientAddress)) {
+    throw invalidArgument('recipient_address must be a 0x-prefixed 20-byte hex address');
+  }
+  if (/^0x0{40}$/.test(input.recipientAddress)) throw invalidArgument('recipient_address must not be the zero address');
+  if (input.amountUsd === undefined || input.amountUsd === null || input.amountUsd === '') throw invalidArgument(`amount_usd is required for type ${type}`, 'amount_required');
+  if (typeof input.amountUsd !== 'string') throw invalidArgument('amount_usd must be a number');
+  const amountMicros = parseUsd(input.amountUsd, 'amount_usd');
+  if (amountMicros === 0n) throw invalidArgument('amount_usd must be greater than 0', 'invalid_amount');
+  return { ...base, recipient: input.recipientAddress.toLowerCase(), amountMicros, payload: parseDirectPayload(type, payload) };
+}
+
+/** True when the id cannot belong to any agent; lookups can skip the database. */
+export function isMalformedAgentId(id: string): boolean {
+  return !AGENT_ID.test(id);
+}
+
+/**
+ * Canonical text of what a request asks for; its hash tells an idempotent repeat (same text) from
+ * a conflicting reuse of the key (different text). dry_run and the key itself are not part of it.
+ */
+export function canonicalRequest(r: PaymentRequest): string {
+  return JSON.stringify([r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload], (_k, v: unknown) =>
+    typeof v === 'bigint' ? v.toString() : v,
+  );
+}

@@ -1,0 +1,72 @@
+import { formatUsd } from './money.js';
+import type { AgentStatus } from './validate.js';
+
+/**
+ * The policy engine: a pure function from facts to a verdict. The store supplies the facts inside
+ * the same write transaction that records the verdict, which is what makes the check atomic.
+ */
+
+export type PolicyFacts = {
+  agentStatus: AgentStatus;
+  /** Lowercased 0x addresses and registry slugs. */
+  allowlist: readonly string[];
+  spendCapMicros: bigint;
+  approvalThresholdMicros: bigint;
+  /** Lowercased recipient address. */
+  recipient: string;
+  /** Registry slug the payment is attributed to at runtime, when attribution holds. */
+  attributedSlug: string | null;
+  /** Payment amount in micro-USD; always positive. */
+  amountMicros: bigint;
+  /** What already counts against the cap in the rolling 24 hours (signed, signing, pending). */
+  committedMicros: bigint;
+};
+
+export type DenyRule = 'agent_status' | 'allowlist' | 'spend_cap';
+
+export type Verdict =
+  | { outcome: 'allowed' }
+  | { outcome: 'pending_approval'; reason: string; thresholdMicros: bigint }
+  | { outcome: 'denied'; rule: DenyRule; reason: string };
+
+export type EvaluateOptions = {
+  /** A human approval overrides the threshold, and only the threshold. */
+  skipThreshold?: boolean;
+};
+
+const usd = (micros: bigint) => `$${formatUsd(micros)}`;
+
+/**
+ * Checks, in order: agent status, recipient allowlist, rolling 24-hour spend cap, approval
+ * threshold. Amounts strictly above the threshold need approval; equal is allowed. An empty
+ * allowlist allows nothing.
+ */
+export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): Verdict {
+  if (f.agentStatus !== 'active') {
+    return { outcome: 'denied', rule: 'agent_status', reason: `Agent is ${f.agentStatus}; it cannot make payments` };
+  }
+  const byAddress = f.allowlist.includes(f.recipient);
+  const bySlug = f.attributedSlug !== null && f.allowlist.includes(f.attributedSlug);
+  if (!byAddress && !bySlug) {
+    const reason = f.allowlist.length === 0
+      ? `Recipient ${f.recipient} is not on the agent's allowlist (the allowlist is empty)`
+      : `Recipient ${f.recipient} is not on the agent's allowlist`;
+    return { outcome: 'denied', rule: 'allowlist', reason };
+  }
+  if (f.committedMicros + f.amountMicros > f.spendCapMicros) {
+    const left = f.spendCapMicros > f.committedMicros ? f.spendCapMicros - f.committedMicros : 0n;
+    return {
+      outcome: 'denied',
+      rule: 'spend_cap',
+      reason: `Spend cap of ${usd(f.spendCapMicros)} per 24 hours would be exceeded: ${usd(f.committedMicros)} already committed, this payment is ${usd(f.amountMicros)} (${usd(left)} left)`,
+    };
+  }
+  if (!options.skipThreshold && f.amountMicros > f.approvalThresholdMicros) {
+    return {
+      outcome: 'pending_approval',
+      thresholdMicros: f.approvalThresholdMicros,
+      reason: `Amount ${usd(f.amountMicros)} exceeds the approval threshold of ${formatUsd(f.approvalThresholdMicros)} USD; a human must approve it`,
+    };
+  }
+  return { outcome: 'allowed' };
+}

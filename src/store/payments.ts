@@ -1,0 +1,114 @@
+import type { Db } from './db.js';
+
+/**
+ * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
+ * leaves (`WHERE status = …`), so a transition can happen once no matter who races for it.
+ *
+ * States: signing → signed | failed; pending_approval → signing (approved) | denied | expired;
+ * denied is terminal. holds_cap is 1 exactly in signing, signed and pending_approval.
+ */
+export type PaymentRow = {
+  id: string;
+  orgId: string;
+  agentId: string;
+  type: string;
+  status: string;
+  chainId: number;
+  recipient: string;
+  amountMicros: bigint;
+  reason: string;
+  serviceSlug: string;
+  resourceUrl: string;
+  idempotencyKey: string | null;
+  requestHash: string;
+  /** JSON of the normalized request, needed to sign after an approval. */
+  request: string;
+  /** JSON of the signed result, replayed to idempotent repeats. */
+  result: string | null;
+  approvalId: string | null;
+  createdAt: number;
+};
+
+type Raw = {
+  id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
+  amount_micros: bigint; reason: string; service_slug: string; resource_url: string; idempotency_key: string | null;
+  request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint;
+};
+
+const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, resource_url,
+  idempotency_key, request_hash, request, result, approval_id, created_at`;
+
+function toRow(r: Raw): PaymentRow {
+  return {
+    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status, chainId: Number(r.chain_id),
+    recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
+    resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
+    result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at),
+  };
+}
+
+export function createPaymentStore(db: Db) {
+  // Reads only the covering index transactions_cap (agent_id, holds_cap, created_at, amount_micros).
+  const capSum = db.prepare(
+    'SELECT COALESCE(SUM(amount_micros), 0) AS total FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND created_at > ?',
+  ).safeIntegers(true);
+  const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
+  const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
+  const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
+  const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
+    holds_cap, reason, service_slug, resource_url, idempotency_key, request_hash, request, approval_id, created_at, updated_at)
+    VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @reason, @serviceSlug,
+    @resourceUrl, @idempotencyKey, @requestHash, @request, @approvalId, @createdAt, @createdAt)`);
+  const settle = db.prepare(`UPDATE transactions SET status = 'signed', result = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
+  const fail = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
+  const approve = db.prepare(`UPDATE transactions SET status = 'signing', updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
+  const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
+    ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = next_nonce + 1 RETURNING next_nonce - 1 AS nonce`);
+
+  return {
+    /** Sum of what counts against the agent's cap for rows created after `since` (epoch ms). */
+    committedSince(agentId: string, since: number): bigint {
+      return BigInt((capSum.get(agentId, since) as { total: bigint }).total);
+    },
+    findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
+      const r = byKey.get(agentId, key) as Raw | undefined;
+      return r && toRow(r);
+    },
+    /** A keyless request's row, found by its transaction id (how keyless callers collect results). */
+    findKeylessById(agentId: string, id: string): PaymentRow | undefined {
+      const r = keylessById.get(id, agentId) as Raw | undefined;
+      return r && toRow(r);
+    },
+    get(id: string): PaymentRow | undefined {
+      const r = byId.get(id) as Raw | undefined;
+      return r && toRow(r);
+    },
+    insert(row: PaymentRow & { holdsCap: boolean }): void {
+      insert.run({ ...row, holdsCap: row.holdsCap ? 1 : 0 });
+    },
+    settleSigned(id: string, result: string, now: number): boolean {
+      return settle.run(result, now, id).changes === 1;
+    },
+    markFailed(id: string, reason: string, now: number): boolean {
+      return fail.run(reason, now, id).changes === 1;
+    },
+    startSigningApproved(id: string, now: number): boolean {
+      return approve.run(now, id).changes === 1;
+    },
+    /** Ends a pending row as denied or expired and releases its hold on the cap. */
+    releasePending(id: string, status: 'denied' | 'expired', reason: string, now: number): boolean {
+      return release.run(status, reason, now, id).changes === 1;
+    },
+    /** At start-up nothing can still be signing: those rows were cut off by a crash. */
+    failInterrupted(now: number): number {
+      return failAllSigning.run(now).changes;
+    },
+    /** Hands out the next account nonce of (treasury, chain); never the same one twice. */
+    allocateNonce(orgId: string, chainId: number): number {
+      return Number((nextNonce.get(orgId, chainId) as { nonce: number | bigint }).nonce);
+    },
+  };
+}
+export type PaymentStore = ReturnType<typeof createPaymentStore>;
