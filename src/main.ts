@@ -1,7 +1,5 @@
-import { bootstrapBanner } from './bootstrap.js';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
 import { ConfigError, loadConfig } from './config.js';
-import { startPaypolicy } from './paypolicy.js';
 
 const USAGE = `usage: paypolicy <command> [options]
 
@@ -12,6 +10,9 @@ ${ADMIN_USAGE}`;
 
 /** `paypolicy serve`: start, print the first-start banner once, stop cleanly on a signal. */
 async function serve(argv: string[]): Promise<number> {
+  // Loaded here, not at the top: admin commands never need the server and start faster without it.
+  const { startPaypolicy } = await import('./paypolicy.js');
+  const { bootstrapBanner } = await import('./bootstrap.js');
   let app;
   try {
     app = await startPaypolicy(loadConfig(argv, process.env));

@@ -120,7 +120,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         for (const s of sessions) s.destroy();
       }, graceMs);
       const idle = setInterval(() => h1.closeIdleConnections(), 50);
-      await Promise.race([closed, new Promise((r) => setTimeout(r, graceMs + 1000))]);
+      let giveUp: NodeJS.Timeout | undefined;
+      await Promise.race([closed, new Promise((r) => (giveUp = setTimeout(r, graceMs + 1000)))]);
+      clearTimeout(giveUp);
       clearInterval(idle);
       clearTimeout(timer);
     },

@@ -4,7 +4,6 @@ import { DomainError } from '../domain/errors.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
 import type { Agent, Principal } from '../domain/types.js';
-import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
 import { requireAgentInOrg } from './agents.js';
@@ -76,14 +75,26 @@ export async function signPayment(deps: AppDeps, principal: Principal, input: Pa
 
 async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
-  const reserved = writeTxn(deps.store.db, () => {
+  const stored = storeRequest(req);
+
+  // Authorizations (EIP-3009, Permit2) do not depend on ledger state, so when a read-only check
+  // says the payment will pass they are signed first and recorded in the same commit as the
+  // decision: one durable write per payment. If the decision changes in between (a concurrent
+  // payment took the headroom), the signature is dropped unseen. Transactions need an account
+  // nonce from the ledger, so they are reserved first and signed after.
+  let presigned: SignedPayment | undefined;
+  if (req.type !== 'raw_transaction' && evaluatePolicy(policyFacts(deps, agent, req.recipient, req.amountMicros)).outcome === 'allowed') {
+    presigned = await signOrFail(deps, principal.orgId, treasury, loadRequest(stored));
+  }
+
+  const reserved = await deps.store.writes.run(() => {
     const current = agents.get(agent.id) ?? agent;
     const now = deps.now();
     const verdict = evaluatePolicy(policyFacts(deps, current, req.recipient, req.amountMicros));
     const row: PaymentRow = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, status: '', chainId: req.chainId,
       recipient: req.recipient, amountMicros: req.amountMicros, reason: '', serviceSlug: '', resourceUrl: '',
-      idempotencyKey: req.idempotencyKey ?? null, requestHash, request: storeRequest(req), result: null, approvalId: null, createdAt: now,
+      idempotencyKey: req.idempotencyKey ?? null, requestHash, request: stored, result: null, approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
       payments.insert({ ...row, status: 'denied', reason: verdict.reason, holdsCap: false });
@@ -99,6 +110,10 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
       });
       return { verdict, row: { ...row, approvalId } };
     }
+    if (presigned) {
+      payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned), holdsCap: true });
+      return { verdict, row, signed: presigned };
+    }
     const nonce = req.type === 'raw_transaction' ? payments.allocateNonce(principal.orgId, req.chainId) : undefined;
     payments.insert({ ...row, status: 'signing', holdsCap: true });
     return { verdict, row, nonce };
@@ -108,8 +123,17 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
   if (verdict.outcome === 'pending_approval') {
     return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
   }
-  const signed = await signAndSettle(deps, row.id, principal.orgId, treasury, loadRequest(row.request), reserved.nonce);
+  const signed = reserved.signed ?? (await signAndSettle(deps, row.id, principal.orgId, treasury, loadRequest(row.request), reserved.nonce));
   return allowedResult(row, signed, false);
+}
+
+async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, req: StoredRequest, nonce?: number): Promise<SignedPayment> {
+  try {
+    const prepared = prepareSignature(orgId, getAddress(treasury), req, Math.floor(deps.now() / 1000), nonce);
+    return prepared.finish(await deps.signer.sign(prepared.job));
+  } catch (err) {
+    throw new DomainError('internal', 'Signing failed', { cause: err });
+  }
 }
 
 /**
@@ -119,13 +143,12 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
 export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string, treasury: Address, req: StoredRequest, nonce?: number): Promise<SignedPayment> {
   let signed: SignedPayment;
   try {
-    const prepared = prepareSignature(orgId, getAddress(treasury), req, Math.floor(deps.now() / 1000), nonce);
-    signed = prepared.finish(await deps.signer.sign(prepared.job));
+    signed = await signOrFail(deps, orgId, treasury, req, nonce);
   } catch (err) {
-    writeTxn(deps.store.db, () => deps.store.payments.markFailed(rowId, 'Signing failed', deps.now()));
-    throw new DomainError('internal', 'Signing failed', { cause: err });
+    await deps.store.writes.run(() => deps.store.payments.markFailed(rowId, 'Signing failed', deps.now()));
+    throw err;
   }
-  const settled = writeTxn(deps.store.db, () => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
+  const settled = await deps.store.writes.run(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
   if (!settled) throw new DomainError('internal', 'Payment changed state while signing', { meta: { rowId } });
   return signed;
 }

@@ -38,10 +38,10 @@ function unauthenticated(message: string): DomainError {
 }
 
 /** Extracts the token of `Authorization: Bearer <token>`; 401 when missing or malformed. */
-export function bearerToken(header: string | null | undefined): string {
+export function bearerToken(header: string | null | undefined, credential = 'API key'): string {
   if (!header) throw unauthenticated('Missing Authorization header');
   const m = /^Bearer +(\S+)\s*$/i.exec(header);
-  if (!m) throw unauthenticated('Malformed Authorization header; expected Bearer <API key>');
+  if (!m) throw unauthenticated(`Malformed Authorization header; expected Bearer <${credential}>`);
   return m[1]!;
 }
 
@@ -60,6 +60,6 @@ export function authenticateApiKey(keys: ApiKeyStore, header: string | null | un
 
 /** Checks the admin token against its stored hash in constant time. */
 export function authenticateAdmin(expectedHash: Buffer, header: string | null | undefined): void {
-  const token = bearerToken(header);
+  const token = bearerToken(header, 'admin token');
   if (!timingSafeEqual(hashSecret(token), expectedHash)) throw unauthenticated('Invalid admin token');
 }

@@ -1,6 +1,74 @@
-/** Placeholder replaced by the admin CLI. */
-export const ADMIN_USAGE = '';
-export async function runAdminCommand(command: string, _argv: string[]): Promise<number> {
-  process.stderr.write(`paypolicy: unknown command ${command}\n`);
-  return 2;
+import type { Command } from './command.js';
+import { agentCommands } from './commands/agents.js';
+import { apiKeyCommands } from './commands/apiKeys.js';
+import { approvalCommands } from './commands/approvals.js';
+import { organizationCommands } from './commands/organizations.js';
+import { serviceCommands } from './commands/services.js';
+import { transactionCommands } from './commands/transactions.js';
+import { createAdminClient } from './createAdminClient.js';
+import { UsageError, reportError } from './errors.js';
+import { describeArgument, parseFlags, type FlagSpecs } from './parseFlags.js';
+import { clean } from './render.js';
+import { resolveAdminToken } from './resolveAdminToken.js';
+import { resolveServerUrl } from './resolveServerUrl.js';
+import { formatCommandUsage, formatUsage } from './usage.js';
+
+/** Every admin subcommand, in the order `paypolicy help` lists them. */
+const COMMANDS: readonly Command[] = [
+  ...organizationCommands,
+  ...apiKeyCommands,
+  ...agentCommands,
+  ...serviceCommands,
+  ...transactionCommands,
+  ...approvalCommands,
+];
+
+const GLOBAL_FLAGS: FlagSpecs = { '--url': 'value', '--admin-token': 'value', '--data-dir': 'value', '--json': 'switch', '--help': 'switch' };
+
+/** Usage of the admin commands, appended by main.ts to the usage of `serve`. */
+export const ADMIN_USAGE = formatUsage(COMMANDS);
+
+/** Finds the command; `undefined` means help for the whole group was asked for. */
+function findCommand(group: string, action: string | undefined): Command | undefined {
+  const commands = COMMANDS.filter((c) => c.group === group);
+  if (commands.length === 0) throw new UsageError(`unknown command ${describeArgument(group)}; run "paypolicy help" for the list`);
+  if (action === '--help' || action === '-h') return undefined;
+  const actions = commands.map((c) => c.action).join(', ');
+  if (action === undefined || action.startsWith('-')) throw new UsageError(`${group} needs an action: ${actions}`);
+  const command = commands.find((c) => c.action === action);
+  if (!command) throw new UsageError(`unknown command ${describeArgument(`${group} ${action}`)}; ${group} actions are ${actions}`);
+  return command;
+}
+
+/**
+ * Runs `paypolicy <group> <action> [flags]` against a running server and returns the exit code:
+ * 0 on success, 1 when the server or the connection failed, 2 for a command-line mistake.
+ * Flags are checked before the admin token is looked up, so a typo never needs a token.
+ */
+export async function runAdminCommand(command: string, argv: string[]): Promise<number> {
+  let target = 'the server';
+  try {
+    const [action, ...rest] = argv;
+    const found = findCommand(command, action);
+    if (!found) {
+      process.stdout.write(`usage: paypolicy ${command} <action> [options]\n\n${formatUsage(COMMANDS.filter((c) => c.group === command))}\n`);
+      return 0;
+    }
+    const flags = parseFlags(rest, { ...GLOBAL_FLAGS, ...found.flags });
+    if (flags.has('--help')) {
+      process.stdout.write(`${formatCommandUsage(found)}\n`);
+      return 0;
+    }
+    const call = found.prepare(flags);
+    const server = resolveServerUrl(flags, process.env);
+    target = server.displayUrl;
+    const output = await call(createAdminClient(server.baseUrl, resolveAdminToken(flags, process.env)));
+    process.stdout.write(flags.has('--json') ? `${JSON.stringify(output.json, null, 2)}\n` : `${output.text}\n`);
+    return 0;
+  } catch (err) {
+    const report = reportError(err, target);
+    // Messages may quote user input or server text; clean() keeps the promised single line.
+    process.stderr.write(`paypolicy: ${clean(report.line)}\n`);
+    return report.exitCode;
+  }
 }

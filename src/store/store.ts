@@ -7,12 +7,15 @@ import { createPaymentStore } from './payments.js';
 import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createTransactionStore } from './transactions.js';
+import { createWriteQueue } from './writeQueue.js';
 
 /** All table groups over one connection: the single writer every transaction goes through. */
 export function openStore(file: string) {
   const db: Db = openDatabase(file);
   return {
     db,
+    /** Group-committed writes for hot paths; see writeQueue.ts. */
+    writes: createWriteQueue(db),
     organizations: createOrganizationStore(db),
     apiKeys: createApiKeyStore(db),
     agents: createAgentStore(db),

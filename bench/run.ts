@@ -1,0 +1,141 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
+import { ExactEvmScheme } from '@x402/evm/exact/client';
+import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+
+/**
+ * `npm run bench`: the speed goals of paypolicy, each measured against baselines taken in the
+ * same run on the same machine. The load generator (autocannon, this process) shares the cores
+ * with the server under test, as it would on a small self-hosted box.
+ */
+
+const CONNECTIONS = 64;
+const DURATION_S = Number(process.env.BENCH_SECONDS ?? 10);
+const AGENTS = 256;
+const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+type Load = { rps: number; p50: number; p99: number; non2xx: number; errors: number; total: number };
+
+function waitForLine(child: ChildProcess, pattern: RegExp): Promise<RegExpMatchArray> {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const onData = (d: Buffer) => {
+      buf += d.toString();
+      const m = pattern.exec(buf);
+      if (m) {
+        child.stdout!.off('data', onData);
+        resolve(m);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`process exited (${code}) before it was ready:\n${buf}`)));
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function load(url: string, requests: autocannon.Request[], seconds = DURATION_S): Promise<Load> {
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: seconds, requests, pipelining: 1 });
+  return {
+    rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99,
+    non2xx: result.non2xx, errors: result.errors + result.timeouts, total: result.requests.total,
+  };
+}
+
+/** In-process payment signing rate of the x402 reference client (@x402/evm ExactEvmScheme). */
+async function referenceClientRate(seconds: number): Promise<number> {
+  const scheme = new ExactEvmScheme(privateKeyToAccount(generatePrivateKey()));
+  const requirements = {
+    scheme: 'exact', network: 'eip155:8453' as const, amount: '10000', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+    payTo: RECIPIENT, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' },
+  };
+  for (let i = 0; i < 50; i++) await scheme.createPaymentPayload(2, requirements);
+  let n = 0;
+  const start = performance.now();
+  while (performance.now() - start < seconds * 1000) {
+    await scheme.createPaymentPayload(2, requirements);
+    n++;
+  }
+  return n / ((performance.now() - start) / 1000);
+}
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
+  const server = spawn(process.execPath, [join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const echo = spawn(process.execPath, [join(root, 'dist/bench/echoServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const [, base] = await waitForLine(server, /(http:\/\/127\.0\.0\.1:\d+)/);
+    const [, echoPort] = await waitForLine(echo, /listening (\d+)/);
+    // The server logs one line per request at info level, as in production; keep draining it.
+    server.stdout!.resume();
+    const boot = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as { admin_token: string; org_id: string; api_key: string };
+    const admin = createClient(AdminService, createConnectTransport({ baseUrl: base!, httpVersion: '1.1' }));
+    const auth = { headers: { authorization: `Bearer ${boot.admin_token}` } };
+    const agents: string[] = [];
+    for (let i = 0; i < AGENTS; i++) {
+      const { agent } = await admin.createAgent({ orgId: boot.org_id, name: `bench-${i}` }, auth);
+      await admin.setPolicy({ agentId: agent!.id, allowlist: [RECIPIENT], spendCapUsd: '1000000000', approvalThresholdUsd: '1000000' }, auth);
+      agents.push(agent!.id);
+    }
+    let turn = 0;
+    const signRequest: autocannon.Request = {
+      method: 'POST',
+      path: '/api/sign',
+      headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' },
+      setupRequest: (req) => ({
+        ...req,
+        body: JSON.stringify({ agent_id: agents[turn++ % agents.length], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
+      }),
+    };
+    const echoRequest: autocannon.Request = {
+      method: 'POST', path: '/', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ agent_id: agents[0], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
+    };
+
+    process.stderr.write('measuring x402 reference client (in-process signing)…\n');
+    const reference = await referenceClientRate(5);
+    process.stderr.write('warming up…\n');
+    await load(base!, [signRequest], 3);
+    process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
+    const sign = await load(base!, [signRequest]);
+    process.stderr.write('bare node:http JSON echo, same load…\n');
+    const bare = await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
+
+    const rows: Array<[string, string, string, string]> = [
+      ['POST /api/sign (eip3009, allowed, 256 agents)', sign.rps.toFixed(0), `${sign.p50} / ${sign.p99}`, `${sign.non2xx + sign.errors} of ${sign.total}`],
+      ['bare node:http JSON echo (baseline)', bare.rps.toFixed(0), `${bare.p50} / ${bare.p99}`, `${bare.non2xx + bare.errors} of ${bare.total}`],
+      ['x402 reference client, in-process signing (baseline)', reference.toFixed(0), '-', '-'],
+    ];
+    const lines = [
+      `| measurement | req/s | p50 / p99 ms | failed |`,
+      `|---|---|---|---|`,
+      ...rows.map((r) => `| ${r.join(' | ')} |`),
+      '',
+      `sign vs reference client: ${(sign.rps / reference).toFixed(2)}x (target >= 3x)`,
+      `sign vs bare node:http:   ${(sign.rps / bare.rps).toFixed(2)}x`,
+      `sign p99: ${sign.p99} ms (target <= 20 ms)`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    if (sign.non2xx + sign.errors > 0) process.exitCode = 1;
+  } finally {
+    await Promise.all([stop(server), stop(echo)]);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,126 @@
+import {
+  CreateAgentResponseSchema,
+  GetAgentResponseSchema,
+  ListAgentsResponseSchema,
+  SetPolicyResponseSchema,
+  UpdateAgentResponseSchema,
+  type Agent,
+  type Policy,
+} from '../../../gen/paypolicy/v1/admin_pb.js';
+import { commandOutput, type Command } from '../command.js';
+import { UsageError } from '../errors.js';
+import { optionalChoice } from '../flagValues.js';
+import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
+
+const AGENT_STATUSES = ['active', 'paused', 'revoked'] as const;
+
+function allowlistText(p: Policy | undefined): string {
+  return p && p.allowlist.length > 0 ? p.allowlist.join(', ') : 'nothing';
+}
+
+function policyFields(p: Policy | undefined): [string, string][] {
+  return [
+    ['allowlist', allowlistText(p)],
+    ['spend cap', `${formatUsdText(p?.spendCapUsd ?? '')} per 24h`],
+    ['approval above', formatUsdText(p?.approvalThresholdUsd ?? '')],
+    ['policy updated', formatTime(p?.updatedAt)],
+  ];
+}
+
+function agentFields(a: Agent | undefined): string {
+  if (!a) return 'no agent in the response';
+  return formatFields([
+    ['id', a.id],
+    ['organization', a.orgId],
+    ['name', a.name],
+    ['status', a.status],
+    ...policyFields(a.policy),
+    ['created', formatTime(a.createdAt)],
+    ['last ping', a.lastPingAt ? formatTime(a.lastPingAt) : 'never'],
+  ]);
+}
+
+/** `agent create|update|get|list` and `policy set`. */
+export const agentCommands: Command[] = [
+  {
+    group: 'agent',
+    action: 'create',
+    synopsis: '--org ORG_ID --name NAME',
+    summary: 'Add an agent; it starts with a policy that allows nothing.',
+    flags: { '--org': 'value', '--name': 'value' },
+    prepare(flags) {
+      const request = { orgId: flags.require('--org'), name: flags.require('--name') };
+      return async (client) => {
+        const r = await client.createAgent(request);
+        return commandOutput(CreateAgentResponseSchema, r, agentFields(r.agent));
+      };
+    },
+  },
+  {
+    group: 'agent',
+    action: 'update',
+    synopsis: '--id AGENT_ID [--name NAME] [--status active|paused|revoked]',
+    summary: 'Rename an agent or change its status; revocation is final.',
+    flags: { '--id': 'value', '--name': 'value', '--status': 'value' },
+    prepare(flags) {
+      const agentId = flags.require('--id');
+      const name = flags.get('--name');
+      const status = optionalChoice(flags, '--status', AGENT_STATUSES);
+      if (name === undefined && status === undefined) throw new UsageError('agent update needs --name or --status');
+      return async (client) => {
+        const r = await client.updateAgent({ agentId, name, status });
+        return commandOutput(UpdateAgentResponseSchema, r, agentFields(r.agent));
+      };
+    },
+  },
+  {
+    group: 'agent',
+    action: 'get',
+    synopsis: '--id AGENT_ID',
+    summary: 'Show one agent with its policy.',
+    flags: { '--id': 'value' },
+    prepare(flags) {
+      const request = { agentId: flags.require('--id') };
+      return async (client) => {
+        const r = await client.getAgent(request);
+        return commandOutput(GetAgentResponseSchema, r, agentFields(r.agent));
+      };
+    },
+  },
+  {
+    group: 'agent',
+    action: 'list',
+    synopsis: '--org ORG_ID',
+    summary: "List an organization's agents, oldest first.",
+    flags: { '--org': 'value' },
+    prepare(flags) {
+      const request = { orgId: flags.require('--org') };
+      return async (client) => {
+        const r = await client.listAgents(request);
+        const rows = r.agents.map((a) => [
+          a.id, a.name, a.status, formatUsdText(a.policy?.spendCapUsd ?? ''), formatUsdText(a.policy?.approvalThresholdUsd ?? ''),
+          a.lastPingAt ? formatTime(a.lastPingAt) : 'never', allowlistText(a.policy),
+        ]);
+        return commandOutput(ListAgentsResponseSchema, r, formatList('agents', ['ID', 'NAME', 'STATUS', 'CAP/24H', 'APPROVAL ABOVE', 'LAST PING', 'ALLOWLIST'], rows));
+      };
+    },
+  },
+  {
+    group: 'policy',
+    action: 'set',
+    synopsis: "--agent AGENT_ID --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD",
+    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing.",
+    flags: { '--agent': 'value', '--allow': 'list', '--cap': 'value', '--threshold': 'value' },
+    prepare(flags) {
+      const agentId = flags.require('--agent');
+      // The policy is replaced whole, so the allowlist must be stated even when it is empty.
+      if (!flags.has('--allow')) throw new UsageError("missing required option --allow (use --allow '' to allow nothing)");
+      const allowlist = flags.all('--allow').flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+      const request = { agentId, allowlist, spendCapUsd: flags.require('--cap'), approvalThresholdUsd: flags.require('--threshold') };
+      return async (client) => {
+        const r = await client.setPolicy(request);
+        return commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`);
+      };
+    },
+  },
+];

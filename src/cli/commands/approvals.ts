@@ -1,0 +1,69 @@
+import {
+  Decision,
+  DecideApprovalResponseSchema,
+  ListApprovalsResponseSchema,
+  type Approval,
+} from '../../../gen/paypolicy/v1/admin_pb.js';
+import { commandOutput, type Command } from '../command.js';
+import { UsageError } from '../errors.js';
+import { optionalChoice } from '../flagValues.js';
+import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
+
+const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'expired'] as const;
+
+function approvalFields(a: Approval | undefined): string {
+  if (!a) return 'no approval in the response';
+  return formatFields([
+    ['id', a.id],
+    ['status', a.status],
+    ['transaction', a.transactionId],
+    ['agent', a.agentId],
+    ['amount', formatUsdText(a.amountUsd)],
+    ['recipient', a.serviceSlug ? `${a.serviceSlug} (${a.recipientAddress})` : a.recipientAddress],
+    ['reason', a.reason],
+    ['created', formatTime(a.createdAt)],
+    ['expires', formatTime(a.expiresAt)],
+    ['decided', formatTime(a.decidedAt)],
+    ['decided by', a.decidedBy],
+    ['note', a.note],
+  ]);
+}
+
+/** `approval list` and `approval decide`. */
+export const approvalCommands: Command[] = [
+  {
+    group: 'approval',
+    action: 'list',
+    synopsis: '--org ORG_ID [--status pending|approved|denied|expired]',
+    summary: "List an organization's approval requests, newest first.",
+    flags: { '--org': 'value', '--status': 'value' },
+    prepare(flags) {
+      const request = { orgId: flags.require('--org'), status: optionalChoice(flags, '--status', APPROVAL_STATUSES) ?? '' };
+      return async (client) => {
+        const r = await client.listApprovals(request);
+        const rows = r.approvals.map((a) => [
+          a.id, a.status, formatUsdText(a.amountUsd), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
+        ]);
+        return commandOutput(ListApprovalsResponseSchema, r, formatList('approvals', ['ID', 'STATUS', 'AMOUNT', 'AGENT', 'RECIPIENT', 'CREATED', 'EXPIRES', 'REASON'], rows));
+      };
+    },
+  },
+  {
+    group: 'approval',
+    action: 'decide',
+    synopsis: '--id ID (--approve | --deny) [--note TEXT] [--by NAME]',
+    summary: 'Approve (and sign) or deny a pending approval request.',
+    flags: { '--id': 'value', '--approve': 'switch', '--deny': 'switch', '--note': 'value', '--by': 'value' },
+    prepare(flags) {
+      const id = flags.require('--id');
+      if (flags.has('--approve') === flags.has('--deny')) throw new UsageError('approval decide needs exactly one of --approve and --deny');
+      const request = {
+        id, decision: flags.has('--approve') ? Decision.APPROVE : Decision.DENY, note: flags.get('--note') ?? '', decidedBy: flags.get('--by') ?? '',
+      };
+      return async (client) => {
+        const r = await client.decideApproval(request);
+        return commandOutput(DecideApprovalResponseSchema, r, approvalFields(r.approval));
+      };
+    },
+  },
+];

@@ -1,0 +1,65 @@
+import {
+  CreateOrganizationResponseSchema,
+  ListOrganizationsResponseSchema,
+  ProvisionTreasuryResponseSchema,
+  type Organization,
+} from '../../../gen/paypolicy/v1/admin_pb.js';
+import { commandOutput, type Command } from '../command.js';
+import { optionalInteger } from '../flagValues.js';
+import { formatFields, formatList, formatTime } from '../render.js';
+
+function organizationFields(o: Organization): string {
+  return formatFields([
+    ['id', o.id],
+    ['name', o.name],
+    ['treasury', o.treasuryAddress || 'not provisioned'],
+    ['approval window', `${o.approvalWindowSeconds}s`],
+    ['created', formatTime(o.createdAt)],
+  ]);
+}
+
+/** `org create`, `org list` and `treasury provision`. */
+export const organizationCommands: Command[] = [
+  {
+    group: 'org',
+    action: 'create',
+    synopsis: '--name NAME [--approval-window SECONDS]',
+    summary: 'Create an organization (approval window defaults to 3600 seconds).',
+    flags: { '--name': 'value', '--approval-window': 'value' },
+    prepare(flags) {
+      const request = { name: flags.require('--name'), approvalWindowSeconds: optionalInteger(flags, '--approval-window', 0, 0xffffffff) ?? 0 };
+      return async (client) => {
+        const r = await client.createOrganization(request);
+        return commandOutput(CreateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'created');
+      };
+    },
+  },
+  {
+    group: 'org',
+    action: 'list',
+    synopsis: '',
+    summary: 'List organizations, oldest first.',
+    flags: {},
+    prepare() {
+      return async (client) => {
+        const r = await client.listOrganizations({});
+        const rows = r.organizations.map((o) => [o.id, o.name, o.treasuryAddress, `${o.approvalWindowSeconds}s`, formatTime(o.createdAt)]);
+        return commandOutput(ListOrganizationsResponseSchema, r, formatList('organizations', ['ID', 'NAME', 'TREASURY', 'APPROVAL WINDOW', 'CREATED'], rows));
+      };
+    },
+  },
+  {
+    group: 'treasury',
+    action: 'provision',
+    synopsis: '--org ORG_ID',
+    summary: "Create the organization's treasury signing key (once) and print its address.",
+    flags: { '--org': 'value' },
+    prepare(flags) {
+      const request = { orgId: flags.require('--org') };
+      return async (client) => {
+        const r = await client.provisionTreasury(request);
+        return commandOutput(ProvisionTreasuryResponseSchema, r, `treasury address ${r.treasuryAddress}`);
+      };
+    },
+  },
+];

@@ -1,0 +1,112 @@
+import { readFileSync } from 'node:fs';
+import {
+  DeleteServiceResponseSchema,
+  ListServicesResponseSchema,
+  UpsertServiceResponseSchema,
+} from '../../../gen/paypolicy/v1/admin_pb.js';
+import type { ServiceRecord } from '../../../gen/paypolicy/v1/registry_pb.js';
+import { commandOutput, type Command } from '../command.js';
+import { UsageError } from '../errors.js';
+import { optionalChoice } from '../flagValues.js';
+import type { Flags } from '../parseFlags.js';
+import { formatFields, formatList } from '../render.js';
+import { serviceRecordFromJson, type ServiceRecordInit } from '../serviceRecordFromJson.js';
+
+const FLAG_FORM = ['--slug', '--name', '--description', '--category', '--base-url', '--protocol', '--realm'];
+
+function recordFromFile(path: string): ServiceRecordInit {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? 'unknown error'}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  return serviceRecordFromJson(json, path);
+}
+
+/** The flag form describes at most one payment rail and no endpoints; richer records need --file. */
+function recordFromFlags(flags: Flags): ServiceRecordInit {
+  const baseUrl = flags.get('--base-url');
+  const protocol = optionalChoice(flags, '--protocol', ['x402', 'mpp']);
+  const realm = flags.get('--realm');
+  if ((baseUrl === undefined) !== (protocol === undefined)) throw new UsageError('--base-url and --protocol must be given together');
+  if (realm !== undefined && baseUrl === undefined) throw new UsageError('--realm needs --base-url and --protocol');
+  return {
+    slug: flags.require('--slug'),
+    name: flags.require('--name'),
+    description: flags.get('--description') ?? '',
+    category: flags.get('--category') ?? '',
+    paymentMethods: baseUrl === undefined || protocol === undefined ? [] : [{ baseUrl, protocol, realm: realm ?? '' }],
+    endpoints: [],
+  };
+}
+
+function serviceFields(s: ServiceRecord | undefined): string {
+  if (!s) return 'no service in the response';
+  return formatFields([
+    ['id', s.id],
+    ['slug', s.slug],
+    ['name', s.name],
+    ['category', s.category],
+    ['description', s.description],
+    ...s.paymentMethods.map((m): [string, string] => [`payment (${m.protocol})`, m.realm ? `${m.baseUrl} realm ${m.realm}` : m.baseUrl]),
+    ['endpoints', String(s.endpoints.length)],
+  ]);
+}
+
+/** `service upsert`, `service delete` and `service list`. */
+export const serviceCommands: Command[] = [
+  {
+    group: 'service',
+    action: 'upsert',
+    synopsis: '--file RECORD.json | --slug SLUG --name NAME [--description D] [--category C] [--base-url URL --protocol x402|mpp [--realm R]]',
+    summary: 'Create or replace a registry record by slug, from a wire-shape JSON file or from flags.',
+    flags: Object.fromEntries([['--file', 'value'], ...FLAG_FORM.map((f) => [f, 'value'])]),
+    prepare(flags) {
+      const file = flags.get('--file');
+      const mixed = FLAG_FORM.find((f) => flags.has(f));
+      if (file !== undefined && mixed !== undefined) throw new UsageError(`--file cannot be combined with ${mixed}`);
+      const service = file !== undefined ? recordFromFile(file) : recordFromFlags(flags);
+      return async (client) => {
+        const r = await client.upsertService({ service });
+        return commandOutput(UpsertServiceResponseSchema, r, serviceFields(r.service));
+      };
+    },
+  },
+  {
+    group: 'service',
+    action: 'delete',
+    synopsis: '--slug SLUG',
+    summary: 'Remove a registry record.',
+    flags: { '--slug': 'value' },
+    prepare(flags) {
+      const slug = flags.require('--slug');
+      return async (client) => {
+        const r = await client.deleteService({ slug });
+        return commandOutput(DeleteServiceResponseSchema, r, `deleted service ${slug}`);
+      };
+    },
+  },
+  {
+    group: 'service',
+    action: 'list',
+    synopsis: '',
+    summary: 'List the service registry by slug.',
+    flags: {},
+    prepare() {
+      return async (client) => {
+        const r = await client.listServices({});
+        const rows = r.services.map((s) => [
+          s.slug, s.name, s.category, s.paymentMethods.map((m) => m.protocol).join(','), String(s.endpoints.length), s.id,
+        ]);
+        return commandOutput(ListServicesResponseSchema, r, formatList('services', ['SLUG', 'NAME', 'CATEGORY', 'PROTOCOLS', 'ENDPOINTS', 'ID'], rows));
+      };
+    },
+  },
+];

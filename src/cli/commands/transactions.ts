@@ -1,0 +1,44 @@
+import { ListTransactionsResponseSchema, type Transaction } from '../../../gen/paypolicy/v1/admin_pb.js';
+import { commandOutput, type Command } from '../command.js';
+import { optionalInteger, optionalTime } from '../flagValues.js';
+import { formatList, formatTime, formatUsdText } from '../render.js';
+
+/** Where the money went: the registry slug when known, else the address; pings have neither. */
+function recipient(t: Transaction): string {
+  if (t.serviceSlug && t.recipientAddress) return `${t.serviceSlug} (${t.recipientAddress})`;
+  return t.serviceSlug || t.recipientAddress;
+}
+
+/** `tx list`. */
+export const transactionCommands: Command[] = [
+  {
+    group: 'tx',
+    action: 'list',
+    synopsis: '--org ORG_ID [--agent AGENT_ID] [--status S] [--from ISO8601] [--to ISO8601] [--page-size N] [--page-token T]',
+    summary: "Page through an organization's ledger, newest first (--from inclusive, --to exclusive).",
+    flags: {
+      '--org': 'value', '--agent': 'value', '--status': 'value', '--from': 'value', '--to': 'value', '--page-size': 'value', '--page-token': 'value',
+    },
+    prepare(flags) {
+      const request = {
+        orgId: flags.require('--org'),
+        agentId: flags.get('--agent') ?? '',
+        status: flags.get('--status') ?? '',
+        from: optionalTime(flags, '--from'),
+        to: optionalTime(flags, '--to'),
+        pageSize: optionalInteger(flags, '--page-size', 1, 500) ?? 0,
+        pageToken: flags.get('--page-token') ?? '',
+      };
+      return async (client) => {
+        const r = await client.listTransactions(request);
+        const rows = r.transactions.map((t) => [
+          formatTime(t.createdAt), t.id, t.agentId, t.type, t.status, formatUsdText(t.amountUsd), t.chainId ? String(t.chainId) : '',
+          recipient(t), t.reason,
+        ]);
+        const table = formatList('transactions', ['CREATED', 'ID', 'AGENT', 'TYPE', 'STATUS', 'AMOUNT', 'CHAIN', 'RECIPIENT', 'REASON'], rows);
+        const text = r.nextPageToken ? `${table}\n\nmore: --page-token ${r.nextPageToken}` : table;
+        return commandOutput(ListTransactionsResponseSchema, r, text);
+      };
+    },
+  },
+];

@@ -1,0 +1,55 @@
+import type { Db } from './db.js';
+
+type Item = { fn: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+
+export type WriteQueue = {
+  /** Runs `fn` in the next group commit; resolves after that commit is durable. */
+  run<T>(fn: () => T): Promise<T>;
+};
+
+/**
+ * Group commit. Writes queued during one turn of the event loop run one after another inside a
+ * single BEGIN IMMEDIATE transaction, each in its own savepoint, and share one fsync at COMMIT.
+ * Each still sees everything written before it, so decisions stay serialized; a write that throws
+ * rolls back only its own savepoint. Callers hear back only after the commit, so every answer
+ * that depends on a write is sent after that write is on disk.
+ */
+export function createWriteQueue(db: Db): WriteQueue {
+  let queue: Item[] = [];
+  let scheduled = false;
+
+  function flush(): void {
+    scheduled = false;
+    const batch = queue;
+    queue = [];
+    const outcomes: Array<{ ok: boolean; value: unknown }> = [];
+    try {
+      db.transaction(() => {
+        for (const item of batch) {
+          try {
+            // A nested better-sqlite3 transaction is a SAVEPOINT, released or rolled back alone.
+            outcomes.push({ ok: true, value: db.transaction(item.fn)() });
+          } catch (err) {
+            outcomes.push({ ok: false, value: err });
+          }
+        }
+      }).immediate();
+    } catch (err) {
+      for (const item of batch) item.reject(err);
+      return;
+    }
+    batch.forEach((item, i) => (outcomes[i]!.ok ? item.resolve(outcomes[i]!.value) : item.reject(outcomes[i]!.value)));
+  }
+
+  return {
+    run<T>(fn: () => T): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      });
+    },
+  };
+}
