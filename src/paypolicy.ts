@@ -45,6 +45,12 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
   const store = openStore(join(config.dataDir, 'paypolicy.db'));
   const vault = createTreasuryVault(store.organizations, master.key);
+  try {
+    vault.verifyMasterKey();
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
   const deps: AppDeps = { store, vault, signer, now: options.now ?? Date.now, log, inflight: new Map() };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.

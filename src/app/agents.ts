@@ -70,7 +70,8 @@ export function parsePolicy(input: { allowlist: string[]; spendCapUsd: string; a
     const entry = raw.trim();
     let normalized: string;
     if (ADDRESS.test(entry)) normalized = entry.toLowerCase();
-    else if (SLUG.test(entry)) normalized = entry;
+    // An entry that starts like an address is a mistyped address, never a slug.
+    else if (SLUG.test(entry) && !/^0x/i.test(entry)) normalized = entry;
     else throw invalidArgument(`allowlist entry "${entry.slice(0, 80)}" is neither a 0x address nor a service slug`);
     if (!allowlist.includes(normalized)) allowlist.push(normalized);
   }

@@ -26,6 +26,8 @@ function optionalUrl(value: string, field: string): string {
 export function normalizeService(input: ServiceRecord): ServiceRecord {
   const slug = input.slug.trim();
   if (!SLUG.test(slug)) throw invalidArgument('slug must be 1 to 64 lowercase letters, digits and dashes');
+  // Allowlists tell addresses from slugs by the 0x prefix, so no slug may carry it.
+  if (slug.startsWith('0x')) throw invalidArgument('slug must not start with 0x');
   if (input.paymentMethods.length > 20) throw invalidArgument('payment_methods must have at most 20 entries');
   if (input.endpoints.length > 500) throw invalidArgument('endpoints must have at most 500 entries');
   const paymentMethods: PaymentMethod[] = input.paymentMethods.map((m, i) => ({

@@ -11,6 +11,16 @@ function tooLarge(): DomainError {
   return new DomainError('payload_too_large', `Request body exceeds ${MAX_REST_BODY_BYTES} bytes`, { code: 'body_too_large' });
 }
 
+const abandoned = new WeakSet<object>();
+
+/**
+ * True when readBody stopped reading a body half-way: the rest may still be arriving, so an
+ * HTTP/1.x connection cannot carry another request and must be closed after the answer.
+ */
+export function bodyAbandoned(req: NodeRequest): boolean {
+  return abandoned.has(req);
+}
+
 /** Reads the body up to the limit; stops reading (and answers 413) as soon as it is exceeded. */
 export async function readBody(req: NodeRequest): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
@@ -19,7 +29,10 @@ export async function readBody(req: NodeRequest): Promise<Buffer> {
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_REST_BODY_BYTES) throw tooLarge();
+    if (size > MAX_REST_BODY_BYTES) {
+      abandoned.add(req);
+      throw tooLarge();
+    }
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);

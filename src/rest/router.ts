@@ -7,7 +7,7 @@ import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
-import { parseJsonObject, readBody } from './body.js';
+import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
 import { errorResponse, type RestResponse } from './errors.js';
 import { approvalStatusJson, pingJson, resolveJson, signJson } from './mappers.js';
 import { signPayment } from '../app/sign.js';
@@ -132,6 +132,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[]) {
     } catch (err) {
       result = errorResponse(err, log);
     }
+    if (bodyAbandoned(req) && req.httpVersion.startsWith('1')) result = { ...result, headers: { ...result.headers, connection: 'close' } };
     if (!res.headersSent) send(res, result);
   };
 }

@@ -23,6 +23,20 @@ export function createTreasuryVault(organizations: OrganizationStore, masterKey:
   }
 
   return {
+    /**
+     * Decrypts every stored treasury key once, so a wrong master key stops start-up with a clear
+     * message instead of failing the first payment of each organization.
+     */
+    verifyMasterKey(): void {
+      for (const org of organizations.list()) {
+        if (!org.treasuryAddress) continue;
+        try {
+          if (load(org.id).account.address !== org.treasuryAddress) throw new Error('address mismatch');
+        } catch (err) {
+          throw new Error(`the master key does not decrypt the treasury key of ${org.id}: wrong PAYPOLICY_MASTER_KEY or master.key for this database`, { cause: err });
+        }
+      }
+    },
     /** Creates and stores a new encrypted key; the caller runs this inside a write transaction. */
     provision(orgId: string, now: number): string {
       if (organizations.treasuryKey(orgId)) {

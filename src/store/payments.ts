@@ -48,27 +48,28 @@ function toRow(r: Raw): PaymentRow {
 }
 
 export function createPaymentStore(db: Db) {
-  // Reads only the covering index transactions_cap (agent_id, holds_cap, created_at, amount_micros).
+  // Reads only the covering index transactions_cap (agent_id, holds_cap, cap_at, amount_micros).
   const capSum = db.prepare(
-    'SELECT COALESCE(SUM(amount_micros), 0) AS total FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND created_at > ?',
+    'SELECT COALESCE(SUM(amount_micros), 0) AS total FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ?',
   ).safeIntegers(true);
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
   const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-    holds_cap, reason, service_slug, resource_url, idempotency_key, request_hash, request, approval_id, created_at, updated_at)
-    VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @reason, @serviceSlug,
-    @resourceUrl, @idempotencyKey, @requestHash, @request, @approvalId, @createdAt, @createdAt)`);
+    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
+    VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @createdAt, @reason, @serviceSlug,
+    @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
   const settle = db.prepare(`UPDATE transactions SET status = 'signed', result = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
   const fail = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
-  const approve = db.prepare(`UPDATE transactions SET status = 'signing', updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  // An approved payment is spent when it is signed, so its amount counts from then on.
+  const approve = db.prepare(`UPDATE transactions SET status = 'signing', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = next_nonce + 1 RETURNING next_nonce - 1 AS nonce`);
 
   return {
-    /** Sum of what counts against the agent's cap for rows created after `since` (epoch ms). */
+    /** Sum of what counts against the agent's cap since `since` (epoch ms), by when each began counting. */
     committedSince(agentId: string, since: number): bigint {
       return BigInt((capSum.get(agentId, since) as { total: bigint }).total);
     },
@@ -95,7 +96,7 @@ export function createPaymentStore(db: Db) {
       return fail.run(reason, now, id).changes === 1;
     },
     startSigningApproved(id: string, now: number): boolean {
-      return approve.run(now, id).changes === 1;
+      return approve.run(now, now, id).changes === 1;
     },
     /** Ends a pending row as denied or expired and releases its hold on the cap. */
     releasePending(id: string, status: 'denied' | 'expired', reason: string, now: number): boolean {

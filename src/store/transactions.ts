@@ -31,12 +31,12 @@ export type TransactionFilter = {
 /** The ledger: every payment request, decision and ping. */
 export function createTransactionStore(db: Db) {
   const insertRecord = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient,
-    amount_micros, holds_cap, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    amount_micros, holds_cap, cap_at, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const listCache = new Map<string, ReturnType<Db['prepare']>>();
   return {
     insert(tx: TransactionRecord & { holdsCap: boolean }): void {
       insertRecord.run(tx.id, tx.orgId, tx.agentId, tx.type, tx.status, tx.chainId, tx.recipient, tx.amountMicros,
-        tx.holdsCap ? 1 : 0, tx.reason, tx.serviceSlug, tx.createdAt, tx.createdAt);
+        tx.holdsCap ? 1 : 0, tx.createdAt, tx.reason, tx.serviceSlug, tx.createdAt, tx.createdAt);
     },
     /** One page, newest first. Filters only add fixed SQL fragments; values are always bound. */
     list(f: TransactionFilter): TransactionRecord[] {

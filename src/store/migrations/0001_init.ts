@@ -63,7 +63,8 @@ CREATE TABLE services (
 ) STRICT;
 
 -- holds_cap is 1 while the row counts against the agent's rolling spend cap (signing, signed,
--- pending approval); the covering index lets the cap sum read only the index.
+-- pending approval); cap_at is when its amount started counting (the request, or the approval
+-- that signed it). The covering index lets the cap sum read only the index.
 CREATE TABLE transactions (
   id              TEXT PRIMARY KEY,
   org_id          TEXT NOT NULL REFERENCES organizations(id),
@@ -74,6 +75,7 @@ CREATE TABLE transactions (
   recipient       TEXT NOT NULL DEFAULT '',
   amount_micros   INTEGER NOT NULL CHECK (amount_micros >= 0),
   holds_cap       INTEGER NOT NULL DEFAULT 0 CHECK (holds_cap IN (0, 1)),
+  cap_at          INTEGER NOT NULL,
   reason          TEXT NOT NULL DEFAULT '',
   service_slug    TEXT NOT NULL DEFAULT '',
   resource_url    TEXT NOT NULL DEFAULT '',
@@ -87,7 +89,7 @@ CREATE TABLE transactions (
 ) STRICT;
 CREATE UNIQUE INDEX transactions_idempotency ON transactions (agent_id, idempotency_key)
   WHERE idempotency_key IS NOT NULL;
-CREATE INDEX transactions_cap ON transactions (agent_id, holds_cap, created_at, amount_micros);
+CREATE INDEX transactions_cap ON transactions (agent_id, holds_cap, cap_at, amount_micros);
 CREATE INDEX transactions_by_org ON transactions (org_id, created_at, id);
 CREATE INDEX transactions_by_status ON transactions (status);
 
