@@ -13,6 +13,11 @@ async function serve(argv: string[]): Promise<number> {
   // Loaded here, not at the top: admin commands never need the server and start faster without it.
   const { startPaypolicy } = await import('./paypolicy.js');
   const { bootstrapBanner } = await import('./bootstrap.js');
+  // Handlers go in before start-up, so a signal that arrives while starting still stops cleanly.
+  let signalled: string | undefined;
+  let onSignal: (signal: string) => void = (signal) => (signalled = signal);
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
   let app;
   try {
     app = await startPaypolicy(loadConfig(argv, process.env));
@@ -23,15 +28,15 @@ async function serve(argv: string[]): Promise<number> {
     else process.stderr.write(`paypolicy: cannot start: ${e.message}\n`);
     return 2;
   }
-  if (app.bootstrap) process.stdout.write(`${bootstrapBanner(app.bootstrap, app.url, app.deps.store.db.name.replace(/\/paypolicy\.db$/, ''))}\n`);
-  else process.stdout.write(`paypolicy listening on ${app.url} (admin token and test key: see bootstrap.json in the data directory)\n`);
+  const running = app;
+  if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, running.deps.store.db.name.replace(/\/paypolicy\.db$/, ''))}\n`);
+  else process.stdout.write(`paypolicy listening on ${running.url} (admin token and test key: see bootstrap.json in the data directory)\n`);
   await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      app.log.info({ signal }, 'shutting down');
-      void app.stop().then(resolve);
+    onSignal = (signal) => {
+      running.log.info({ signal }, 'shutting down');
+      void running.stop().then(resolve);
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    if (signalled) onSignal(signalled);
   });
   return 0;
 }

@@ -78,7 +78,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     connect(req, res);
   };
 
-  const h1 = http.createServer({ requestTimeout: 30_000, headersTimeout: 15_000, keepAliveTimeout: 5_000 }, handler);
+  const h1 = http.createServer(
+    { requestTimeout: 30_000, headersTimeout: 15_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 5_000 },
+    handler,
+  );
+  // h1 never listens itself (connections are handed to it), and Node only tracks an HTTP server's
+  // connections (idle closing, header and request timeouts) from its 'listening' event on.
+  h1.emit('listening');
+  const unrouted = new Set<Socket>();
   const sessions = new Set<Http2Session>();
   const trackSession = (s: Http2Session) => {
     sessions.add(s);
@@ -92,7 +99,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   } else {
     const h2 = http2.createServer({}, handler);
     h2.on('session', trackSession);
-    listener = net.createServer((socket) => routeConnection(socket, h1, h2));
+    listener = net.createServer((socket) => routeConnection(socket, h1, h2, unrouted));
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -113,18 +120,22 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     async close(graceMs = 10_000) {
       draining = true;
       const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
+      // Nothing is in flight on a connection that has not even been routed yet.
+      for (const socket of unrouted) socket.destroy();
       h1.closeIdleConnections();
       for (const s of sessions) s.close();
-      const timer = setTimeout(() => {
-        h1.closeAllConnections();
-        for (const s of sessions) s.destroy();
-      }, graceMs);
-      const idle = setInterval(() => h1.closeIdleConnections(), 50);
-      let giveUp: NodeJS.Timeout | undefined;
-      await Promise.race([closed, new Promise((r) => (giveUp = setTimeout(r, graceMs + 1000)))]);
-      clearTimeout(giveUp);
+      // Connections that finish their last request while draining close right after it.
+      const idle = setInterval(() => h1.closeIdleConnections(), 25);
+      let deadline: NodeJS.Timeout | undefined;
+      const expired = new Promise<void>((resolve) => (deadline = setTimeout(resolve, graceMs)));
+      await Promise.race([closed, expired]);
+      clearTimeout(deadline);
       clearInterval(idle);
-      clearTimeout(timer);
+      // Whatever is still running after the grace period is cut off, not answered later.
+      h1.closeAllConnections();
+      for (const s of sessions) s.destroy();
+      h1.close();
+      await closed;
     },
   };
 }
@@ -133,14 +144,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
  * Peeks at a cleartext connection until its first bytes either equal the HTTP/2 preface or
  * diverge from it, then gives the socket, bytes unread, to the right server.
  */
-function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server): void {
+function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server, unrouted: Set<Socket>): void {
   let seen = Buffer.alloc(0);
+  unrouted.add(socket);
+  socket.once('close', () => unrouted.delete(socket));
   const onData = (chunk: Buffer) => {
     seen = Buffer.concat([seen, chunk]);
     const n = Math.min(seen.length, H2_PREFACE.length);
     const isPrefix = seen.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
     if (isPrefix && seen.length < H2_PREFACE.length) return;
     socket.off('data', onData);
+    unrouted.delete(socket);
     // The chosen server applies its own timeouts from here on.
     socket.setTimeout(0);
     socket.pause();

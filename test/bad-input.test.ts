@@ -155,11 +155,7 @@ describe('POST /api/ping body', () => {
     }
   });
 
-  // BUG (src/rest/body.ts readBody): throwing inside `for await (… of req)` destroys the
-  // IncomingMessage while the client is still uploading; Node then neither drains the rest of the
-  // body nor closes the socket, yet the 413 says `Connection: keep-alive`. The next request on that
-  // connection is never answered and the socket is reset ~5 s later (a pooled fetch client sees
-  // ECONNRESET on an unrelated later call).
+  // Regression: a body abandoned half-way left a dead keep-alive connection; the 413 now closes it.
   test('error: after a 413 for a chunked body the connection is closed or still usable', async () => {
     const conn = await rawConnection(s.url);
     try {

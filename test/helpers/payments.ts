@@ -1,0 +1,84 @@
+import { recoverTypedDataAddress, type Address, type Hex } from 'viem';
+import type { Admin } from './admin.js';
+import { rest, type RestResult } from './server.js';
+
+/** EIP-3009 `TransferWithAuthorization`, written out here so the tests do not trust src/. */
+export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+} as const;
+
+/** The `authorization` object of a 200 from POST /api/sign with type eip3009. */
+export type WireAuthorization = {
+  from: Address; to: Address; value: string; valid_after: string; valid_before: string; nonce: Hex;
+  token: Address; domain_name: string; domain_version: string; chain_id: number;
+};
+
+/** Body of POST /api/sign as the wire protocol writes it. */
+export type SignBody = {
+  agent_id: string;
+  type?: string;
+  chain_id?: number;
+  recipient_address?: string;
+  amount_usd?: number | string;
+  payload?: Record<string, unknown>;
+  dry_run?: boolean;
+};
+
+/**
+ * POST /api/sign. `connection: close` so that no idle keep-alive socket outlives the test
+ * (server stop cannot close those and would wait its whole grace period).
+ */
+export function postSign(base: string, key: string, body: SignBody, idempotencyKey?: string): Promise<RestResult> {
+  const headers: Record<string, string> = { connection: 'close' };
+  if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
+  return rest(base, 'POST', '/api/sign', { key, body, headers });
+}
+
+/** GET /api/approvals/{id}/status with the same connection handling as postSign. */
+export function getApprovalStatus(base: string, key: string, id: string): Promise<RestResult> {
+  return rest(base, 'GET', `/api/approvals/${encodeURIComponent(id)}/status`, { key, headers: { connection: 'close' } });
+}
+
+/** Sets an agent's allowlist, cap and threshold through the AdminService. */
+export async function setPolicy(admin: Admin, agentId: string, p: { allowlist: string[]; capUsd: string; thresholdUsd: string }): Promise<void> {
+  await admin.client.setPolicy({ agentId, allowlist: p.allowlist, spendCapUsd: p.capUsd, approvalThresholdUsd: p.thresholdUsd }, admin.auth);
+}
+
+/** Every ledger row of one agent (optionally of one status), following page tokens. */
+export async function listAllTransactions(admin: Admin, orgId: string, agentId: string, status = '') {
+  const all = [];
+  let pageToken = '';
+  do {
+    const r = await admin.client.listTransactions({ orgId, agentId, status, pageSize: 500, pageToken }, admin.auth);
+    all.push(...r.transactions);
+    pageToken = r.nextPageToken;
+  } while (pageToken !== '');
+  return all;
+}
+
+/** Decimal USD text → integer micro-dollars, without floats. */
+export function usdToMicros(text: string): bigint {
+  const m = /^(\d+)(?:\.(\d{1,6}))?$/.exec(text);
+  if (!m) throw new Error(`not a USD amount: ${text}`);
+  return BigInt(m[1]!) * 1_000_000n + BigInt((m[2] ?? '').padEnd(6, '0'));
+}
+
+/** The address that signed the EIP-3009 authorization of a 200 answer. */
+export function recoverAuthorizationSigner(signature: Hex, a: WireAuthorization): Promise<Address> {
+  return recoverTypedDataAddress({
+    domain: { name: a.domain_name, version: a.domain_version, chainId: a.chain_id, verifyingContract: a.token },
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
+    primaryType: 'TransferWithAuthorization',
+    message: {
+      from: a.from, to: a.to, value: BigInt(a.value), validAfter: BigInt(a.valid_after), validBefore: BigInt(a.valid_before), nonce: a.nonce,
+    },
+    signature,
+  });
+}

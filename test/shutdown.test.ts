@@ -1,0 +1,214 @@
+import http from 'node:http';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { rest, startTestServer, type TestServer } from './helpers/server.js';
+
+/** Resolves with the error code of a TCP connection attempt, or 'connected'. */
+function tryConnect(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve('connected');
+    });
+    sock.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits up to `ms` for `event` on `emitter`; resolves whether it fired. */
+function fired(emitter: NodeJS.EventEmitter, event: string, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    emitter.once(event, () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/**
+ * POST /api/ping whose body is sent in two parts, so the request is in flight until `finish()`.
+ * `Connection: close`, so the socket ends with the response.
+ */
+function slowPing(s: TestServer) {
+  const body = JSON.stringify({ agent_id: s.bootstrap.agent_id });
+  const req = http.request(`${s.url}/api/ping`, {
+    method: 'POST',
+    agent: false,
+    headers: { authorization: `Bearer ${s.bootstrap.api_key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' },
+  });
+  const response = new Promise<{ status: number; body: string } | { error: string }>((resolve) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
+  });
+  const connected = new Promise<void>((resolve) => req.on('socket', (sock) => sock.once('connect', () => resolve())));
+  req.write(body.slice(0, 5));
+  return {
+    /** Resolves once the headers and the first body bytes have had time to reach the handler. */
+    started: connected.then(() => sleep(150)),
+    finish: () => req.end(body.slice(5)),
+    response,
+    abort: () => req.destroy(),
+  };
+}
+
+describe('startPaypolicy', () => {
+  describe('health endpoints', () => {
+    let s: TestServer;
+    beforeAll(async () => {
+      s = await startTestServer();
+    });
+    afterAll(async () => s.close());
+
+    test('behavior: /readyz and /healthz answer 200 while running', async () => {
+      const ready = await rest(s.url, 'GET', '/readyz', { headers: { connection: 'close' } });
+      expect(ready.status).toBe(200);
+      expect(ready.json).toEqual({ status: 'ready' });
+      expect(ready.headers.get('cache-control')).toBe('no-store');
+      const health = await rest(s.url, 'GET', '/healthz', { headers: { connection: 'close' } });
+      expect(health.status).toBe(200);
+      expect(health.json).toEqual({ status: 'ok' });
+    });
+  });
+
+  describe('stop', () => {
+    test('behavior: resolves, stops accepting connections and closes the database; a second stop is the same', async () => {
+      const s = await startTestServer();
+      try {
+        expect(await tryConnect(s.app.port)).toBe('connected');
+        expect(s.app.deps.store.db.open).toBe(true);
+        const started = Date.now();
+        const first = s.app.stop(2000);
+        const second = s.app.stop(2000);
+        expect(second).toBe(first);
+        await first;
+        expect(Date.now() - started).toBeLessThan(1000);
+        expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
+        expect(s.app.deps.store.db.open).toBe(false);
+        expect(s.logs.some((l) => l.includes('"msg":"paypolicy stopped"'))).toBe(true);
+      } finally {
+        await s.close();
+      }
+    });
+
+    test('behavior: a request in flight when stop() starts completes within the grace period', async () => {
+      const s = await startTestServer();
+      const slow = slowPing(s);
+      try {
+        await slow.started;
+        const stopping = s.app.stop(3000);
+        let stopped = false;
+        void stopping.then(() => (stopped = true));
+        await sleep(100);
+        // Still draining: the database is open for the request, new connections are refused.
+        expect(stopped).toBe(false);
+        expect(s.app.deps.store.db.open).toBe(true);
+        expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
+
+        slow.finish();
+        const r = await slow.response;
+        expect(r).toMatchObject({ status: 200 });
+        expect(JSON.parse((r as { body: string }).body)).toMatchObject({ ok: true, agent_id: s.bootstrap.agent_id });
+        const t = Date.now();
+        await stopping;
+        expect(Date.now() - t).toBeLessThan(1000);
+        expect(s.app.deps.store.db.open).toBe(false);
+      } finally {
+        slow.abort();
+        await s.close();
+      }
+    });
+
+    test('behavior: an open HTTP/2 (gRPC) connection does not delay stop()', async () => {
+      const s = await startTestServer();
+      const ch = grpcChannel(s.url);
+      try {
+        const g = await grpcUnary(ch, PaymentPolicyService, PaymentPolicyService.method.ping, { agentId: s.bootstrap.agent_id }, s.bootstrap.api_key);
+        expect(g.ok).toBe(true);
+        const started = Date.now();
+        await s.app.stop(5000);
+        expect(Date.now() - started).toBeLessThan(1000);
+        expect(s.app.deps.store.db.open).toBe(false);
+      } finally {
+        ch.close();
+        await s.close();
+      }
+    });
+
+    // Regression: h1 never listened, so Node did not track its connections and idle keep-alive
+    // sockets held stop(); h1 now emits 'listening' to turn tracking on.
+    test('behavior: an idle keep-alive HTTP/1.1 connection is closed at once and does not hold stop()', async () => {
+      const s = await startTestServer();
+      const agent = new http.Agent({ keepAlive: true });
+      try {
+        const socket = await new Promise<net.Socket>((resolve, reject) => {
+          const req = http.get(`${s.url}/healthz`, { agent }, (res) => {
+            res.resume();
+            res.on('end', () => setImmediate(() => resolve(sock)));
+          });
+          let sock: net.Socket;
+          req.on('socket', (x) => (sock = x as net.Socket));
+          req.on('error', reject);
+        });
+        // The response is done and the socket is parked in the agent, idle but open.
+        expect(socket.destroyed).toBe(false);
+        expect(Object.values(agent.freeSockets).flat()).toContain(socket);
+        const closed = fired(socket, 'close', 500);
+        const grace = 300;
+        const started = Date.now();
+        await s.app.stop(grace);
+        expect(Date.now() - started).toBeLessThan(grace);
+        expect(await closed).toBe(true);
+      } finally {
+        agent.destroy();
+        await s.close();
+      }
+    });
+
+    // Regression: a connection that had not sent enough bytes to be routed belonged to no server
+    // and held stop(); unrouted sockets are now destroyed at once.
+    test('behavior: a connection that has sent nothing does not hold stop()', async () => {
+      const s = await startTestServer();
+      const sock = net.connect(s.app.port, '127.0.0.1');
+      try {
+        await new Promise((r) => sock.once('connect', r));
+        const closed = fired(sock, 'close', 500);
+        const grace = 300;
+        const started = Date.now();
+        await s.app.stop(grace);
+        expect(Date.now() - started).toBeLessThan(grace);
+        expect(await closed).toBe(true);
+      } finally {
+        sock.destroy();
+        await s.close();
+      }
+    });
+
+    // Regression: requests still running after the grace period ran on against a closed database;
+    // they are now cut off at the deadline.
+    test('behavior: a request still in flight after the grace period is dropped, not run against a closed database', async () => {
+      const s = await startTestServer();
+      const slow = slowPing(s);
+      try {
+        await slow.started;
+        await s.app.stop(200);
+        expect(s.app.deps.store.db.open).toBe(false);
+        slow.finish();
+        const r = await Promise.race([slow.response, sleep(2000).then(() => ({ error: 'no answer within 2 s' }))]);
+        expect(r).toHaveProperty('error');
+        expect((r as { error: string }).error).toMatch(/ECONNRESET|EPIPE|socket hang up/);
+      } finally {
+        slow.abort();
+        await s.close();
+      }
+    });
+  });
+});
