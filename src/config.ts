@@ -14,6 +14,10 @@ export type Config = {
   tlsKey: string | undefined;
   /** Signing worker threads; default one fewer than the cores (at least 1, at most 4). */
   signerThreads: number;
+  /** Development mode: quote and sign may probe http:// URLs. */
+  dev: boolean;
+  /** Test-only `host:port` entries exempt from the probe's private-address block. */
+  probeAllowHosts: string[];
 };
 
 export class ConfigError extends Error {
@@ -36,8 +40,13 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
 export function loadConfig(argv: string[], env: Env): Config {
   const raw: Partial<Record<keyof Config, string>> = {};
   for (const { env: name, key } of Object.values(FLAGS)) if (env[name] !== undefined && env[name] !== '') raw[key] = env[name];
+  let dev = env.PAYPOLICY_DEV === '1' || env.PAYPOLICY_DEV === 'true';
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
+    if (arg === '--dev') {
+      dev = true;
+      continue;
+    }
     const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
     const spec = FLAGS[flag];
     if (!spec) throw new ConfigError(`unknown option ${flag}`);
@@ -54,7 +63,13 @@ export function loadConfig(argv: string[], env: Env): Config {
   const threadsText = raw.signerThreads ?? String(Math.min(4, Math.max(1, availableParallelism() - 1)));
   const signerThreads = Number(threadsText);
   if (!/^\d+$/.test(threadsText) || signerThreads < 1 || signerThreads > 64) throw new ConfigError(`--signer-threads must be an integer from 1 to 64, got "${threadsText}"`);
+  const probeAllowHosts = (env.PAYPOLICY_PROBE_ALLOW_HOSTS ?? '').split(',').map((h) => h.trim()).filter((h) => h !== '');
+  for (const h of probeAllowHosts) {
+    if (!/^[^\s:/]+:\d{1,5}$/.test(h) && !/^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h)) throw new ConfigError(`PAYPOLICY_PROBE_ALLOW_HOSTS entries must be host:port, got "${h}"`);
+  }
   return {
+    dev,
+    probeAllowHosts,
     signerThreads,
     port,
     host: raw.host ?? '127.0.0.1',

@@ -9,6 +9,8 @@ import { createLogger } from './logger.js';
 import { startServer, type RunningServer } from './server.js';
 import { loadMasterKey } from './signing/masterKey.js';
 import { createSignerPool } from './signing/signerPool.js';
+import { defaultSafeFetchOptions } from './probe/safeFetch.js';
+import { createOfferCache } from './probe/offerCache.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
@@ -52,7 +54,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     throw err;
   }
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
-  const deps: AppDeps = { store, vault, signer, now: options.now ?? Date.now, log, inflight: new Map() };
+  const now = options.now ?? Date.now;
+  if (config.probeAllowHosts.length > 0) {
+    log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
+  }
+  const deps: AppDeps = {
+    store, vault, signer, now, log, inflight: new Map(),
+    probe: { ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts) },
+    offers: createOfferCache(now),
+  };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   const interrupted = store.db.transaction(() => store.payments.failInterrupted(deps.now())).immediate();
   if (interrupted > 0) log.warn({ interrupted }, 'released payments interrupted while signing');

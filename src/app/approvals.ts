@@ -8,7 +8,7 @@ import type { ApprovalRow } from '../store/approvals.js';
 import type { AppDeps } from './deps.js';
 import { requireOrganization } from './organizations.js';
 import { CAP_WINDOW_MS, policyFacts, signAndSettle } from './sign.js';
-import { loadRequest } from './signedPayment.js';
+import { isPaywallRequest } from './preparePayment.js';
 
 export const EXPIRED_REASON = 'Approval request expired before a human decided';
 
@@ -98,10 +98,15 @@ export async function decideApproval(
     const verdict = evaluatePolicy(policyFacts(deps, agent, tx.recipient, tx.amountMicros, own), { skipThreshold: true });
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
     approvals.decide(a.id, 'approved', now, decidedBy, note);
+    // A paywall's challenge may have expired while the human decided: it is probed and signed
+    // afresh when the agent collects the payment, not here.
+    if (isPaywallRequest(tx.request)) {
+      payments.markApproved(tx.id, now);
+      return { kind: 'done' as const };
+    }
     payments.startSigningApproved(tx.id, now);
-    const req = loadRequest(tx.request);
-    const nonce = req.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId) : undefined;
-    return { kind: 'sign' as const, tx, req, nonce };
+    const nonce = tx.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId) : undefined;
+    return { kind: 'sign' as const, tx, nonce };
   });
 
   switch (step.kind) {
@@ -113,7 +118,7 @@ export async function decideApproval(
       throw new DomainError('failed_precondition', `Policy re-check refused the approval: ${step.reason}`, { code: 'policy_recheck_failed' });
     case 'sign': {
       const treasury = deps.vault.address(step.tx.orgId) as Address;
-      await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.req, step.nonce);
+      await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.tx.request, step.nonce);
       break;
     }
     case 'done':

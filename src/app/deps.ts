@@ -2,6 +2,9 @@ import type { Logger } from 'pino';
 import type { SignerPool } from '../signing/signerPool.js';
 import type { TreasuryVault } from '../signing/treasury.js';
 import type { Store } from '../store/store.js';
+import type { OfferCache } from '../probe/offerCache.js';
+import type { SafeFetchOptions } from '../probe/safeFetch.js';
+import type { TempoFees } from '../signing/tempo.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
@@ -15,4 +18,10 @@ export type AppDeps = {
    * and then replay its stored outcome, so they never race to create a second transaction.
    */
   inflight: Map<string, Promise<unknown>>;
+  /** Outbound probe settings: SSRF rules, timeouts, the test-only host allow-list. */
+  probe: SafeFetchOptions;
+  /** Parsed offers reused by quote for 60 s per (organization, url, method). */
+  offers: OfferCache;
+  /** Tempo gas and fee values for MPP payments; documented defaults when unset. */
+  tempoFees?: TempoFees;
 };

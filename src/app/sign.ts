@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { getAddress, type Address } from 'viem';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, invalidArgument } from '../domain/errors.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
 import type { Agent, Principal } from '../domain/types.js';
@@ -9,7 +9,10 @@ import type { PaymentRow } from '../store/payments.js';
 import { requireAgentInOrg } from './agents.js';
 import { expireIfDue } from './approvals.js';
 import type { AppDeps } from './deps.js';
-import { loadRequest, prepareSignature, storeRequest, type SignedPayment, type StoredRequest } from './signedPayment.js';
+import { storeRequest, type SignedPayment } from './signedPayment.js';
+import { isPaywallRequest, preparePayment, type StoredPaywallRequest } from './preparePayment.js';
+import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer } from './paywall.js';
+import { checkUrl } from '../probe/safeFetch.js';
 
 /** The rolling window of the spend cap. */
 export const CAP_WINDOW_MS = 24 * 3600 * 1000;
@@ -17,7 +20,7 @@ export const CAP_WINDOW_MS = 24 * 3600 * 1000;
 export type SignResult =
   | {
       outcome: 'allowed'; agentId: string; transactionId: string; idempotent: boolean; amountMicros: bigint;
-      chainId: number; type: PaymentType; recipient: string; signed: SignedPayment;
+      chainId: number; type: PaymentType; recipient: string; signed: SignedPayment; resourceUrl: string;
     }
   | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean }
   | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean }
@@ -31,7 +34,8 @@ function treasuryOf(deps: AppDeps, orgId: string): Address {
 
 /** Policy facts for an agent as the store sees them now. Call inside the deciding transaction. */
 export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
-  const committed = deps.store.payments.committedSince(agent.id, deps.now() - CAP_WINDOW_MS) - excludeMicros;
+  const now = deps.now();
+  const committed = deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now) - excludeMicros;
   return {
     agentStatus: agent.status, allowlist: agent.policy.allowlist, spendCapMicros: agent.policy.spendCapMicros,
     approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: null,
@@ -46,12 +50,13 @@ export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amou
  */
 export async function signPayment(deps: AppDeps, principal: Principal, input: PaymentRequestInput): Promise<SignResult> {
   const req = parsePaymentRequest(input, principal.mode);
-  if (req.type === 'x402' || req.type === 'mpp') throw new DomainError('unimplemented', `type ${req.type} is not available yet`, { code: 'unsupported_type' });
   const agent = requireAgentInOrg(deps, principal.orgId, req.agentId);
   const treasury = treasuryOf(deps, principal.orgId);
+  if (req.payload.kind === 'paywall') checkUrl(req.payload.resourceUrl, deps.probe);
   if (req.dryRun) {
-    const verdict = evaluatePolicy(policyFacts(deps, agent, req.recipient, req.amountMicros));
-    return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: req.chainId, recipient: getAddress(req.recipient), amountMicros: req.amountMicros };
+    const intent = await resolveIntent(deps, principal, agent, req);
+    const verdict = evaluatePolicy(intentFacts(deps, agent, intent));
+    return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: getAddress(intent.recipient), amountMicros: intent.amountMicros };
   }
   const requestHash = createHash('sha256').update(canonicalRequest(req)).digest('hex');
   const key = req.idempotencyKey;
@@ -63,8 +68,7 @@ export async function signPayment(deps: AppDeps, principal: Principal, input: Pa
   }
   // No await between this lookup and registering the promise: duplicates cannot slip in between.
   const existing = deps.store.payments.findByIdempotencyKey(agent.id, key) ?? deps.store.payments.findKeylessById(agent.id, key);
-  if (existing) return replay(deps, existing, requestHash);
-  const running = execute(deps, principal, agent, req, requestHash, treasury);
+  const running = existing ? replay(deps, existing, requestHash, treasury) : execute(deps, principal, agent, req, requestHash, treasury);
   deps.inflight.set(slot, running);
   try {
     return await running;
@@ -73,28 +77,75 @@ export async function signPayment(deps: AppDeps, principal: Principal, input: Pa
   }
 }
 
+/**
+ * What a request asks to pay, resolved: for the direct types straight from the request; for x402
+ * and mpp from the challenge the resource URL answers with right now (the client's recipient and
+ * amount are never used), attributed to a registered service when the registry vouches for it.
+ */
+type Intent = {
+  chainId: number;
+  recipient: string;
+  amountMicros: bigint;
+  attributedSlug: string | null;
+  attributionNote: string | null;
+  resourceUrl: string;
+  /** The ledger's `request` column: everything needed to sign later. */
+  stored: string;
+  needsNonce: boolean;
+};
+
+async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest): Promise<Intent> {
+  if (req.payload.kind !== 'paywall') {
+    return {
+      chainId: req.chainId, recipient: req.recipient, amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
+      resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
+    };
+  }
+  const { resourceUrl, method } = req.payload;
+  const { offer } = await probeOffer(deps, resourceUrl, method);
+  if (offer.rail !== req.type) {
+    throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
+  }
+  requireOfferChain(offer, principal.mode);
+  const attribution = attributeOffer(deps, agent, offer, resourceUrl);
+  const stored: StoredPaywallRequest = {
+    type: offer.rail, chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros.toString(),
+    payload: req.payload, offer: offerToJson(offer),
+  };
+  return {
+    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros,
+    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.attributed ? null : attribution.note,
+    resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
+  };
+}
+
+function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
+  return { ...policyFacts(deps, agent, intent.recipient, intent.amountMicros), attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote };
+}
+
 async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
-  const stored = storeRequest(req);
+  const intent = await resolveIntent(deps, principal, agent, req);
 
-  // Authorizations (EIP-3009, Permit2) do not depend on ledger state, so when a read-only check
+  // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
   // says the payment will pass they are signed first and recorded in the same commit as the
   // decision: one durable write per payment. If the decision changes in between (a concurrent
-  // payment took the headroom), the signature is dropped unseen. Transactions need an account
+  // payment took the headroom), the signature is dropped unseen. Raw transactions need an account
   // nonce from the ledger, so they are reserved first and signed after.
   let presigned: SignedPayment | undefined;
-  if (req.type !== 'raw_transaction' && evaluatePolicy(policyFacts(deps, agent, req.recipient, req.amountMicros)).outcome === 'allowed') {
-    presigned = await signOrFail(deps, principal.orgId, treasury, loadRequest(stored));
+  if (!intent.needsNonce && evaluatePolicy(intentFacts(deps, agent, intent)).outcome === 'allowed') {
+    presigned = await signOrFail(deps, principal.orgId, treasury, intent.stored);
   }
 
   const reserved = await deps.store.writes.run(() => {
     const current = agents.get(agent.id) ?? agent;
     const now = deps.now();
-    const verdict = evaluatePolicy(policyFacts(deps, current, req.recipient, req.amountMicros));
+    const verdict = evaluatePolicy(intentFacts(deps, current, intent));
     const row: PaymentRow = {
-      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, status: '', chainId: req.chainId,
-      recipient: req.recipient, amountMicros: req.amountMicros, reason: '', serviceSlug: '', resourceUrl: '',
-      idempotencyKey: req.idempotencyKey ?? null, requestHash, request: stored, result: null, approvalId: null, createdAt: now,
+      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, status: '', chainId: intent.chainId,
+      recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',
+      resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
+      approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
       payments.insert({ ...row, status: 'denied', reason: verdict.reason, holdsCap: false });
@@ -114,7 +165,7 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
       payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned), holdsCap: true });
       return { verdict, row, signed: presigned };
     }
-    const nonce = req.type === 'raw_transaction' ? payments.allocateNonce(principal.orgId, req.chainId) : undefined;
+    const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId) : undefined;
     payments.insert({ ...row, status: 'signing', holdsCap: true });
     return { verdict, row, nonce };
   });
@@ -123,13 +174,20 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
   if (verdict.outcome === 'pending_approval') {
     return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
   }
-  const signed = reserved.signed ?? (await signAndSettle(deps, row.id, principal.orgId, treasury, loadRequest(row.request), reserved.nonce));
+  const signed = reserved.signed ?? (await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce));
   return allowedResult(row, signed, false);
 }
 
-async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, req: StoredRequest, nonce?: number): Promise<SignedPayment> {
+async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
+  let prepared;
   try {
-    const prepared = prepareSignature(orgId, getAddress(treasury), req, Math.floor(deps.now() / 1000), nonce);
+    prepared = preparePayment(deps, orgId, getAddress(treasury), stored, nonce);
+  } catch (err) {
+    // A challenge the builders refuse (expired, bad splits) is the caller's 400, not our failure.
+    if (err instanceof DomainError && err.kind === 'invalid_argument') throw err;
+    throw new DomainError('internal', 'Signing failed', { cause: err });
+  }
+  try {
     return prepared.finish(await deps.signer.sign(prepared.job));
   } catch (err) {
     throw new DomainError('internal', 'Signing failed', { cause: err });
@@ -140,10 +198,10 @@ async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, req: 
  * Signs a reserved row (status `signing`) and records the result. A signing failure releases the
  * reservation; the signature only leaves the process after the settling commit.
  */
-export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string, treasury: Address, req: StoredRequest, nonce?: number): Promise<SignedPayment> {
+export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
   let signed: SignedPayment;
   try {
-    signed = await signOrFail(deps, orgId, treasury, req, nonce);
+    signed = await signOrFail(deps, orgId, treasury, stored, nonce);
   } catch (err) {
     await deps.store.writes.run(() => deps.store.payments.markFailed(rowId, 'Signing failed', deps.now()));
     throw err;
@@ -153,15 +211,36 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
   return signed;
 }
 
+/**
+ * Collects an approved paywall payment: the challenge is probed again (the one the human saw
+ * may have expired), and signed only if it still pays the same recipient, token and chain no more
+ * than was approved. Otherwise the approval cannot be used and the hold is released.
+ */
+async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
+  const stored = JSON.parse(row.request) as StoredPaywallRequest;
+  const approved = offerFromJson(stored.offer);
+  const { offer } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
+  if (!sameOffer(offer, approved)) {
+    const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
+    await deps.store.writes.run(() => deps.store.payments.denyApproved(row.id, reason, deps.now()));
+    return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason, idempotent: true };
+  }
+  const fresh = JSON.stringify({ ...stored, offer: offerToJson(offer) });
+  const started = await deps.store.writes.run(() => deps.store.payments.startSigningFromApproved(row.id, fresh, deps.now()));
+  if (!started) return replay(deps, deps.store.payments.get(row.id)!, row.requestHash, treasury);
+  const signed = await signAndSettle(deps, row.id, row.orgId, treasury, fresh);
+  return allowedResult(row, signed, true);
+}
+
 function allowedResult(row: PaymentRow, signed: SignedPayment, idempotent: boolean): SignResult {
   return {
     outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
-    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed,
+    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed, resourceUrl: row.resourceUrl,
   };
 }
 
 /** Replays the stored outcome of an earlier request with the same key. */
-function replay(deps: AppDeps, row: PaymentRow, requestHash: string): SignResult {
+async function replay(deps: AppDeps, row: PaymentRow, requestHash: string, treasury: Address): Promise<SignResult> {
   if (row.requestHash !== requestHash) {
     throw new DomainError('conflict', 'Idempotency-Key was already used for a different request', { code: 'idempotency_key_reused' });
   }
@@ -176,6 +255,8 @@ function replay(deps: AppDeps, row: PaymentRow, requestHash: string): SignResult
       return allowedResult(current, JSON.parse(current.result!) as SignedPayment, true);
     case 'pending_approval':
       return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason };
+    case 'approved':
+      return collectApproved(deps, current, treasury);
     case 'denied':
     case 'expired':
       return { outcome: 'denied', ...base, reason: current.reason };

@@ -4,6 +4,7 @@ import { DomainError } from '../domain/errors.js';
 import { microsToAtomic } from '../domain/money.js';
 import type { DirectPayload, PaymentRequest, PaymentType } from '../domain/paymentRequest.js';
 import type { SignJob, SignOutput } from '../signing/signJobs.js';
+import type { PaymentHeader } from '../probe/offer.js';
 import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../signing/tokens.js';
 
 /**
@@ -12,14 +13,7 @@ import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../signing/toke
  */
 
 export type SignedPayment =
-  | {
-      type: 'eip3009';
-      signature: Hex;
-      authorization: {
-        from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex;
-        token: Address; domainName: string; domainVersion: string; chainId: number;
-      };
-    }
+  | { type: 'eip3009'; signature: Hex; authorization: Eip3009Record }
   | {
       type: 'permit2';
       signature: Hex;
@@ -28,7 +22,15 @@ export type SignedPayment =
         validAfter: string; permit2Address: Address; chainId: number;
       };
     }
-  | { type: 'raw_transaction'; rawTransaction: { serialized: Hex; hash: Hex; nonce: string; token: Address; chainId: number } };
+  | { type: 'raw_transaction'; rawTransaction: { serialized: Hex; hash: Hex; nonce: string; token: Address; chainId: number } }
+  | { type: 'x402'; signature: Hex; authorization: Eip3009Record; paymentHeader: PaymentHeader }
+  | { type: 'mpp'; transactionHash: Hex; paymentHeader: PaymentHeader };
+
+/** The signed EIP-3009 authorization as callers receive it. */
+export type Eip3009Record = {
+  from: Address; to: Address; value: string; validAfter: string; validBefore: string; nonce: Hex;
+  token: Address; domainName: string; domainVersion: string; chainId: number;
+};
 
 /** The part of a request kept in the ledger so it can be signed later (after an approval). */
 export type StoredRequest = { type: PaymentType; chainId: number; recipient: string; amountMicros: string; payload: DirectPayload };
@@ -112,7 +114,7 @@ export function prepareSignature(orgId: string, treasury: Address, r: StoredRequ
   throw new DomainError('internal', `cannot prepare a ${r.type} signature`);
 }
 
-/** The wire's `signature` field: set for EIP-3009 and Permit2, null for transactions. */
+/** The wire's `signature` field: the EIP-3009 or Permit2 signature, null for transactions. */
 export function signatureOf(s: SignedPayment): Hex | null {
-  return s.type === 'raw_transaction' ? null : s.signature;
+  return s.type === 'raw_transaction' || s.type === 'mpp' ? null : s.signature;
 }

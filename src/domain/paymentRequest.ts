@@ -40,7 +40,7 @@ export type PaymentRequest = {
   /** Lowercased 0x recipient (direct types). */
   recipient: string;
   amountMicros: bigint;
-  payload: DirectPayload | { kind: 'paywall'; resourceUrl: string };
+  payload: DirectPayload | { kind: 'paywall'; resourceUrl: string; method: 'GET' | 'POST' };
   dryRun: boolean;
   idempotencyKey: string | undefined;
 };
@@ -126,7 +126,9 @@ export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode
   if (type === 'x402' || type === 'mpp') {
     const url = payload.resource_url;
     if (typeof url !== 'string' || url === '') throw invalidArgument(`payload.resource_url is required for type ${type}`, 'resource_url_required');
-    return { ...base, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url } };
+    const method = payload.method ?? 'GET';
+    if (method !== 'GET' && method !== 'POST') throw invalidArgument('payload.method must be GET or POST');
+    return { ...base, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url, method } };
   }
 
   if (!DIRECT_CHAINS[mode].includes(chainId)) {

@@ -16,6 +16,8 @@ export type PolicyFacts = {
   recipient: string;
   /** Registry slug the payment is attributed to at runtime, when attribution holds. */
   attributedSlug: string | null;
+  /** Why an allowlisted service slug could not vouch for this payment, for the denial reason. */
+  attributionNote?: string | null;
   /** Payment amount in micro-USD; always positive. */
   amountMicros: bigint;
   /** What already counts against the cap in the rolling 24 hours (signed, signing, pending). */
@@ -50,7 +52,9 @@ export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): V
   if (!byAddress && !bySlug) {
     const reason = f.allowlist.length === 0
       ? `Recipient ${f.recipient} is not on the agent's allowlist (the allowlist is empty)`
-      : `Recipient ${f.recipient} is not on the agent's allowlist`;
+      : f.attributionNote
+        ? `Recipient ${f.recipient} is not on the agent's allowlist: ${f.attributionNote}`
+        : `Recipient ${f.recipient} is not on the agent's allowlist`;
     return { outcome: 'denied', rule: 'allowlist', reason };
   }
   if (f.committedMicros + f.amountMicros > f.spendCapMicros) {

@@ -1,7 +1,8 @@
 import type { ApprovalRow } from '../store/approvals.js';
 import type { PingResult } from '../app/ping.js';
 import type { SignResult } from '../app/sign.js';
-import type { SignedPayment } from '../app/signedPayment.js';
+import type { QuoteResult } from '../app/quote.js';
+import { signatureOf, type Eip3009Record, type SignedPayment } from '../app/signedPayment.js';
 import { formatUsd, usdToJsonNumber } from '../domain/money.js';
 import type { ResolveResult } from '../app/registry.js';
 import type { ServiceRecord } from '../domain/types.js';
@@ -43,18 +44,18 @@ export function resolveJson(r: ResolveResult) {
   return { results, resolvedCount: r.resolvedCount, unresolvedCount: r.unresolvedCount };
 }
 
+function authorizationJson(a: Eip3009Record) {
+  return {
+    from: a.from, to: a.to, value: a.value, valid_after: a.validAfter, valid_before: a.validBefore, nonce: a.nonce,
+    token: a.token, domain_name: a.domainName, domain_version: a.domainVersion, chain_id: a.chainId,
+  };
+}
+
 /** The type-specific signed material, beside the wire fields of a 200. */
 function signedJson(s: SignedPayment) {
   switch (s.type) {
-    case 'eip3009': {
-      const a = s.authorization;
-      return {
-        authorization: {
-          from: a.from, to: a.to, value: a.value, valid_after: a.validAfter, valid_before: a.validBefore, nonce: a.nonce,
-          token: a.token, domain_name: a.domainName, domain_version: a.domainVersion, chain_id: a.chainId,
-        },
-      };
-    }
+    case 'eip3009':
+      return { authorization: authorizationJson(s.authorization) };
     case 'permit2': {
       const p = s.permit2;
       return {
@@ -68,6 +69,10 @@ function signedJson(s: SignedPayment) {
       const t = s.rawTransaction;
       return { raw_transaction: { serialized: t.serialized, hash: t.hash, nonce: t.nonce, token: t.token, chain_id: t.chainId } };
     }
+    case 'x402':
+      return { authorization: authorizationJson(s.authorization), payment_header: s.paymentHeader };
+    case 'mpp':
+      return { mpp: { transaction_hash: s.transactionHash }, payment_header: s.paymentHeader };
   }
 }
 
@@ -78,7 +83,7 @@ export function signJson(r: SignResult): { status: number; body: unknown } {
       return {
         status: 200,
         body: {
-          signature: r.signed.type === 'raw_transaction' ? null : r.signed.signature,
+          signature: signatureOf(r.signed),
           tx_hash: null,
           agent_id: r.agentId,
           cost_usd: formatUsd(r.amountMicros),
@@ -87,6 +92,7 @@ export function signJson(r: SignResult): { status: number; body: unknown } {
           type: r.type,
           chain_id: r.chainId,
           recipient_address: r.recipient,
+          ...(r.resourceUrl ? { resource_url: r.resourceUrl } : {}),
           ...signedJson(r.signed),
         },
       };
@@ -121,5 +127,33 @@ export function approvalStatusJson(a: ApprovalRow) {
     decided_at: a.decidedAt === null ? null : new Date(a.decidedAt).toISOString(),
     expires_at: new Date(a.expiresAt).toISOString(),
     transaction_id: a.transactionId,
+  };
+}
+
+const VERDICT_STATUS = { allowed: 200, pending_approval: 202, denied: 403 } as const;
+
+/** Quote result → 200/202/403 with the Offer fields in the wire protocol's order. */
+export function quoteJson(r: QuoteResult): { status: number; body: unknown } {
+  const { offer, verdict, attribution } = r;
+  return {
+    status: VERDICT_STATUS[verdict.outcome],
+    body: {
+      status: verdict.outcome,
+      rail: offer.rail,
+      chain_id: offer.chainId,
+      amount_usd: usdToJsonNumber(offer.amountMicros),
+      recipient: {
+        address: offer.payTo,
+        slug: attribution.attributed ? attribution.slug : null,
+        name: attribution.attributed ? attribution.name : null,
+      },
+      resource_url: r.resourceUrl,
+      scheme: offer.scheme,
+      network: offer.network,
+      realm: offer.realm,
+      cached: r.cached,
+      ...(verdict.outcome === 'allowed' ? {} : { reason: verdict.reason }),
+      ...(verdict.outcome === 'pending_approval' ? { approval_threshold_usd: usdToJsonNumber(verdict.thresholdMicros) } : {}),
+    },
   };
 }

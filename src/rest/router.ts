@@ -9,7 +9,8 @@ import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
 import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
 import { errorResponse, type RestResponse } from './errors.js';
-import { approvalStatusJson, pingJson, resolveJson, signJson } from './mappers.js';
+import { approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
+import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
 import { jsonNumberToDecimal } from '../domain/money.js';
@@ -64,8 +65,9 @@ export function createRestRoutes(deps: AppDeps): Route[] {
       });
       return signJson(result);
     }),
-    route('POST', '/api/quote', () => {
-      throw new DomainError('unimplemented', 'Not implemented yet');
+    route('POST', '/api/quote', async (call) => {
+      const body = await call.body();
+      return quoteJson(await quotePayment(deps, call.principal, { url: body.url, agentId: body.agent_id, method: body.method }));
     }),
     route('GET', '/api/approvals/{id}/status', (call) => {
       try {

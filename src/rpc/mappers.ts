@@ -15,11 +15,14 @@ import {
   ApprovalStatus,
   PaymentType as PaymentTypeEnum,
   SignOutcome,
+  OfferStatus,
   type GetApprovalStatusResponseSchema,
+  type QuoteResponseSchema,
   type SignResponseSchema,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ApprovalSchema } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { SignResult } from '../app/sign.js';
+import type { QuoteResult } from '../app/quote.js';
 import type { SignedPayment } from '../app/signedPayment.js';
 import type { ApprovalView } from '../app/approvals.js';
 import type { ApprovalRow } from '../store/approvals.js';
@@ -105,6 +108,7 @@ export function paymentTypeFromProto(t: PaymentTypeEnum): string | undefined {
 
 type SignedFields = {
   signature?: string;
+  paymentHeader?: { name: string; value: string };
   authorization?: Extract<SignedPayment, { type: 'eip3009' }>['authorization'];
   permit2?: Extract<SignedPayment, { type: 'permit2' }>['permit2'];
   rawTransaction?: Extract<SignedPayment, { type: 'raw_transaction' }>['rawTransaction'];
@@ -118,6 +122,10 @@ function signedToProto(s: SignedPayment): SignedFields {
       return { signature: s.signature, permit2: s.permit2 };
     case 'raw_transaction':
       return { rawTransaction: s.rawTransaction };
+    case 'x402':
+      return { signature: s.signature, authorization: s.authorization, paymentHeader: s.paymentHeader };
+    case 'mpp':
+      return { paymentHeader: s.paymentHeader };
   }
 }
 
@@ -165,5 +173,22 @@ export function approvalToProto(a: ApprovalView): MessageInitShape<typeof Approv
     recipientAddress: a.recipient, reason: a.reason, createdAt: timestampFromMs(a.createdAt), expiresAt: timestampFromMs(a.expiresAt),
     decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
     serviceSlug: a.serviceSlug,
+  };
+}
+
+const OFFER_STATUS = { allowed: OfferStatus.ALLOWED, pending_approval: OfferStatus.PENDING_APPROVAL, denied: OfferStatus.DENIED } as const;
+
+export function quoteResultToProto(r: QuoteResult): MessageInitShape<typeof QuoteResponseSchema> {
+  const { offer, verdict, attribution } = r;
+  return {
+    status: OFFER_STATUS[verdict.outcome], rail: offer.rail, chainId: offer.chainId, amountUsd: formatUsd(offer.amountMicros),
+    recipient: {
+      address: offer.payTo,
+      slug: attribution.attributed ? attribution.slug : undefined,
+      name: attribution.attributed ? attribution.name : undefined,
+    },
+    resourceUrl: r.resourceUrl, scheme: offer.scheme ?? undefined, network: offer.network, realm: offer.realm ?? undefined,
+    cached: r.cached, reason: verdict.outcome === 'allowed' ? '' : verdict.reason,
+    approvalThresholdUsd: verdict.outcome === 'pending_approval' ? formatUsd(verdict.thresholdMicros) : undefined,
   };
 }

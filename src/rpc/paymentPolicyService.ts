@@ -4,19 +4,16 @@ import { authenticateApiKey } from '../auth/credentials.js';
 import type { AppDeps } from '../app/deps.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
-import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
-import { approvalStatusToProto, paymentTypeFromProto, serviceToProto, signResultToProto } from './mappers.js';
+import { approvalStatusToProto, paymentTypeFromProto, quoteResultToProto, serviceToProto, signResultToProto } from './mappers.js';
+import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
   const principal = (ctx: HandlerContext): Principal => authenticateApiKey(deps.store.apiKeys, ctx.requestHeader.get('authorization'));
-  const notYet = (ctx: HandlerContext): never => {
-    principal(ctx);
-    throw new DomainError('unimplemented', 'Not implemented yet');
-  };
+
   return {
     ping(req, ctx) {
       return pingAgent(deps, principal(ctx), req.agentId);
@@ -43,8 +40,8 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
       });
       return signResultToProto(result);
     },
-    quote(_req, ctx) {
-      return notYet(ctx);
+    async quote(req, ctx) {
+      return quoteResultToProto(await quotePayment(deps, principal(ctx), { url: req.url, agentId: req.agentId, method: req.method }));
     },
     getApprovalStatus(req, ctx) {
       return approvalStatusToProto(getApprovalStatus(deps, principal(ctx), req.id));

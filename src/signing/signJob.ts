@@ -1,6 +1,7 @@
 import secp256k1 from 'secp256k1';
 import { bytesToHex, hexToBytes, keccak256, serializeTransaction, type Hex } from 'viem';
 import type { SignJob, SignOutput } from './signJobs.js';
+import { serializeSignedTempoTransaction, tempoSigningHash } from './tempoTransaction.js';
 import { eip3009Digest, permit2Digest } from './typedData.js';
 
 /** A loaded signing key with the address it must produce, so every signature is self-checked. */
@@ -48,6 +49,11 @@ export function runSignJob(key: SigningKey, job: SignJob): SignOutput {
       const sig = signDigest(key, keccak256(serializeTransaction(tx), 'bytes'));
       const serialized = serializeTransaction(tx, { r: sig.r, s: sig.s, yParity: sig.recid });
       return { signature: rsv(sig), serialized, hash: keccak256(serialized) };
+    }
+    case 'tempo': {
+      const signature = rsv(signDigest(key, tempoSigningHash(job.tx)));
+      const serialized = serializeSignedTempoTransaction(job.tx, signature, bytesToHex(key.address));
+      return { signature, serialized, hash: keccak256(serialized) };
     }
   }
 }

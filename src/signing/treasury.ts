@@ -10,6 +10,8 @@ import { open, seal } from './secretBox.js';
  */
 export function createTreasuryVault(organizations: OrganizationStore, masterKey: Buffer) {
   const accounts = new Map<string, { account: PrivateKeyAccount; privateKey: Hex }>();
+  // A treasury address never changes once provisioned, so it is read from the database once.
+  const addresses = new Map<string, string>();
 
   function load(orgId: string) {
     let entry = accounts.get(orgId);
@@ -56,7 +58,12 @@ export function createTreasuryVault(organizations: OrganizationStore, masterKey:
       return load(orgId).privateKey;
     },
     address(orgId: string): string | undefined {
-      return organizations.treasuryKey(orgId)?.address;
+      let address = addresses.get(orgId);
+      if (address === undefined) {
+        address = organizations.treasuryKey(orgId)?.address;
+        if (address !== undefined) addresses.set(orgId, address);
+      }
+      return address;
     },
   };
 }

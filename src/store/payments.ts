@@ -4,8 +4,10 @@ import type { Db } from './db.js';
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
  * leaves (`WHERE status = …`), so a transition can happen once no matter who races for it.
  *
- * States: signing → signed | failed; pending_approval → signing (approved) | denied | expired;
- * denied is terminal. holds_cap is 1 exactly in signing, signed and pending_approval.
+ * States: signing → signed | failed; pending_approval → signing (approved direct payment) |
+ * approved (approved paywall payment, signed when the agent collects it) | denied | expired;
+ * approved → signing | denied (the paywall's offer changed). holds_cap is 1 exactly in signing,
+ * signed, approved and pending_approval.
  */
 export type PaymentRow = {
   id: string;
@@ -52,6 +54,11 @@ export function createPaymentStore(db: Db) {
   const capSum = db.prepare(
     'SELECT COALESCE(SUM(amount_micros), 0) AS total FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ?',
   ).safeIntegers(true);
+  // Pending approvals past their window no longer hold the cap, even before a read or the sweep
+  // marks them expired; usually this finds nothing.
+  const overdue = db.prepare(`SELECT COALESCE(SUM(t.amount_micros), 0) AS total FROM approvals a
+    JOIN transactions t ON t.id = a.transaction_id
+    WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?`).safeIntegers(true);
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
@@ -63,6 +70,9 @@ export function createPaymentStore(db: Db) {
   const fail = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
   // An approved payment is spent when it is signed, so its amount counts from then on.
   const approve = db.prepare(`UPDATE transactions SET status = 'signing', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const markApproved = db.prepare(`UPDATE transactions SET status = 'approved', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const signApproved = db.prepare(`UPDATE transactions SET status = 'signing', request = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
+  const denyApproved = db.prepare(`UPDATE transactions SET status = 'denied', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
   const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
@@ -70,8 +80,9 @@ export function createPaymentStore(db: Db) {
 
   return {
     /** Sum of what counts against the agent's cap since `since` (epoch ms), by when each began counting. */
-    committedSince(agentId: string, since: number): bigint {
-      return BigInt((capSum.get(agentId, since) as { total: bigint }).total);
+    committedSince(agentId: string, since: number, now: number): bigint {
+      const held = BigInt((capSum.get(agentId, since) as { total: bigint }).total);
+      return held - BigInt((overdue.get(agentId, now, since) as { total: bigint }).total);
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;
@@ -97,6 +108,17 @@ export function createPaymentStore(db: Db) {
     },
     startSigningApproved(id: string, now: number): boolean {
       return approve.run(now, now, id).changes === 1;
+    },
+    /** An approved paywall payment: it keeps its hold and is signed when the agent collects it. */
+    markApproved(id: string, now: number): boolean {
+      return markApproved.run(now, now, id).changes === 1;
+    },
+    /** Starts signing an approved paywall payment against the fresh challenge stored in `request`. */
+    startSigningFromApproved(id: string, request: string, now: number): boolean {
+      return signApproved.run(request, now, id).changes === 1;
+    },
+    denyApproved(id: string, reason: string, now: number): boolean {
+      return denyApproved.run(reason, now, id).changes === 1;
     },
     /** Ends a pending row as denied or expired and releases its hold on the cap. */
     releasePending(id: string, status: 'denied' | 'expired', reason: string, now: number): boolean {

@@ -166,7 +166,7 @@ describe('parsePaymentRequest', () => {
         chainId: 8453,
         recipient: '',
         amountMicros: 0n,
-        payload: { kind: 'paywall', resourceUrl: 'https://api.example.com/x' },
+        payload: { kind: 'paywall', resourceUrl: 'https://api.example.com/x', method: 'GET' },
         dryRun: false,
         idempotencyKey: undefined,
       });

@@ -107,6 +107,7 @@ CREATE TABLE approvals (
 ) STRICT;
 CREATE INDEX approvals_by_org ON approvals (org_id, created_at);
 CREATE INDEX approvals_pending ON approvals (status, expires_at);
+CREATE INDEX approvals_agent_pending ON approvals (agent_id, status, expires_at);
 
 -- Next account nonce per treasury and chain for raw transactions; bumped inside the reserving
 -- transaction so a nonce can never be handed out twice.

@@ -1,0 +1,71 @@
+import { attributeResource, type Attribution } from '../domain/attribution.js';
+import { invalidArgument } from '../domain/errors.js';
+import type { Agent, ApiKeyMode } from '../domain/types.js';
+import { ADDRESS } from '../domain/validate.js';
+import type { Offer } from '../probe/offer.js';
+import { parsePaymentChallenge } from '../probe/parseChallenge.js';
+import { safeFetch } from '../probe/safeFetch.js';
+import type { AppDeps } from './deps.js';
+
+/**
+ * Chains an offer may be paid on, per key mode. Live keys: Base (x402) and Tempo (MPP) mainnets,
+ * as the wire protocol says. Test keys may also pay their testnets (Base Sepolia, Tempo Moderato).
+ */
+export const OFFER_CHAINS: Readonly<Record<ApiKeyMode, { x402: readonly number[]; mpp: readonly number[] }>> = {
+  live: { x402: [8453], mpp: [4217] },
+  test: { x402: [8453, 84532], mpp: [4217, 42431] },
+};
+
+export type ProbeMethod = 'GET' | 'POST';
+
+/** Refuses offers on chains the key's mode may not pay on, with the wire protocol's reason texts. */
+export function requireOfferChain(offer: Offer, mode: ApiKeyMode): void {
+  const allowed = OFFER_CHAINS[mode][offer.rail];
+  if (allowed.includes(offer.chainId)) return;
+  if (offer.rail === 'x402') {
+    throw invalidArgument(`Unsupported x402 network ${offer.network} (ak_${mode}_ keys pay on ${allowed.map((c) => `eip155:${c}`).join(', ')})`, 'unsupported_network');
+  }
+  throw invalidArgument(`MPP method ${offer.mpp?.challenge.method ?? 'tempo'} on chain ${offer.chainId} not supported yet (ak_${mode}_ keys pay on ${allowed.join(', ')})`, 'unsupported_method');
+}
+
+/**
+ * Probes a paywalled URL through the SSRF-safe client and parses its 402. A 405 to GET is
+ * retried once with POST, as the wire protocol says.
+ */
+export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod): Promise<{ offer: Offer; method: ProbeMethod }> {
+  let used = method;
+  let res = await safeFetch(url, { method }, deps.probe);
+  if (res.status === 405 && method === 'GET') {
+    used = 'POST';
+    res = await safeFetch(url, { method: 'POST' }, deps.probe);
+  }
+  if (res.status !== 402) throw invalidArgument(`URL did not return a payment challenge (status ${res.status})`, 'no_payment_challenge');
+  return { offer: parsePaymentChallenge(res, new Date(deps.now())), method: used };
+}
+
+/** Attributes a paid resource to a registered service, explaining failures of the agent's slug entries. */
+export function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, resourceUrl: string): Attribution {
+  const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
+  return attributeResource(deps.store.services.list(), resourceUrl, offer.rail, offer.realm, slugs);
+}
+
+/** An offer as JSON text for the ledger (bigints as decimal strings). */
+export function offerToJson(offer: Offer): unknown {
+  return { ...offer, amountAtomic: offer.amountAtomic.toString(), amountMicros: offer.amountMicros.toString() };
+}
+
+export function offerFromJson(json: unknown): Offer {
+  const o = json as Offer & { amountAtomic: string; amountMicros: string };
+  return { ...o, amountAtomic: BigInt(o.amountAtomic), amountMicros: BigInt(o.amountMicros) };
+}
+
+/**
+ * Whether a fresh offer still pays what a human approved: same rail, chain, token and recipient,
+ * and not more. Anything else needs a new request and a new decision.
+ */
+export function sameOffer(fresh: Offer, approved: Offer): boolean {
+  return fresh.rail === approved.rail && fresh.chainId === approved.chainId
+    && fresh.asset.toLowerCase() === approved.asset.toLowerCase()
+    && fresh.payTo.toLowerCase() === approved.payTo.toLowerCase()
+    && fresh.amountAtomic <= approved.amountAtomic;
+}

@@ -1,0 +1,53 @@
+import type { Address } from 'viem';
+import { DomainError } from '../domain/errors.js';
+import { DEFAULT_TEMPO_FEES, prepareMppPayment } from '../signing/tempo.js';
+import { prepareX402Payment } from '../signing/x402Payment.js';
+import type { AppDeps } from './deps.js';
+import { offerFromJson } from './paywall.js';
+import { loadRequest, prepareSignature, type PreparedSignature, type StoredRequest } from './signedPayment.js';
+
+/** A paywall payment as kept in the ledger: the request plus the offer it was decided on. */
+export type StoredPaywallRequest = {
+  type: 'x402' | 'mpp';
+  chainId: number;
+  recipient: string;
+  amountMicros: string;
+  payload: { kind: 'paywall'; resourceUrl: string; method: 'GET' | 'POST' };
+  offer: unknown;
+};
+
+export function isPaywallRequest(stored: string): boolean {
+  return (JSON.parse(stored) as { payload: { kind: string } }).payload.kind === 'paywall';
+}
+
+/**
+ * Builds the signing job for any stored request: the direct types from their fields, x402 and
+ * mpp from the offer parsed out of the live challenge.
+ */
+export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): PreparedSignature {
+  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
+  const nowMs = deps.now();
+  if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, loadRequest(stored), Math.floor(nowMs / 1000), nonce);
+  const offer = offerFromJson((parsed as StoredPaywallRequest).offer);
+  if (parsed.type === 'x402') {
+    const p = prepareX402Payment(orgId, treasury, offer, Math.floor(nowMs / 1000));
+    return {
+      job: p.job,
+      finish: (out) => {
+        const r = p.finish(out);
+        return { type: 'x402', signature: out.signature, authorization: r.authorization, paymentHeader: r.header };
+      },
+    };
+  }
+  if (parsed.type === 'mpp') {
+    const p = prepareMppPayment(orgId, treasury, offer, nowMs, deps.tempoFees ?? DEFAULT_TEMPO_FEES);
+    return {
+      job: p.job,
+      finish: (out) => {
+        const r = p.finish(out);
+        return { type: 'mpp', transactionHash: r.transactionHash, paymentHeader: r.header };
+      },
+    };
+  }
+  throw new DomainError('internal', `cannot prepare a ${parsed.type} payment`);
+}

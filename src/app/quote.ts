@@ -1,0 +1,54 @@
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import { evaluatePolicy, type Verdict } from '../domain/policy.js';
+import type { Attribution } from '../domain/attribution.js';
+import type { Principal } from '../domain/types.js';
+import type { Offer } from '../probe/offer.js';
+import { checkUrl } from '../probe/safeFetch.js';
+import { requireAgentInOrg } from './agents.js';
+import type { AppDeps } from './deps.js';
+import { attributeOffer, probeOffer, requireOfferChain, type ProbeMethod } from './paywall.js';
+import { policyFacts } from './sign.js';
+
+export type QuoteResult = { offer: Offer; verdict: Verdict; attribution: Attribution; resourceUrl: string; cached: boolean };
+
+export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
+
+/**
+ * POST /api/quote: probes a paywalled URL, parses its challenge and evaluates the agent's policy
+ * in dry-run mode. Never signs, never writes. Cheap checks run first (agent, treasury, URL), so
+ * a bad request costs no network work. Offers are cached per (organization, url, method) for 60
+ * seconds; the verdict is always evaluated fresh for the asking agent.
+ */
+export async function quotePayment(deps: AppDeps, principal: Principal, input: QuoteInput): Promise<QuoteResult> {
+  if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
+  if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
+  const agent = requireAgentInOrg(deps, principal.orgId, input.agentId);
+  if (!deps.vault.address(principal.orgId)) {
+    throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
+  }
+  if (input.url === undefined || input.url === null || input.url === '') throw invalidArgument('url is required', 'url_required');
+  if (typeof input.url !== 'string') throw invalidArgument('Invalid URL', 'invalid_url');
+  const method = parseMethod(input.method);
+  checkUrl(input.url, deps.probe);
+
+  let offer = deps.offers.get(principal.orgId, input.url, method);
+  const cached = offer !== undefined;
+  if (!offer) {
+    offer = (await probeOffer(deps, input.url, method)).offer;
+    deps.offers.set(principal.orgId, input.url, method, offer);
+  }
+  requireOfferChain(offer, principal.mode);
+  const attribution = attributeOffer(deps, agent, offer, input.url);
+  const verdict = evaluatePolicy({
+    ...policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
+    attributedSlug: attribution.attributed ? attribution.slug : null,
+    attributionNote: attribution.attributed ? null : attribution.note,
+  });
+  return { offer, verdict, attribution, resourceUrl: input.url, cached };
+}
+
+function parseMethod(value: unknown): ProbeMethod {
+  if (value === undefined || value === null || value === '') return 'GET';
+  if (typeof value === 'string' && (value.toUpperCase() === 'GET' || value.toUpperCase() === 'POST')) return value.toUpperCase() as ProbeMethod;
+  throw invalidArgument('method must be GET or POST', 'invalid_method');
+}
