@@ -74,7 +74,9 @@ async function referenceClientRate(seconds: number): Promise<number> {
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
-  const server = spawn(process.execPath, [join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info'], {
+  // BENCH_PROFILE=dir writes V8 CPU profiles of the server (main thread and signing threads) there.
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const server = spawn(process.execPath, [...profile, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const echo = spawn(process.execPath, [join(root, 'dist/bench/echoServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -107,14 +109,16 @@ async function main(): Promise<void> {
       body: JSON.stringify({ agent_id: agents[0], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
     };
 
+    // BENCH_ONLY=sign skips the baselines (for profiling the server alone).
+    const only = process.env.BENCH_ONLY;
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
-    const reference = await referenceClientRate(5);
+    const reference = only === 'sign' ? NaN : await referenceClientRate(5);
     process.stderr.write('warming up…\n');
     await load(base!, [signRequest], 3);
     process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
     const sign = await load(base!, [signRequest]);
     process.stderr.write('bare node:http JSON echo, same load…\n');
-    const bare = await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
+    const bare = only === 'sign' ? sign : await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
 
     const rows: Array<[string, string, string, string]> = [
       ['POST /api/sign (eip3009, allowed, 256 agents)', sign.rps.toFixed(0), `${sign.p50} / ${sign.p99}`, `${sign.non2xx + sign.errors} of ${sign.total}`],

@@ -14,6 +14,7 @@ import { createOfferCache } from './probe/offerCache.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
+import { writeTxn } from './store/db.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
@@ -50,7 +51,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   try {
     vault.verifyMasterKey();
   } catch (err) {
-    store.close();
+    await store.close();
     throw err;
   }
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
@@ -64,7 +65,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     offers: createOfferCache(now),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
-  const interrupted = store.db.transaction(() => store.payments.failInterrupted(deps.now())).immediate();
+  const interrupted = writeTxn(store.db, () => store.payments.failInterrupted(deps.now()));
   if (interrupted > 0) log.warn({ interrupted }, 'released payments interrupted while signing');
   let server: RunningServer;
   let bootstrap: BootstrapFile | undefined;
@@ -77,7 +78,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     });
   } catch (err) {
     await signer.close();
-    store.close();
+    await store.close();
     throw err;
   }
   // Expiry also happens on every read; the sweep releases holds nobody reads.
@@ -102,7 +103,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         clearInterval(sweep);
         await server.close(graceMs);
         await signer.close();
-        store.close();
+        await store.close();
         log.info('paypolicy stopped');
       })();
       return stopping;

@@ -95,7 +95,9 @@ export async function decideApproval(
     const agent = agents.get(a.agentId)!;
     // The pending row already holds its amount against the cap; count it once, as this payment.
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
-    const verdict = evaluatePolicy(policyFacts(deps, agent, tx.recipient, tx.amountMicros, own), { skipThreshold: true });
+    // The registry attribution made when the payment was requested still vouches for a slug entry.
+    const facts = { ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, own), attributedSlug: tx.serviceSlug || null };
+    const verdict = evaluatePolicy(facts, { skipThreshold: true });
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
     approvals.decide(a.id, 'approved', now, decidedBy, note);
     // A paywall's challenge may have expired while the human decided: it is probed and signed

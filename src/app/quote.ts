@@ -42,7 +42,7 @@ export async function quotePayment(deps: AppDeps, principal: Principal, input: Q
   const verdict = evaluatePolicy({
     ...policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
     attributedSlug: attribution.attributed ? attribution.slug : null,
-    attributionNote: attribution.attributed ? null : attribution.note,
+    attributionNote: attribution.note,
   });
   return { offer, verdict, attribution, resourceUrl: input.url, cached };
 }

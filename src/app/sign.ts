@@ -114,7 +114,7 @@ async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, 
   };
   return {
     chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros,
-    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.attributed ? null : attribution.note,
+    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
     resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
   };
 }

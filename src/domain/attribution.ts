@@ -8,7 +8,7 @@ import type { ServiceRecord } from './types.js';
  * realm must match it as well.
  */
 export type Attribution =
-  | { attributed: true; slug: string; name: string }
+  | { attributed: true; slug: string; name: string; note: string | null }
   | { attributed: false; note: string | null };
 
 function underBase(resource: URL, base: URL): boolean {
@@ -48,7 +48,12 @@ export function attributeResource(
         realmMismatches.push(`realm "${realm ?? ''}" does not match the registered realm "${method.realm}" of service ${service.slug}`);
         continue;
       }
-      return { attributed: true, slug: service.slug, name: service.name };
+      // Attributed, but possibly to a service the agent does not allow: say which ones it does.
+      const others = allowlistSlugs.filter((slug) => slug !== service.slug);
+      const note = others.length > 0 && !allowlistSlugs.includes(service.slug)
+        ? `the resource URL belongs to registered service ${service.slug}, not to allowlisted service ${others.join(', ')}`
+        : null;
+      return { attributed: true, slug: service.slug, name: service.name, note };
     }
   }
   if (realmMismatches.length > 0) return { attributed: false, note: realmMismatches[0]! };

@@ -8,14 +8,18 @@ import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createTransactionStore } from './transactions.js';
 import { createWriteQueue } from './writeQueue.js';
+import { createWalSync } from './walSync.js';
+import { startCheckpointer } from './checkpointer.js';
 
 /** All table groups over one connection: the single writer every transaction goes through. */
 export function openStore(file: string) {
   const db: Db = openDatabase(file);
+  const wal = createWalSync(`${file}-wal`);
+  const checkpointer = startCheckpointer(file);
   return {
     db,
     /** Group-committed writes for hot paths; see writeQueue.ts. */
-    writes: createWriteQueue(db),
+    writes: createWriteQueue(db, wal),
     organizations: createOrganizationStore(db),
     apiKeys: createApiKeyStore(db),
     agents: createAgentStore(db),
@@ -24,7 +28,9 @@ export function openStore(file: string) {
     payments: createPaymentStore(db),
     approvals: createApprovalStore(db),
     settings: createSettingsStore(db),
-    close(): void {
+    async close(): Promise<void> {
+      await checkpointer.close();
+      wal.close();
       if (db.open) db.close();
     },
   };

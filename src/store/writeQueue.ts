@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import type { WalSync } from './walSync.js';
 
 type Item = { fn: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
 
@@ -11,12 +12,15 @@ export type WriteQueue = {
  * Group commit. Writes queued during one turn of the event loop run one after another inside a
  * single BEGIN IMMEDIATE transaction, each in its own savepoint, and share one fsync at COMMIT.
  * Each still sees everything written before it, so decisions stay serialized; a write that throws
- * rolls back only its own savepoint. Callers hear back only after the commit, so every answer
- * that depends on a write is sent after that write is on disk.
+ * rolls back only its own savepoint. Callers hear back only after the commit is synced to disk
+ * (walSync.ts does that off the event loop), so every answer that depends on a write is sent
+ * after that write is durable.
  */
-export function createWriteQueue(db: Db): WriteQueue {
+export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
   let queue: Item[] = [];
   let scheduled = false;
+  // A nested better-sqlite3 transaction is a SAVEPOINT, released or rolled back alone.
+  const savepoint = db.transaction((fn: () => unknown) => fn());
 
   function flush(): void {
     scheduled = false;
@@ -27,8 +31,7 @@ export function createWriteQueue(db: Db): WriteQueue {
       db.transaction(() => {
         for (const item of batch) {
           try {
-            // A nested better-sqlite3 transaction is a SAVEPOINT, released or rolled back alone.
-            outcomes.push({ ok: true, value: db.transaction(item.fn)() });
+            outcomes.push({ ok: true, value: savepoint(item.fn) });
           } catch (err) {
             outcomes.push({ ok: false, value: err });
           }
@@ -38,7 +41,10 @@ export function createWriteQueue(db: Db): WriteQueue {
       for (const item of batch) item.reject(err);
       return;
     }
-    batch.forEach((item, i) => (outcomes[i]!.ok ? item.resolve(outcomes[i]!.value) : item.reject(outcomes[i]!.value)));
+    wal.afterCommit().then(
+      () => batch.forEach((item, i) => (outcomes[i]!.ok ? item.resolve(outcomes[i]!.value) : item.reject(outcomes[i]!.value))),
+      (err: unknown) => batch.forEach((item) => item.reject(err)),
+    );
   }
 
   return {

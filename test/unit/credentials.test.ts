@@ -132,8 +132,8 @@ describe('authenticateApiKey', () => {
     store.apiKeys.insert({ id: 'key_bbbbbbbbbbbbbbbbbbbbbbbb', orgId, mode: 'test', prefix: revoked.prefix, label: '', createdAt: 1, revokedAt: null }, revoked.hash);
     store.apiKeys.revoke('key_bbbbbbbbbbbbbbbbbbbbbbbb', 2);
   });
-  afterAll(() => {
-    store.close();
+  afterAll(async () => {
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
 

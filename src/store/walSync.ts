@@ -1,0 +1,51 @@
+import { closeSync, fdatasync, openSync } from 'node:fs';
+
+export type WalSync = {
+  /** Resolves once everything committed before this call is on stable storage. */
+  afterCommit(): Promise<void>;
+  close(): void;
+};
+
+/**
+ * Makes group commits durable without blocking the event loop. With journal_mode=WAL and
+ * synchronous=NORMAL a COMMIT appends its frames to the -wal file but does not sync it; a
+ * transaction is durable once those frames are synced (that sync is all synchronous=FULL adds).
+ * Here the sync is an fdatasync of the WAL file on libuv's thread pool, and callers are answered
+ * only after one that started after their commit has finished. Syncs never overlap: commits that
+ * land while one runs share the next, so the number of syncs falls as load rises.
+ */
+export function createWalSync(walPath: string): WalSync {
+  let fd: number | undefined;
+  let committed = 0;
+  let running = false;
+  let waiters: Array<{ generation: number; resolve: () => void; reject: (e: unknown) => void }> = [];
+
+  function kick(): void {
+    if (running || waiters.length === 0) return;
+    running = true;
+    const target = committed;
+    // Opened lazily: the -wal file exists once the first transaction has committed.
+    fd ??= openSync(walPath, 'r+');
+    fdatasync(fd, (err) => {
+      running = false;
+      const done = waiters.filter((w) => w.generation <= target);
+      waiters = waiters.filter((w) => w.generation > target);
+      for (const w of done) (err ? w.reject(err) : w.resolve());
+      kick();
+    });
+  }
+
+  return {
+    afterCommit() {
+      const generation = ++committed;
+      return new Promise<void>((resolve, reject) => {
+        waiters.push({ generation, resolve, reject });
+        kick();
+      });
+    },
+    close() {
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+    },
+  };
+}
