@@ -105,6 +105,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         await signer.close();
         await store.close();
         log.info('paypolicy stopped');
+        log.flush();
       })();
       return stopping;
     },
