@@ -25,8 +25,14 @@ function toAgent(r: AgentRow): Agent {
   };
 }
 
-/** Agents and their policies; an agent always has exactly one policy row. */
+/**
+ * Agents and their policies; an agent always has exactly one policy row. Records are cached by
+ * id: every write to these tables goes through this module (on the process's one connection),
+ * which drops the cached record in the same call, so a cached read is never older than the row.
+ * Callers treat the returned records as read-only.
+ */
 export function createAgentStore(db: Db) {
+  const cache = new Map<string, Agent>();
   const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
   const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, updated_at)
     VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
@@ -37,25 +43,35 @@ export function createAgentStore(db: Db) {
   const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
   const update = db.prepare('UPDATE agents SET name = ?, status = ?, updated_at = ? WHERE id = ?');
   const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
-  const setPolicy = (agentId: string, p: Policy) =>
+  const setPolicy = (agentId: string, p: Policy) => {
+    cache.delete(agentId);
     upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.updatedAt);
+  };
   return {
     insert(agent: Agent): void {
       insertAgent.run(agent.id, agent.orgId, agent.name, agent.status, agent.createdAt, agent.updatedAt);
       setPolicy(agent.id, agent.policy);
     },
     get(id: string): Agent | undefined {
+      const hit = cache.get(id);
+      if (hit) return hit;
       const r = byId.get(id) as AgentRow | undefined;
-      return r && toAgent(r);
+      if (!r) return undefined;
+      const agent = toAgent(r);
+      // Inside a transaction the row may still be rolled back: only committed state is cached.
+      if (!db.inTransaction) cache.set(id, agent);
+      return agent;
     },
     listByOrg(orgId: string): Agent[] {
       return (byOrg.all(orgId) as AgentRow[]).map(toAgent);
     },
     update(id: string, name: string, status: AgentStatus, now: number): void {
+      cache.delete(id);
       update.run(name, status, now, id);
     },
     setPolicy,
     touchPing(id: string, now: number): void {
+      cache.delete(id);
       touchPing.run(now, id);
     },
   };

@@ -9,8 +9,13 @@ function toKey(r: KeyRow): ApiKeyRecord {
 
 const COLUMNS = 'id, org_id, mode, prefix, label, created_at, revoked_at';
 
-/** API keys, stored only as SHA-256 hashes of the plaintext. */
+/**
+ * API keys, stored only as SHA-256 hashes of the plaintext. Lookups by hash are cached; every
+ * write goes through this module and clears the cache in the same call, so a revocation is seen
+ * by the very next request.
+ */
 export function createApiKeyStore(db: Db) {
+  const byHashCache = new Map<string, ApiKeyRecord & { hash: Buffer }>();
   const insert = db.prepare('INSERT INTO api_keys (id, org_id, mode, prefix, key_hash, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
   const byHash = db.prepare(`SELECT ${COLUMNS}, key_hash FROM api_keys WHERE key_hash = ?`);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE id = ?`);
@@ -21,8 +26,15 @@ export function createApiKeyStore(db: Db) {
       insert.run(key.id, key.orgId, key.mode, key.prefix, hash, key.label, key.createdAt);
     },
     findByHash(hash: Buffer): (ApiKeyRecord & { hash: Buffer }) | undefined {
+      const k = hash.toString('hex');
+      const hit = byHashCache.get(k);
+      if (hit) return hit;
       const r = byHash.get(hash) as (KeyRow & { key_hash: Buffer }) | undefined;
-      return r && { ...toKey(r), hash: r.key_hash };
+      if (!r) return undefined;
+      const key = { ...toKey(r), hash: r.key_hash };
+      // Bounded: unknown keys are never cached, and an organization has few keys.
+      if (byHashCache.size < 10_000 && !db.inTransaction) byHashCache.set(k, key);
+      return key;
     },
     get(id: string): ApiKeyRecord | undefined {
       const r = byId.get(id) as KeyRow | undefined;
@@ -32,6 +44,7 @@ export function createApiKeyStore(db: Db) {
       return (byOrg.all(orgId) as KeyRow[]).map(toKey);
     },
     revoke(id: string, now: number): void {
+      byHashCache.clear();
       revoke.run(now, id);
     },
   };
