@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,25 @@ async function load(url: string, requests: autocannon.Request[], seconds = DURAT
   };
 }
 
+/** A paywall on loopback answering every request with an x402 v2 challenge ($0.01 USDC, Base Sepolia). */
+function startPaywall(): Promise<{ url: string; port: number; close: () => void }> {
+  const challenge = Buffer.from(JSON.stringify({
+    x402Version: 2, error: 'Payment required', resource: { url: 'http://127.0.0.1/paid', description: 'bench', mimeType: '' },
+    accepts: [{
+      scheme: 'exact', network: 'eip155:84532', amount: '10000', asset: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+      payTo: RECIPIENT, maxTimeoutSeconds: 300, extra: { name: 'USDC', version: '2' },
+    }],
+  })).toString('base64');
+  const server = http.createServer((_req, res) => {
+    res.writeHead(402, { 'payment-required': challenge, 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as { port: number };
+    resolve({ url: `http://127.0.0.1:${port}/paid`, port, close: () => server.close() });
+  }));
+}
+
 /** In-process payment signing rate of the x402 reference client (@x402/evm ExactEvmScheme). */
 async function referenceClientRate(seconds: number): Promise<number> {
   const scheme = new ExactEvmScheme(privateKeyToAccount(generatePrivateKey()));
@@ -74,10 +94,13 @@ async function referenceClientRate(seconds: number): Promise<number> {
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
+  const paywall = await startPaywall();
   // BENCH_PROFILE=dir writes V8 CPU profiles of the server (main thread and signing threads) there.
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
   const server = spawn(process.execPath, [...profile, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info'], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    // The quote phase probes a paywall on loopback, which only this test-only setting allows.
+    env: { ...process.env, PAYPOLICY_DEV: '1', PAYPOLICY_PROBE_ALLOW_HOSTS: `127.0.0.1:${paywall.port}` },
   });
   const echo = spawn(process.execPath, [join(root, 'dist/bench/echoServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
@@ -109,19 +132,31 @@ async function main(): Promise<void> {
       body: JSON.stringify({ agent_id: agents[0], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
     };
 
-    // BENCH_ONLY=sign skips the baselines (for profiling the server alone).
+    // BENCH_ONLY=sign or quote skips the baselines and the other phase (for profiling the server).
     const only = process.env.BENCH_ONLY;
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
-    const reference = only === 'sign' ? NaN : await referenceClientRate(5);
+    const reference = only ? NaN : await referenceClientRate(5);
     process.stderr.write('warming up…\n');
     await load(base!, [signRequest], 3);
     process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
-    const sign = await load(base!, [signRequest]);
+    const sign = only === 'quote' ? await load(base!, [signRequest], 1) : await load(base!, [signRequest]);
     process.stderr.write('bare node:http JSON echo, same load…\n');
-    const bare = only === 'sign' ? sign : await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
+    const bare = only ? sign : await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
+    let quote: Load | undefined;
+    if (only !== 'sign') {
+      const quoteRequest: autocannon.Request = {
+        method: 'POST', path: '/api/quote', headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' },
+        setupRequest: (req) => ({ ...req, body: JSON.stringify({ url: paywall.url, agent_id: agents[turn++ % agents.length] }) }),
+      };
+      // One miss fills the cache; everything measured afterwards is a cache hit.
+      await fetch(`${base}/api/quote`, { method: 'POST', headers: signRequest.headers as Record<string, string>, body: JSON.stringify({ url: paywall.url, agent_id: agents[0] }) });
+      process.stderr.write('POST /api/quote (cache hits), same load…\n');
+      quote = await load(base!, [quoteRequest]);
+    }
 
     const rows: Array<[string, string, string, string]> = [
       ['POST /api/sign (eip3009, allowed, 256 agents)', sign.rps.toFixed(0), `${sign.p50} / ${sign.p99}`, `${sign.non2xx + sign.errors} of ${sign.total}`],
+      ...(quote ? [['POST /api/quote (x402 offer, cache hit)', quote.rps.toFixed(0), `${quote.p50} / ${quote.p99}`, `${quote.non2xx + quote.errors} of ${quote.total}`] as [string, string, string, string]] : []),
       ['bare node:http JSON echo (baseline)', bare.rps.toFixed(0), `${bare.p50} / ${bare.p99}`, `${bare.non2xx + bare.errors} of ${bare.total}`],
       ['x402 reference client, in-process signing (baseline)', reference.toFixed(0), '-', '-'],
     ];
@@ -132,12 +167,14 @@ async function main(): Promise<void> {
       '',
       `sign vs reference client: ${(sign.rps / reference).toFixed(2)}x (target >= 3x)`,
       `sign vs bare node:http:   ${(sign.rps / bare.rps).toFixed(2)}x`,
+      ...(quote ? [`quote (cache hit) vs bare node:http: ${(quote.rps / bare.rps).toFixed(2)}x`] : []),
       `sign p99: ${sign.p99} ms (target <= 20 ms)`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
-    if (sign.non2xx + sign.errors > 0) process.exitCode = 1;
+    if (sign.non2xx + sign.errors > 0 || (quote && quote.non2xx + quote.errors > 0)) process.exitCode = 1;
   } finally {
     await Promise.all([stop(server), stop(echo)]);
+    paywall.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -14,7 +14,10 @@ export type WalSync = {
  * only after one that started after their commit has finished. Syncs never overlap: commits that
  * land while one runs share the next, so the number of syncs falls as load rises.
  */
-export function createWalSync(walPath: string): WalSync {
+export function createWalSync(
+  walPath: string,
+  sync: (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void = fdatasync,
+): WalSync {
   let fd: number | undefined;
   let committed = 0;
   let running = false;
@@ -26,7 +29,7 @@ export function createWalSync(walPath: string): WalSync {
     const target = committed;
     // Opened lazily: the -wal file exists once the first transaction has committed.
     fd ??= openSync(walPath, 'r+');
-    fdatasync(fd, (err) => {
+    sync(fd, (err) => {
       running = false;
       const done = waiters.filter((w) => w.generation <= target);
       waiters = waiters.filter((w) => w.generation > target);
