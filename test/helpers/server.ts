@@ -26,6 +26,8 @@ export type TestServerOptions = {
   dev?: boolean;
   /** Test-only host:port entries the probe may reach despite the private-address block. */
   probeAllowHosts?: string[];
+  /** PEM files for TLS. */
+  tls?: { cert: string; key: string };
 };
 
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
@@ -35,7 +37,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const app = await startPaypolicy(
     {
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: opts.masterKey, tlsCert: undefined, tlsKey: undefined, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [],
+      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [],
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
   );
