@@ -1,23 +1,10 @@
-import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
+import { workerUrl } from '../workerUrl.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
 type Slot = { worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }> };
-
-/**
- * The compiled worker sits next to this module in dist/. Under vitest this module runs from
- * src/*.ts, where Node cannot start a .ts worker, so the build output is used instead (`npm test`
- * builds first).
- */
-function workerUrl(): URL {
-  const here = new URL('./signerWorker.js', import.meta.url);
-  if (existsSync(here)) return here;
-  const built = new URL('../../dist/src/signing/signerWorker.js', import.meta.url);
-  if (existsSync(built)) return built;
-  throw new Error('signing worker not built; run `npm run build`');
-}
 
 export type SignerPool = {
   sign: (job: SignJob) => Promise<SignOutput>;
@@ -35,7 +22,7 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
   const slots: Slot[] = [];
 
   function spawn(index: number): Slot {
-    const worker = new Worker(workerUrl());
+    const worker = new Worker(workerUrl('signerWorker.js', import.meta.url, 'signing'));
     const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [] };
     worker.on('message', (msg: WorkerResponse) => {
       for (const r of msg.results) {
