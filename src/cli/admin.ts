@@ -5,6 +5,7 @@ import { approvalCommands } from './commands/approvals.js';
 import { organizationCommands } from './commands/organizations.js';
 import { serviceCommands } from './commands/services.js';
 import { transactionCommands } from './commands/transactions.js';
+import { userCommands } from './commands/users.js';
 import { createAdminClient } from './createAdminClient.js';
 import { UsageError, reportError } from './errors.js';
 import { describeArgument, parseFlags, type FlagSpecs } from './parseFlags.js';
@@ -21,6 +22,7 @@ const COMMANDS: readonly Command[] = [
   ...serviceCommands,
   ...transactionCommands,
   ...approvalCommands,
+  ...userCommands,
 ];
 
 const GLOBAL_FLAGS: FlagSpecs = { '--url': 'value', '--admin-token': 'value', '--data-dir': 'value', '--json': 'switch', '--help': 'switch' };

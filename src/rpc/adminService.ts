@@ -1,10 +1,13 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import { timestampMs } from '@bufbuild/protobuf/wkt';
-import { AdminService, ApiKeyMode, Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
+import { AdminService, ApiKeyMode, DashboardRole, Decision, type DashboardUserSchema } from '../../gen/paypolicy/v1/admin_pb.js';
 import { decideApproval, describeApproval, listApprovals } from '../app/approvals.js';
 import { authenticateAdmin } from '../auth/credentials.js';
 import { createAgent, listAgents, requireAgent, setPolicy, updateAgent } from '../app/agents.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
+import { createDashboardUser } from '../app/dashboardUsers.js';
+import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury } from '../app/organizations.js';
@@ -107,5 +110,24 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       const a = await decideApproval(deps, { id: req.id, decision, note: req.note, decidedBy: req.decidedBy });
       return { approval: approvalToProto(describeApproval(deps, a)) };
     },
+    async createDashboardUser(req, ctx) {
+      admin(ctx);
+      const role = DASHBOARD_ROLES[req.role];
+      const user = await createDashboardUser(deps, { orgId: req.orgId, email: req.email, role, password: req.password });
+      return { user: dashboardUserToProto(user) };
+    },
   };
+}
+
+/** DashboardRole → the role name the use case takes; UNSPECIFIED and unknown values stay undefined. */
+const DASHBOARD_ROLES: Partial<Record<DashboardRole, DashboardUser['role']>> = {
+  [DashboardRole.OWNER]: 'owner',
+  [DashboardRole.APPROVER]: 'approver',
+  [DashboardRole.VIEWER]: 'viewer',
+};
+
+/** A dashboard user without password material (the store never hands that out). */
+function dashboardUserToProto(u: DashboardUser): MessageInitShape<typeof DashboardUserSchema> {
+  const role = u.role === 'owner' ? DashboardRole.OWNER : u.role === 'approver' ? DashboardRole.APPROVER : DashboardRole.VIEWER;
+  return { id: u.id, orgId: u.orgId, email: u.email, role, createdAt: timestampFromMs(u.createdAt), disabled: u.disabled };
 }

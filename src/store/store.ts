@@ -2,10 +2,14 @@ import { openDatabase, type Db } from './db.js';
 import { createAgentStore } from './agents.js';
 import { createApiKeyStore } from './apiKeys.js';
 import { createApprovalStore } from './approvals.js';
+import { createDashboardSessionStore } from './dashboardSessions.js';
+import { createDashboardUserStore } from './dashboardUsers.js';
+import { createLoginFailureStore } from './loginFailures.js';
 import { createOrganizationStore } from './organizations.js';
 import { createPaymentStore } from './payments.js';
 import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
+import { createSpendStore } from './spend.js';
 import { createTransactionStore } from './transactions.js';
 import { createWriteQueue } from './writeQueue.js';
 import { createWalSync } from './walSync.js';
@@ -28,6 +32,10 @@ export function openStore(file: string) {
     payments: createPaymentStore(db),
     approvals: createApprovalStore(db),
     settings: createSettingsStore(db),
+    spend: createSpendStore(db),
+    dashboardUsers: createDashboardUserStore(db),
+    dashboardSessions: createDashboardSessionStore(db),
+    loginFailures: createLoginFailureStore(db),
     async close(): Promise<void> {
       await checkpointer.close();
       wal.close();

@@ -1,6 +1,8 @@
 import { sql as init } from './0001_init.js';
+import { sql as dashboard } from './0002_dashboard.js';
 
 /** Every migration in order. Versions are explicit so nothing depends on directory order. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   { version: 1, name: 'init', sql: init },
+  { version: 2, name: 'dashboard', sql: dashboard },
 ];

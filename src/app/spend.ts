@@ -1,0 +1,60 @@
+import type { Agent } from '../domain/types.js';
+import type { AppDeps } from './deps.js';
+import { listAgents } from './agents.js';
+import { sweepExpiredApprovals } from './approvals.js';
+import { CAP_WINDOW_MS } from './sign.js';
+
+const HOUR_MS = 3600_000;
+const DAY_MS = 24 * HOUR_MS;
+
+export type AgentSpend = {
+  agent: Agent;
+  /** What counts against the cap right now: the rolling 24 hours, micro-USD. */
+  last24hMicros: bigint;
+  last7dMicros: bigint;
+  /** 24 hourly sums, oldest first; the last ends now. */
+  hourly: bigint[];
+  /** 7 daily sums (rolling 24-hour days ending now), oldest first. */
+  daily: bigint[];
+};
+
+export type SpendSummary = {
+  /** The instant every window ends at. */
+  now: number;
+  agents: AgentSpend[];
+  totals: { last24hMicros: bigint; last7dMicros: bigint; daily: bigint[]; capMicros: bigint };
+};
+
+function sum(values: readonly bigint[]): bigint {
+  return values.reduce((a, b) => a + b, 0n);
+}
+
+/**
+ * An organization's spend per agent over the last 24 hours and 7 days, counted the way the cap
+ * counts it (signed, signing and pending approval; by when each began counting), so the 24-hour
+ * figure is exactly what the next policy check will compare with the cap.
+ */
+export function summarizeSpend(deps: AppDeps, orgId: string): SpendSummary {
+  // Overdue approvals stop holding the cap the moment they expire; releasing them first keeps
+  // these sums equal to what the cap check sees.
+  sweepExpiredApprovals(deps);
+  const now = deps.now();
+  const since = now - 7 * DAY_MS;
+  const agents = listAgents(deps, orgId).map((agent): AgentSpend => {
+    const hours = deps.store.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
+    const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
+    const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
+    return { agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily };
+  });
+  const live = agents.filter((a) => a.agent.status !== 'revoked');
+  return {
+    now,
+    agents,
+    totals: {
+      last24hMicros: sum(agents.map((a) => a.last24hMicros)),
+      last7dMicros: sum(agents.map((a) => a.last7dMicros)),
+      daily: Array.from({ length: 7 }, (_, d) => sum(agents.map((a) => a.daily[d]!))),
+      capMicros: sum(live.map((a) => a.agent.policy.spendCapMicros)),
+    },
+  };
+}

@@ -1,0 +1,203 @@
+import { createAgent, listAgents, parsePolicy, requireAgentInOrg, setPolicy, updateAgent } from '../../app/agents.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
+import type { SessionContext } from '../../app/dashboardSessions.js';
+import { parseUsd, formatUsd } from '../../domain/money.js';
+import type { Agent } from '../../domain/types.js';
+import { duration, usd, utc } from '../format.js';
+import { html, type Html, type Renderable } from '../html.js';
+import { csrfField, fieldError, invalidAttrs } from '../layout.js';
+import { errorText, validationMessage, type Reply, type Route, type RouteContext } from '../routes.js';
+
+/** An agent that pinged this recently counts as connected. */
+const CONNECTED_MS = 5 * 60_000;
+
+const STATUS_BADGE = { active: 'badge-ok', paused: 'badge-warn', revoked: 'badge-bad' } as const;
+
+function statusBadge(a: Agent): Html {
+  return html`<span class="badge ${STATUS_BADGE[a.status]}">${a.status}</span>`;
+}
+
+function connection(a: Agent, now: number): Html {
+  if (a.lastPingAt === null) return html`<span class="muted">never pinged</span>`;
+  const ago = now - a.lastPingAt;
+  if (ago <= CONNECTED_MS) return html`<span class="badge badge-ok">connected</span> <span class="muted small">${duration(ago)} ago</span>`;
+  return html`<span class="muted">last ping ${duration(ago)} ago</span>`;
+}
+
+/** Pause/resume and revoke buttons for owners; revocation asks first because it is final. */
+function statusActions(session: SessionContext, a: Agent, from: 'list' | 'agent'): Renderable {
+  if (!roleAllows(session.user.role, 'manage') || a.status === 'revoked') return '';
+  const action = `/dashboard/agents/${a.id}/status`;
+  const back = from === 'list' ? html`<input type="hidden" name="back" value="list">` : '';
+  const toggle = a.status === 'active'
+    ? html`<button type="submit" name="status" value="paused">Pause<span class="sr-only"> ${a.name}</span></button>`
+    : html`<button type="submit" name="status" value="active">Resume<span class="sr-only"> ${a.name}</span></button>`;
+  return html`<form method="post" action="${action}">${csrfField({ session })}${back}${toggle}</form>
+<form method="post" action="${action}" data-confirm="Revoke agent ${a.name}? A revoked agent can never sign again.">${csrfField({ session })}${back}<input type="hidden" name="status" value="revoked"><button type="submit" class="danger">Revoke<span class="sr-only"> ${a.name}</span></button></form>`;
+}
+
+function agentsPage(ctx: RouteContext, createError?: { name: string; message: string }): Reply {
+  const { deps, session } = ctx;
+  const now = deps.now();
+  const agents = listAgents(deps, session.user.orgId);
+  const rows = agents.map((a) => html`<tr>
+<td><a href="/dashboard/agents/${a.id}">${a.name}</a><div class="mono small muted">${a.id}</div></td>
+<td>${statusBadge(a)}</td>
+<td>${connection(a, now)}</td>
+<td class="num">${usd(a.policy.spendCapMicros)}</td>
+<td class="num">${usd(a.policy.approvalThresholdMicros)}</td>
+<td>${a.policy.allowlist.length === 0 ? html`<span class="muted">nothing allowed</span>` : `${a.policy.allowlist.length} ${a.policy.allowlist.length === 1 ? 'entry' : 'entries'}`}</td>
+<td class="actions">${statusActions(session, a, 'list')}</td>
+</tr>`);
+  const create = roleAllows(session.user.role, 'manage')
+    ? html`<section class="panel" aria-labelledby="new-agent"><h2 id="new-agent">Add an agent</h2>
+<form class="inline-form" method="post" action="/dashboard/agents">${csrfField({ session })}
+<div class="field"><label for="agent-name">Name</label>
+<input type="text" id="agent-name" name="name" required maxlength="200" value="${createError?.name ?? ''}" ${invalidAttrs('agent-name', createError?.message)}>
+${fieldError('agent-name', createError?.message)}</div>
+<button type="submit" class="primary">Add agent</button>
+</form>
+<p class="small muted">A new agent's policy allows nothing until you set one.</p></section>`
+    : '';
+  return {
+    type: 'page',
+    status: createError ? 400 : 200,
+    section: 'agents',
+    title: 'Agents',
+    content: html`<div class="page-head"><h1>Agents</h1><p class="muted">Software that asks for payments with your API keys. Connected means it pinged in the last 5 minutes.</p></div>
+${create}
+${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : html`<div class="table-wrap"><table>
+<caption class="sr-only">Agents</caption>
+<thead><tr><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Connection</th><th scope="col" class="num">Cap / 24 h</th><th scope="col" class="num">Approval above</th><th scope="col">Allowlist</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
+<tbody>${rows}</tbody></table></div>`}`,
+  };
+}
+
+type PolicyValues = { allowlist: string; cap: string; threshold: string };
+type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string };
+
+function allowlistLines(text: string): string[] {
+  return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
+}
+
+/**
+ * Checks each field with the same functions setPolicy uses (parsePolicy with neutral amounts for
+ * the allowlist, parseUsd for the amounts), so every wrong field gets its message at once.
+ */
+function policyErrors(v: PolicyValues): PolicyErrors {
+  return {
+    allowlist: validationMessage(() => parsePolicy({ allowlist: allowlistLines(v.allowlist), spendCapUsd: '0', approvalThresholdUsd: '0' }, 0)),
+    cap: validationMessage(() => parseUsd(v.cap.trim(), 'spend_cap_usd')),
+    threshold: validationMessage(() => parseUsd(v.threshold.trim(), 'approval_threshold_usd')),
+  };
+}
+
+function policyForm(session: SessionContext, a: Agent, values: PolicyValues, errors: PolicyErrors): Html {
+  return html`<form method="post" action="/dashboard/agents/${a.id}/policy" novalidate>${csrfField({ session })}
+<div class="field"><label for="allowlist">Allowed recipients <span class="hint">one 0x address or registry service slug per line; empty allows nothing</span></label>
+<textarea id="allowlist" name="allowlist" rows="5" spellcheck="false" ${invalidAttrs('allowlist', errors.allowlist)}>${values.allowlist}</textarea>
+${fieldError('allowlist', errors.allowlist)}</div>
+<div class="form-grid">
+<div class="field"><label for="spend-cap">Spend cap <span class="hint">USD per rolling 24 hours</span></label>
+<input type="text" inputmode="decimal" id="spend-cap" name="spend_cap_usd" value="${values.cap}" ${invalidAttrs('spend-cap', errors.cap)}>
+${fieldError('spend-cap', errors.cap)}</div>
+<div class="field"><label for="threshold">Approval above <span class="hint">USD; larger payments wait for a person</span></label>
+<input type="text" inputmode="decimal" id="threshold" name="approval_threshold_usd" value="${values.threshold}" ${invalidAttrs('threshold', errors.threshold)}>
+${fieldError('threshold', errors.threshold)}</div>
+</div>
+<button type="submit" class="primary">Save policy</button>
+</form>`;
+}
+
+function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; errors: PolicyErrors }): Reply {
+  const { session, deps } = ctx;
+  const values = edit?.values ?? {
+    allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
+  };
+  const policy = roleAllows(session.user.role, 'manage') && a.status !== 'revoked'
+    ? policyForm(session, a, values, edit?.errors ?? {})
+    : html`<dl class="facts">
+<dt>Allowed recipients</dt><dd>${a.policy.allowlist.length === 0 ? 'nothing' : a.policy.allowlist.map((e) => html`<code>${e}</code><br>`)}</dd>
+<dt>Spend cap</dt><dd>${usd(a.policy.spendCapMicros)} per rolling 24 hours</dd>
+<dt>Approval above</dt><dd>${usd(a.policy.approvalThresholdMicros)}</dd></dl>`;
+  return {
+    type: 'page',
+    status: edit ? 400 : 200,
+    section: 'agents',
+    title: a.name,
+    content: html`<p class="small"><a href="/dashboard/agents">← All agents</a></p>
+<div class="page-head"><h1>${a.name} ${statusBadge(a)}</h1><div class="actions">${statusActions(session, a, 'agent')}</div></div>
+<section class="panel"><dl class="facts">
+<dt>Agent id</dt><dd class="mono">${a.id}</dd>
+<dt>Connection</dt><dd>${connection(a, deps.now())}</dd>
+<dt>Created</dt><dd>${utc(a.createdAt)}</dd>
+<dt>Policy updated</dt><dd>${utc(a.policy.updatedAt)}</dd>
+</dl>
+<p class="small"><a href="/dashboard/transactions?agent=${a.id}">Transactions of this agent</a> · <a href="/dashboard/spend#agent-${a.id}">Spend</a></p></section>
+<section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
+<p class="small muted">Checked in this order on every payment: agent status, allowlist, spend cap, approval threshold.</p>
+${policy}</section>`,
+  };
+}
+
+/** Agents: list, add, one agent's page, status changes and the policy form. */
+export const agentRoutes: Route[] = [
+  { method: 'GET', pattern: /^\/dashboard\/agents$/, permission: 'read', handle: (ctx) => agentsPage(ctx) },
+  {
+    method: 'POST',
+    pattern: /^\/dashboard\/agents$/,
+    permission: 'manage',
+    body: 'form',
+    handle(ctx) {
+      const name = ctx.form.get('name');
+      try {
+        const agent = createAgent(ctx.deps, { orgId: ctx.session.user.orgId, name });
+        return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Agent ${agent.name} added. Its policy allows nothing until you set one below.` } };
+      } catch (err) {
+        const e = errorText(err);
+        if (e.kind !== 'invalid_argument') throw err;
+        return agentsPage(ctx, { name, message: e.text });
+      }
+    },
+  },
+  {
+    method: 'GET',
+    pattern: /^\/dashboard\/agents\/([^/]+)$/,
+    permission: 'read',
+    handle: (ctx) => agentPage(ctx, requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!)),
+  },
+  {
+    method: 'POST',
+    pattern: /^\/dashboard\/agents\/([^/]+)\/status$/,
+    permission: 'manage',
+    body: 'form',
+    handle(ctx) {
+      // The organization check comes first: updateAgent itself acts on any organization's agent.
+      const agent = requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!);
+      const back = ctx.form.get('back') === 'list' ? '/dashboard/agents' : `/dashboard/agents/${agent.id}`;
+      try {
+        const updated = updateAgent(ctx.deps, { agentId: agent.id, status: ctx.form.get('status') });
+        const verb = { active: 'resumed', paused: 'paused', revoked: 'revoked' }[updated.status];
+        return { type: 'redirect', to: back, flash: { kind: 'ok', text: `Agent ${updated.name} ${verb}.` } };
+      } catch (err) {
+        const e = errorText(err);
+        if (e.kind === 'internal') throw err;
+        return { type: 'redirect', to: back, flash: { kind: 'error', text: e.text } };
+      }
+    },
+  },
+  {
+    method: 'POST',
+    pattern: /^\/dashboard\/agents\/([^/]+)\/policy$/,
+    permission: 'manage',
+    body: 'form',
+    handle(ctx) {
+      const agent = requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!);
+      const values = { allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd') };
+      const errors = policyErrors(values);
+      if (errors.allowlist || errors.cap || errors.threshold) return agentPage(ctx, agent, { values, errors });
+      setPolicy(ctx.deps, { agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold });
+      return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.` } };
+    },
+  },
+];

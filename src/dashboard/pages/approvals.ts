@@ -1,0 +1,142 @@
+import { listAgents } from '../../app/agents.js';
+import { decideApproval, describeApproval, listApprovals, type ApprovalView } from '../../app/approvals.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
+import type { AppDeps } from '../../app/deps.js';
+import { listServices } from '../../app/registry.js';
+import type { SessionContext } from '../../app/dashboardSessions.js';
+import { checksum, duration, iso, shortAddress, usd, utc } from '../format.js';
+import { html, type Html } from '../html.js';
+import { csrfField } from '../layout.js';
+import { errorText, type Route, type RouteContext } from '../routes.js';
+
+/** Names to show instead of ids: agents of the organization and registry services by slug. */
+type Names = { agents: Map<string, string>; services: Map<string, string> };
+
+function loadNames(deps: AppDeps, orgId: string): Names {
+  return {
+    agents: new Map(listAgents(deps, orgId).map((a) => [a.id, a.name])),
+    services: new Map(listServices(deps).map((s) => [s.slug, s.name])),
+  };
+}
+
+function serviceCell(v: ApprovalView, names: Names) {
+  if (v.serviceSlug === '') return html`<span class="muted">not a registered service</span>`;
+  const name = names.services.get(v.serviceSlug);
+  return name === undefined ? html`<code>${v.serviceSlug}</code>` : html`${name} <span class="muted small">(${v.serviceSlug})</span>`;
+}
+
+/** One pending request as a card; also sent as HTML inside approvals.json for live insertion. */
+export function approvalCard(session: SessionContext, now: number, v: ApprovalView, names: Names): Html {
+  const agent = names.agents.get(v.agentId) ?? v.agentId;
+  const titleId = `approval-${v.id}`;
+  const decide = roleAllows(session.user.role, 'decide')
+    ? html`<form class="decide" method="post" action="/dashboard/approvals/${v.id}/decide">
+${csrfField({ session })}
+<label for="note-${v.id}">Note <span class="hint">(optional, kept with the decision)</span></label>
+<input type="text" id="note-${v.id}" name="note" maxlength="1000" autocomplete="off">
+<div class="buttons">
+<button type="submit" class="approve" name="decision" value="approve">Approve<span class="sr-only"> ${usd(v.amountMicros)} for ${agent}</span></button>
+<button type="submit" class="danger" name="decision" value="deny">Deny<span class="sr-only"> ${usd(v.amountMicros)} for ${agent}</span></button>
+</div>
+</form>`
+    : html`<p class="muted small">Your role (${session.user.role}) can view approval requests but not decide them.</p>`;
+  return html`<article class="approval" data-approval-id="${v.id}" aria-labelledby="${titleId}">
+<div>
+<div class="amount" id="${titleId}">${usd(v.amountMicros)} <span class="muted small">requested by ${agent}</span></div>
+<dl>
+<dt>Agent</dt><dd><a href="/dashboard/agents/${v.agentId}">${agent}</a></dd>
+<dt>Recipient</dt><dd class="mono">${checksum(v.recipient)}</dd>
+<dt>Service</dt><dd>${serviceCell(v, names)}</dd>
+<dt>Why</dt><dd>${v.reason}</dd>
+<dt>Requested</dt><dd>${utc(v.createdAt)}</dd>
+<dt>Expires</dt><dd><time class="countdown" datetime="${iso(v.expiresAt)}" data-expires-at="${v.expiresAt}">expires in ${duration(v.expiresAt - now)}</time> <span class="muted small">at ${utc(v.expiresAt)}</span></dd>
+</dl>
+</div>
+${decide}
+</article>`;
+}
+
+const STATUS_BADGE = { approved: 'badge-ok', denied: 'badge-bad', expired: 'badge-muted', pending: 'badge-warn' } as const;
+
+function decidedTable(decided: ApprovalView[], names: Names): Html {
+  if (decided.length === 0) return html`<p class="empty">No decisions yet.</p>`;
+  const rows = decided.map((v) => html`<tr>
+<td><span class="badge ${STATUS_BADGE[v.status]}">${v.status}</span></td>
+<td>${names.agents.get(v.agentId) ?? v.agentId}</td>
+<td class="num">${usd(v.amountMicros)}</td>
+<td class="mono" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</td>
+<td>${v.status === 'expired' ? html`<span class="muted">nobody (expired)</span>` : v.decidedBy}</td>
+<td>${utc(v.decidedAt ?? v.expiresAt)}</td>
+<td class="clip" title="${v.note}">${v.note}</td>
+</tr>`);
+  return html`<div class="table-wrap"><table>
+<caption class="sr-only">Recently decided approval requests</caption>
+<thead><tr><th scope="col">Outcome</th><th scope="col">Agent</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Decided by</th><th scope="col">When</th><th scope="col">Note</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`;
+}
+
+function approvalsPage(ctx: RouteContext) {
+  const { deps, session } = ctx;
+  const all = listApprovals(deps, session.user.orgId, '').map((a) => describeApproval(deps, a));
+  const names = loadNames(deps, session.user.orgId);
+  const now = deps.now();
+  const pending = all.filter((a) => a.status === 'pending');
+  const decided = all.filter((a) => a.status !== 'pending').slice(0, 50);
+  return {
+    type: 'page' as const,
+    section: 'approvals' as const,
+    title: 'Approvals',
+    content: html`<div class="page-head"><h1>Approvals</h1>
+<p class="muted">Payments above an agent's approval threshold wait here for a person. New requests appear without reloading.</p></div>
+<h2 id="pending-heading">Waiting for a decision</h2>
+<p class="sr-only" aria-live="polite" data-live-status></p>
+<div class="approvals" data-live-approvals aria-labelledby="pending-heading">${pending.map((v) => approvalCard(session, now, v, names))}</div>
+<p class="empty" data-approvals-empty ${pending.length > 0 ? html`hidden` : ''}>No payments are waiting for a decision.</p>
+<h2>Recently decided</h2>
+${decidedTable(decided, names)}`,
+  };
+}
+
+/** The approvals page (the home page while anything is pending), its live JSON and the decision form. */
+export const approvalRoutes: Route[] = [
+  { method: 'GET', pattern: /^\/dashboard\/approvals$/, permission: 'read', handle: approvalsPage },
+  {
+    method: 'GET',
+    pattern: /^\/dashboard\/approvals\.json$/,
+    permission: 'read',
+    handle(ctx) {
+      const { deps, session } = ctx;
+      const pending = listApprovals(deps, session.user.orgId, 'pending').map((a) => describeApproval(deps, a));
+      const names = loadNames(deps, session.user.orgId);
+      const now = deps.now();
+      return {
+        type: 'json',
+        body: { pendingCount: pending.length, pending: pending.map((v) => ({ id: v.id, html: approvalCard(session, now, v, names).value })) },
+      };
+    },
+  },
+  {
+    method: 'POST',
+    pattern: /^\/dashboard\/approvals\/([^/]+)\/decide$/,
+    permission: 'decide',
+    body: 'form',
+    async handle(ctx) {
+      const { deps, session, form } = ctx;
+      const choice = form.get('decision');
+      const decision = choice === 'approve' || choice === 'deny' ? choice : undefined;
+      try {
+        const a = describeApproval(deps, await decideApproval(deps, {
+          id: ctx.params[0]!, decision, note: form.get('note'), decidedBy: session.user.email, orgId: session.user.orgId,
+        }));
+        const text = a.status === 'approved'
+          ? `Approved ${usd(a.amountMicros)} to ${checksum(a.recipient)}; the agent collects the signature by repeating its request.`
+          : `Denied ${usd(a.amountMicros)} to ${checksum(a.recipient)}.`;
+        return { type: 'redirect', to: '/dashboard/approvals', flash: { kind: 'ok', text } };
+      } catch (err) {
+        const e = errorText(err);
+        if (e.kind === 'internal' || e.kind === 'treasury_unavailable') throw err;
+        return { type: 'redirect', to: '/dashboard/approvals', flash: { kind: 'error', text: e.text } };
+      }
+    },
+  },
+];

@@ -1,0 +1,57 @@
+import { summarizeSpend, type AgentSpend } from '../../app/spend.js';
+import { capBar, cumulativeChart, dailyChart } from '../charts.js';
+import { usd } from '../format.js';
+import { html } from '../html.js';
+import type { Route } from '../routes.js';
+
+function agentBlock(s: AgentSpend) {
+  const { agent } = s;
+  const cap = agent.policy.spendCapMicros;
+  const used = `${usd(s.last24hMicros)} of ${usd(cap)} cap in the last 24 hours`;
+  return html`<section class="spend-agent" id="agent-${agent.id}" aria-labelledby="spend-${agent.id}">
+<div>
+<h3 id="spend-${agent.id}"><a href="/dashboard/agents/${agent.id}">${agent.name}</a>${agent.status !== 'active' ? html` <span class="badge badge-muted">${agent.status}</span>` : ''}</h3>
+<p class="small"><strong>${usd(s.last24hMicros)}</strong> of ${usd(cap)} · last 24 h</p>
+${capBar(s.last24hMicros, cap, used)}
+<p class="small muted">${usd(s.last7dMicros)} in 7 days</p>
+</div>
+<figure>
+<figcaption class="chart-caption">Running total over the last 24 hours</figcaption>
+${cumulativeChart(s.hourly, cap, `${agent.name}: ${used}`)}
+</figure>
+<figure>
+<figcaption class="chart-caption">Per day, last 7 days</figcaption>
+${dailyChart(s.daily, cap, `${agent.name}: ${usd(s.last7dMicros)} over 7 days; daily amounts ${s.daily.map(usd).join(', ')}`)}
+</figure>
+</section>`;
+}
+
+/** Spend per agent and for the organization, drawn as SVG. */
+export const spendRoutes: Route[] = [
+  {
+    method: 'GET',
+    pattern: /^\/dashboard\/spend$/,
+    permission: 'read',
+    handle(ctx) {
+      const summary = summarizeSpend(ctx.deps, ctx.session.user.orgId);
+      const { totals } = summary;
+      const shown = summary.agents.filter((a) => a.agent.status !== 'revoked' || a.last7dMicros > 0n);
+      return {
+        type: 'page',
+        section: 'spend',
+        title: 'Spend',
+        content: html`<div class="page-head"><h1>Spend</h1>
+<p class="muted">Signed payments, payments being signed and pending approvals, counted the way each agent's cap counts them.</p></div>
+<div class="stats">
+<div class="stat"><div class="label">Organization, last 24 hours</div><div class="value">${usd(totals.last24hMicros)}</div></div>
+<div class="stat"><div class="label">Organization, last 7 days</div><div class="value">${usd(totals.last7dMicros)}</div></div>
+<div class="stat"><div class="label">Sum of caps of live agents</div><div class="value">${usd(totals.capMicros)}<span class="small muted"> / 24 h</span></div></div>
+</div>
+<section class="panel" aria-labelledby="org-daily"><h2 id="org-daily">Organization per day</h2>
+<figure class="org-chart">${dailyChart(totals.daily, 0n, `Organization spend per day over 7 days: ${totals.daily.map(usd).join(', ')}`, 480)}</figure></section>
+<section class="panel" aria-labelledby="per-agent"><h2 id="per-agent">Per agent</h2>
+${shown.length === 0 ? html`<p class="empty">No agents yet.</p>` : shown.map(agentBlock)}</section>`,
+      };
+    },
+  },
+];

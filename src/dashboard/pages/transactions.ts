@@ -1,0 +1,166 @@
+import { listAgents } from '../../app/agents.js';
+import { listTransactions, type ListTransactionsInput } from '../../app/ledger.js';
+import { DomainError } from '../../domain/errors.js';
+import { formatUsd } from '../../domain/money.js';
+import type { TransactionRecord } from '../../domain/types.js';
+import { csvRow } from '../csv.js';
+import { checksum, iso, shortAddress, usd, utc } from '../format.js';
+import { html } from '../html.js';
+import type { NodeResponse } from '../http.js';
+import type { Reply, Route, RouteContext } from '../routes.js';
+
+const STATUSES = ['signed', 'signing', 'pending_approval', 'denied', 'expired', 'failed', 'recorded'] as const;
+const DAY_MS = 24 * 3600_000;
+const PAGE_SIZE = 50;
+/** An export stops here; a larger ledger is exported in date ranges. */
+const MAX_EXPORT_ROWS = 100_000;
+
+type Filters = { agent: string; status: string; from: string; to: string };
+
+function readFilters(url: URL): Filters {
+  const q = (name: string) => (url.searchParams.get(name) ?? '').trim();
+  return { agent: q('agent'), status: q('status'), from: q('from'), to: q('to') };
+}
+
+/** A `YYYY-MM-DD` date as its midnight UTC in epoch ms; `end` means the midnight after it. */
+function parseDate(text: string, field: string, end: boolean): number | undefined {
+  if (text === '') return undefined;
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : NaN;
+  if (Number.isNaN(ms)) throw new FilterError(`${field} must be a date like 2030-01-31`);
+  return end ? ms + DAY_MS : ms;
+}
+
+class FilterError extends Error {}
+
+/** Filters → ledger query. The agent filter is bound to the user's organization by orgId. */
+function toQuery(orgId: string, f: Filters): ListTransactionsInput {
+  // Any status word is a valid filter (an unknown one matches nothing); the list only feeds the menu.
+  if (f.status !== '' && !/^[a-z_]{1,32}$/.test(f.status)) throw new FilterError('status is not a status name');
+  const from = parseDate(f.from, 'From', false);
+  const to = parseDate(f.to, 'To', true);
+  if (from !== undefined && to !== undefined && from >= to) throw new FilterError('From must be on or before To');
+  return { orgId, agentId: f.agent, status: f.status, from, to };
+}
+
+function queryString(f: Filters, extra: Record<string, string> = {}): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries({ ...f, ...extra })) if (v !== '') q.set(k, v);
+  const s = q.toString();
+  return s === '' ? '' : `?${s}`;
+}
+
+function transactionsPage(ctx: RouteContext): Reply {
+  const { deps, session, url } = ctx;
+  const filters = readFilters(url);
+  const token = url.searchParams.get('page') ?? '';
+  const agents = listAgents(deps, session.user.orgId);
+  const names = new Map(agents.map((a) => [a.id, a.name]));
+  let rows: TransactionRecord[] = [];
+  let next = '';
+  let problem: string | undefined;
+  try {
+    const r = listTransactions(deps, { ...toQuery(session.user.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
+    rows = r.transactions;
+    next = r.nextPageToken;
+  } catch (err) {
+    if (err instanceof FilterError) problem = err.message;
+    else if (err instanceof DomainError && err.kind === 'invalid_argument') problem = err.shortMessage;
+    else throw err;
+  }
+  const option = (value: string, label: string, current: string) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${label}</option>`;
+  const body = rows.map((t) => html`<tr>
+<td><time datetime="${iso(t.createdAt)}">${utc(t.createdAt)}</time></td>
+<td>${names.get(t.agentId) ?? t.agentId}</td>
+<td>${t.type}</td>
+<td>${t.status}</td>
+<td class="num">${usd(t.amountMicros)}</td>
+<td class="mono" title="${checksum(t.recipient)}">${t.recipient === '' ? '' : shortAddress(t.recipient)}</td>
+<td>${t.serviceSlug}</td>
+<td class="clip" title="${t.reason}">${t.reason}</td>
+</tr>`);
+  return {
+    type: 'page',
+    status: problem ? 400 : 200,
+    section: 'transactions',
+    title: 'Transactions',
+    content: html`<div class="page-head"><h1>Transactions</h1><a class="button" href="/dashboard/transactions.csv${queryString(filters)}" download>Download CSV</a></div>
+<form class="panel filters" method="get" action="/dashboard/transactions" aria-label="Filters">
+<div class="field"><label for="f-agent">Agent</label><select id="f-agent" name="agent">${option('', 'All agents', filters.agent)}${agents.map((a) => option(a.id, a.name, filters.agent))}</select></div>
+<div class="field"><label for="f-status">Status</label><select id="f-status" name="status">${option('', 'Any status', filters.status)}${[...STATUSES, ...((STATUSES as readonly string[]).includes(filters.status) || filters.status === '' ? [] : [filters.status])].map((s) => option(s, s.replace('_', ' '), filters.status))}</select></div>
+<div class="field"><label for="f-from">From <span class="hint">(UTC date)</span></label><input type="date" id="f-from" name="from" value="${filters.from}"></div>
+<div class="field"><label for="f-to">To <span class="hint">(UTC date, inclusive)</span></label><input type="date" id="f-to" name="to" value="${filters.to}"></div>
+<div class="field"><button type="submit" class="primary">Apply</button> <a href="/dashboard/transactions">Reset</a></div>
+</form>
+${problem !== undefined && html`<p class="flash flash-error" role="alert">${problem}</p>`}
+${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : html`<div class="table-wrap"><table>
+<caption class="sr-only">Transactions, newest first</caption>
+<thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
+<tbody>${body}</tbody></table></div>`}
+<nav class="pager" aria-label="Pages">
+${token !== '' && html`<a href="/dashboard/transactions${queryString(filters)}">First page</a>`}
+${next !== '' && html`<a href="/dashboard/transactions${queryString(filters, { page: next })}" rel="next">Next page →</a>`}
+</nav>`,
+  };
+}
+
+const CSV_HEADER = ['created_at', 'transaction_id', 'agent_id', 'agent_name', 'type', 'status', 'amount_usd', 'chain_id', 'recipient_address', 'service_slug', 'approval_request_id', 'reason'];
+
+/** Writes the CSV page by page, waiting for the socket when it is full. */
+async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: NodeResponse): Promise<void> {
+  const names = new Map(listAgents(ctx.deps, ctx.session.user.orgId).map((a) => [a.id, a.name]));
+  // Both response types have these two members; their union is not callable as declared.
+  const out = res as unknown as { write(chunk: string): boolean; once(event: 'drain' | 'close', f: () => void): unknown };
+  const write = (chunk: string) => new Promise<void>((resolve) => {
+    if (out.write(chunk)) return resolve();
+    out.once('drain', resolve);
+    out.once('close', resolve);
+  });
+  await write(csvRow(CSV_HEADER));
+  let token = '';
+  let written = 0;
+  do {
+    const page = listTransactions(ctx.deps, { ...query, pageSize: 500, pageToken: token });
+    let chunk = '';
+    for (const t of page.transactions) {
+      chunk += csvRow([
+        { safe: iso(t.createdAt) }, t.id, t.agentId, names.get(t.agentId) ?? '', t.type, t.status, { safe: formatUsd(t.amountMicros) },
+        { safe: String(t.chainId) }, t.recipient, t.serviceSlug, t.approvalId ?? '', t.reason,
+      ]);
+    }
+    await write(chunk);
+    written += page.transactions.length;
+    token = page.nextPageToken;
+  } while (token !== '' && written < MAX_EXPORT_ROWS && !res.destroyed);
+  res.end();
+}
+
+/** The ledger with filters and paging, and its CSV export. */
+export const transactionRoutes: Route[] = [
+  { method: 'GET', pattern: /^\/dashboard\/transactions$/, permission: 'read', handle: transactionsPage },
+  {
+    method: 'GET',
+    pattern: /^\/dashboard\/transactions\.csv$/,
+    permission: 'read',
+    handle(ctx): Reply {
+      let query: ListTransactionsInput;
+      try {
+        query = toQuery(ctx.session.user.orgId, readFilters(ctx.url));
+        // Checks the filters (and the organization) before the 200 header commits to a CSV.
+        listTransactions(ctx.deps, { ...query, pageSize: 1 });
+      } catch (err) {
+        if (err instanceof FilterError) return { type: 'json', status: 400, body: { error: err.message } };
+        throw err;
+      }
+      const stamp = iso(ctx.deps.now()).slice(0, 16).replace(/[-:]/g, '').replace('T', '-');
+      return {
+        type: 'stream',
+        headers: {
+          'content-type': 'text/csv; charset=utf-8',
+          'content-disposition': `attachment; filename="paypolicy-transactions-${stamp}.csv"`,
+          'cache-control': 'no-store',
+        },
+        write: (res) => writeCsv(ctx, query, res),
+      };
+    },
+  },
+];

@@ -1,0 +1,78 @@
+import type { Logger } from 'pino';
+import type { AppDeps } from '../app/deps.js';
+import type { DashboardPermission } from '../app/dashboardRoles.js';
+import type { SessionContext } from '../app/dashboardSessions.js';
+import { toDomainError, type ErrorKind } from '../domain/errors.js';
+import { HTTP_STATUSES } from '../rest/errors.js';
+import type { Html, Renderable } from './html.js';
+import type { Flash, PageContext, Section } from './layout.js';
+import type { NodeRequest, NodeResponse } from './http.js';
+
+/** Form fields of a POST, urlencoded or multipart; a missing field reads as ''. */
+export class FormFields {
+  constructor(private readonly fields: ReadonlyMap<string, string[]>) {}
+  get(name: string): string {
+    return this.fields.get(name)?.[0] ?? '';
+  }
+  has(name: string): boolean {
+    return this.fields.has(name);
+  }
+}
+
+/** One request as a route handler sees it. `session` is set on every route but the public ones. */
+export type RouteContext = {
+  deps: AppDeps;
+  req: NodeRequest;
+  res: NodeResponse;
+  log: Logger;
+  url: URL;
+  /** Capture groups of the route's pattern, already URI-decoded. */
+  params: string[];
+  form: FormFields;
+  /** Uploaded files of a multipart POST by field name (only those with a filename). */
+  files: ReadonlyMap<string, Buffer>;
+  session: SessionContext;
+  /** Shared page data, built lazily because JSON and CSV routes do not need it. */
+  page: () => PageContext;
+};
+
+/** What a handler answers; dashboard.ts turns it into bytes with the security headers. */
+export type Reply =
+  | { type: 'page'; status?: number; section: Section | undefined; title: string; content: Renderable }
+  | { type: 'html'; status: number; html: Html; headers?: Record<string, string | string[]> }
+  | { type: 'redirect'; to: string; flash?: Flash; headers?: Record<string, string | string[]> }
+  | { type: 'json'; status?: number; body: unknown }
+  | { type: 'stream'; headers: Record<string, string>; write: (res: NodeResponse) => Promise<void> };
+
+export type Route = {
+  method: 'GET' | 'POST';
+  /** Matched against the path; anchored by the author. */
+  pattern: RegExp;
+  /** `public` routes run without a session (sign-in); all others need one and this permission. */
+  permission: 'public' | DashboardPermission;
+  /** Body format of a POST; multipart only for the registry import. */
+  body?: 'form' | 'multipart';
+  handle: (ctx: RouteContext) => Reply | Promise<Reply>;
+};
+
+/** The text a user may see for an error; unknown errors say nothing about their cause. */
+export function errorText(err: unknown): { status: number; text: string; kind: ErrorKind } {
+  const e = toDomainError(err);
+    // Pages answer with the same HTTP status for each error kind as the REST API.
+  return { status: HTTP_STATUSES[e.kind], text: e.shortMessage, kind: e.kind };
+}
+
+/**
+ * Runs `fn` and returns the message of an invalid-argument DomainError it throws, or undefined.
+ * Other errors propagate. Used to show a validation message next to the field it concerns.
+ */
+export function validationMessage(fn: () => unknown): string | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    const e = toDomainError(err);
+    if (e.kind === 'invalid_argument') return e.shortMessage;
+    throw err;
+  }
+}

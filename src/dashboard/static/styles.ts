@@ -1,0 +1,141 @@
+/**
+ * The dashboard's one stylesheet, served as /dashboard/static/dashboard.css. It lives in a module
+ * rather than a .css file so `tsc` alone builds everything the server serves (no copy step).
+ */
+export const styles = String.raw`
+:root {
+  --text: #1b1f24; --muted: #57606a; --line: #d0d7de; --soft: #f6f8fa; --bg: #ffffff;
+  --accent: #0b5cad; --accent-dark: #084a8c; --ok: #1a7f37; --ok-soft: #dafbe1;
+  --bad: #b42318; --bad-soft: #ffebe9; --warn: #7d4e00; --warn-soft: #fff8c5; --focus: #f59e0b;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+  font-size: 15px; line-height: 1.5; color: var(--text); background: var(--soft);
+}
+* { box-sizing: border-box; }
+body { margin: 0; }
+a { color: var(--accent); }
+a:hover { color: var(--accent-dark); }
+:focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
+h1 { font-size: 1.5rem; margin: 0 0 .75rem; }
+h2 { font-size: 1.15rem; margin: 1.75rem 0 .75rem; }
+h3 { font-size: 1rem; margin: 0 0 .5rem; }
+p { margin: .25rem 0 .75rem; }
+code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .88em; }
+.muted { color: var(--muted); }
+.small { font-size: .85rem; }
+.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.skip-link { position: absolute; left: -999px; top: 0; background: var(--bg); padding: .5rem 1rem; z-index: 10; }
+.skip-link:focus { left: 1rem; }
+
+.topbar { background: #111827; color: #f9fafb; }
+.topbar-inner { max-width: 1180px; margin: 0 auto; padding: 0 1.25rem; display: flex; align-items: center; gap: 1.5rem; min-height: 3.25rem; flex-wrap: wrap; }
+.brand { font-weight: 700; letter-spacing: .01em; color: #fff; text-decoration: none; }
+.brand span { color: #9ca3af; font-weight: 400; margin-left: .4rem; }
+.nav { display: flex; gap: .25rem; flex-wrap: wrap; flex: 1; }
+.nav a { color: #d1d5db; text-decoration: none; padding: .35rem .65rem; border-radius: 6px; }
+.nav a:hover { color: #fff; background: #1f2937; }
+.nav a[aria-current="page"] { color: #fff; background: #374151; }
+.nav .count { display: inline-block; min-width: 1.4rem; padding: 0 .35rem; margin-left: .3rem; border-radius: 999px; background: #dc2626; color: #fff; font-size: .78rem; text-align: center; }
+.nav .count[hidden] { display: none; }
+.who { display: flex; align-items: center; gap: .75rem; font-size: .88rem; color: #d1d5db; }
+.who form { margin: 0; }
+.who button { background: transparent; color: #f9fafb; border-color: #4b5563; }
+.who button:hover { background: #1f2937; }
+
+main { max-width: 1180px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
+.page-head { display: flex; align-items: baseline; justify-content: space-between; gap: 1rem; flex-wrap: wrap; }
+.panel { background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.25rem; margin-bottom: 1rem; }
+.panel > h2:first-child { margin-top: 0; }
+
+.flash { border-radius: 8px; padding: .75rem 1rem; margin-bottom: 1rem; border: 1px solid; }
+.flash-ok { background: var(--ok-soft); border-color: #8ddb9c; }
+.flash-error { background: var(--bad-soft); border-color: #f5b5ae; }
+.secret { display: flex; gap: .5rem; align-items: center; margin-top: .5rem; flex-wrap: wrap; }
+.secret input { flex: 1; min-width: 22rem; font-family: ui-monospace, Menlo, Consolas, monospace; }
+
+table { width: 100%; border-collapse: collapse; background: var(--bg); }
+.table-wrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); margin-bottom: 1rem; }
+th, td { text-align: left; padding: .5rem .75rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: .8rem; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); background: var(--soft); white-space: nowrap; }
+tbody tr:last-child td { border-bottom: 0; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.actions { white-space: nowrap; }
+.actions form { display: inline; }
+.clip { max-width: 22rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+
+.badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem; font-weight: 600; border: 1px solid transparent; white-space: nowrap; }
+.badge-ok { background: var(--ok-soft); color: var(--ok); border-color: #a6e3b4; }
+.badge-bad { background: var(--bad-soft); color: var(--bad); border-color: #f5b5ae; }
+.badge-warn { background: var(--warn-soft); color: var(--warn); border-color: #eed888; }
+.badge-muted { background: var(--soft); color: var(--muted); border-color: var(--line); }
+
+label { display: block; font-weight: 600; font-size: .9rem; margin-bottom: .25rem; }
+.hint { font-weight: 400; color: var(--muted); font-size: .85rem; }
+input[type="text"], input[type="email"], input[type="password"], input[type="date"], input[type="url"], select, textarea {
+  font: inherit; width: 100%; padding: .45rem .6rem; border: 1px solid #8c959f; border-radius: 6px; background: var(--bg); color: var(--text);
+}
+textarea { min-height: 6rem; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .88rem; }
+input[aria-invalid="true"], textarea[aria-invalid="true"] { border-color: var(--bad); box-shadow: 0 0 0 1px var(--bad); }
+.field { margin-bottom: .9rem; }
+.field-error { color: var(--bad); font-size: .88rem; margin: .25rem 0 0; font-weight: 600; }
+.form-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }
+.inline-form { display: flex; gap: .75rem; align-items: flex-end; flex-wrap: wrap; }
+.inline-form .field { margin-bottom: 0; flex: 1; min-width: 12rem; }
+.filters { display: grid; grid-template-columns: repeat(auto-fit, minmax(10rem, 1fr)); gap: .75rem; align-items: end; }
+.filters .field { margin: 0; }
+
+button, .button { font: inherit; font-weight: 600; padding: .42rem .9rem; border-radius: 6px; border: 1px solid #8c959f; background: var(--bg); color: var(--text); cursor: pointer; text-decoration: none; display: inline-block; line-height: 1.4; }
+button:hover, .button:hover { background: var(--soft); }
+.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+.primary:hover { background: var(--accent-dark); }
+.approve { background: var(--ok); border-color: var(--ok); color: #fff; }
+.approve:hover { background: #116329; }
+.danger { color: var(--bad); border-color: #e5a39c; }
+.danger:hover { background: var(--bad-soft); }
+.link-button { border: 0; background: none; padding: 0; color: var(--accent); text-decoration: underline; font-weight: 400; }
+
+.approvals { display: grid; gap: .75rem; }
+.approval { background: var(--bg); border: 1px solid var(--line); border-left: 4px solid #d97706; border-radius: 8px; padding: 1rem 1.25rem; display: grid; grid-template-columns: minmax(0, 1fr) minmax(16rem, 22rem); gap: 1rem 1.5rem; }
+.approval.is-new { animation: arrive 1.5s ease-out; }
+@keyframes arrive { from { background: #fff7d6; } to { background: var(--bg); } }
+.approval .amount { font-size: 1.6rem; font-weight: 700; font-variant-numeric: tabular-nums; line-height: 1.2; }
+.approval dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .2rem .9rem; margin: .5rem 0 0; }
+.approval dt { color: var(--muted); font-size: .88rem; }
+.approval dd { margin: 0; overflow-wrap: anywhere; }
+.approval .decide { display: grid; gap: .5rem; align-content: start; }
+.approval .decide .buttons { display: flex; gap: .5rem; }
+.countdown { font-weight: 600; color: var(--warn); }
+.countdown.is-expired { color: var(--bad); }
+.empty { padding: 1.25rem; text-align: center; color: var(--muted); background: var(--bg); border: 1px dashed var(--line); border-radius: 8px; }
+@media (max-width: 760px) { .approval { grid-template-columns: 1fr; } }
+
+.stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(12rem, 1fr)); gap: .75rem; margin-bottom: 1rem; }
+.stat { background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; }
+.stat .value { font-size: 1.4rem; font-weight: 700; font-variant-numeric: tabular-nums; }
+.stat .label { color: var(--muted); font-size: .85rem; }
+.spend-agent { display: grid; grid-template-columns: minmax(10rem, 14rem) minmax(0, 1fr) minmax(0, 1fr); gap: 1rem 1.5rem; align-items: start; }
+.spend-agent + .spend-agent { border-top: 1px solid var(--line); padding-top: 1rem; margin-top: 1rem; }
+@media (max-width: 860px) { .spend-agent { grid-template-columns: 1fr; } }
+.chart { width: 100%; height: auto; display: block; }
+.org-chart { max-width: 40rem; margin: 0; }
+figure { margin: 0; }
+.chart-caption { font-size: .82rem; color: var(--muted); margin: .15rem 0 .35rem; }
+.chart .axis { stroke: #8c959f; stroke-width: 1; }
+.chart .grid { stroke: #e5e7eb; stroke-width: 1; }
+.chart .cap { stroke: #b42318; stroke-width: 1.5; stroke-dasharray: 5 4; }
+.chart .bar { fill: #0b5cad; }
+.chart .bar-over { fill: #b42318; }
+.chart .line { fill: none; stroke: #0b5cad; stroke-width: 2; }
+.chart .area { fill: #0b5cad; opacity: .12; }
+.chart text { font-size: 11px; fill: #57606a; font-family: system-ui, sans-serif; }
+.chart text.value { font-size: 10px; fill: #1b1f24; font-variant-numeric: tabular-nums; }
+.chart .track { fill: #e5e7eb; }
+.chart .fill { fill: #0b5cad; }
+.chart .fill-over { fill: #b42318; }
+
+.pager { display: flex; gap: 1rem; justify-content: flex-end; margin-top: .75rem; }
+.signin { max-width: 24rem; margin: 4rem auto; }
+.signin h1 { text-align: center; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; margin: 0; }
+dl.facts dt { color: var(--muted); }
+dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+`;

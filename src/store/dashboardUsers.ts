@@ -1,0 +1,58 @@
+import type { Db } from './db.js';
+
+export type DashboardRole = 'owner' | 'approver' | 'viewer';
+
+/** A dashboard user as the rest of the code sees it: never with password material. */
+export type DashboardUser = {
+  id: string;
+  orgId: string;
+  email: string;
+  role: DashboardRole;
+  createdAt: number;
+  disabled: boolean;
+};
+
+/** What a password check needs; read only by the sign-in use case. */
+export type PasswordRecord = { salt: Buffer; hash: Buffer; params: string };
+
+type Raw = {
+  id: string; org_id: string; email: string; role: DashboardRole; created_at: number; disabled: number;
+  password_salt: Buffer; password_hash: Buffer; password_params: string;
+};
+
+function toUser(r: Raw): DashboardUser {
+  return { id: r.id, orgId: r.org_id, email: r.email, role: r.role, createdAt: r.created_at, disabled: r.disabled === 1 };
+}
+
+const COLUMNS = 'id, org_id, email, role, created_at, disabled, password_salt, password_hash, password_params';
+
+/** Dashboard users. Emails are stored lower-cased, so the UNIQUE constraint ignores case. */
+export function createDashboardUserStore(db: Db) {
+  const insert = db.prepare(`INSERT INTO dashboard_users (id, org_id, email, role, password_salt, password_hash, password_params, created_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+  const byEmail = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE email = ?`);
+  const byId = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE id = ?`);
+  const byOrg = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE org_id = ? ORDER BY created_at, id`);
+  return {
+    insert(user: DashboardUser, password: PasswordRecord): void {
+      insert.run(user.id, user.orgId, user.email, user.role, password.salt, password.hash, password.params, user.createdAt);
+    },
+    /** The user and their password record, for sign-in only. */
+    findForSignIn(email: string): { user: DashboardUser; password: PasswordRecord } | undefined {
+      const r = byEmail.get(email) as Raw | undefined;
+      return r && { user: toUser(r), password: { salt: r.password_salt, hash: r.password_hash, params: r.password_params } };
+    },
+    getByEmail(email: string): DashboardUser | undefined {
+      const r = byEmail.get(email) as Raw | undefined;
+      return r && toUser(r);
+    },
+    get(id: string): DashboardUser | undefined {
+      const r = byId.get(id) as Raw | undefined;
+      return r && toUser(r);
+    },
+    listByOrg(orgId: string): DashboardUser[] {
+      return (byOrg.all(orgId) as Raw[]).map(toUser);
+    },
+  };
+}
+export type DashboardUserStore = ReturnType<typeof createDashboardUserStore>;

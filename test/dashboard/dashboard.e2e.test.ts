@@ -1,0 +1,295 @@
+import { mkdirSync } from 'node:fs';
+import { getAddress, type Hex } from 'viem';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
+import { createAgent, type Admin } from '../helpers/admin.js';
+import { connectClient } from '../helpers/clients.js';
+import { postSign, recoverAuthorizationSigner, setPolicy, type WireAuthorization } from '../helpers/payments.js';
+import { bearer } from '../helpers/rpc.js';
+import { rest, startTestServer, type TestServer } from '../helpers/server.js';
+import { createUser, launchChromium } from './helpers.js';
+
+/**
+ * The dashboard in headless Chromium against the real server: sign-in, live approvals, decisions
+ * the agent collects, agents and policies, API keys, roles, CSRF, headers and lockout. Screenshots
+ * of the approvals, agents and spend pages go to test-results/screenshots/ on every run, and to
+ * docs/screenshots/ (shown in the README) when PAYPOLICY_UPDATE_SCREENSHOTS=1, so a test run does
+ * not rewrite committed files.
+ */
+
+const SHOTS = new URL(process.env.PAYPOLICY_UPDATE_SCREENSHOTS === '1' ? '../../docs/screenshots/' : '../../test-results/screenshots/', import.meta.url);
+mkdirSync(SHOTS, { recursive: true });
+const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
+const OTHER_RECIPIENT = '0x7a16fF8270133F063aAb6C9977183D9e72835428';
+const DAY = 24 * 3600_000;
+const OWNER = { email: 'olivia@example.com', password: 'owner-passphrase-42' };
+const VIEWER = { email: 'victor@example.com', password: 'viewer-passphrase-42' };
+const APPROVER = { email: 'alex@example.com', password: 'approver-passphrase-42' };
+
+let offset = 0;
+let s: TestServer;
+let admin: Admin;
+let browser: Browser;
+let owner: BrowserContext;
+let page: Page;
+let orgId: string;
+let key: string;
+let demoAgent: string;
+/** Console errors and uncaught exceptions of every page; a CSP violation shows up here. */
+const browserErrors: string[] = [];
+
+async function signIn(p: Page, who: { email: string; password: string }): Promise<void> {
+  await p.goto(`${s.url}/dashboard/sign-in`);
+  await p.getByLabel('Email').fill(who.email);
+  await p.getByLabel('Password').fill(who.password);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+  await p.waitForURL(/\/dashboard\/(agents|approvals)$/);
+}
+
+function pay(agentId: string, amountUsd: string, recipient = RECIPIENT) {
+  return { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: recipient, amount_usd: amountUsd };
+}
+
+/** Payments in the past, so the spend charts have a week of history. */
+async function history(agentId: string, amounts: Array<[daysAgo: number, usd: string]>): Promise<void> {
+  for (const [daysAgo, amount] of amounts) {
+    offset = -daysAgo * DAY;
+    const r = await postSign(s.url, key, pay(agentId, amount));
+    expect(r.status, r.text).toBe(200);
+  }
+  offset = 0;
+}
+
+beforeAll(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  [s, browser] = await Promise.all([startTestServer({ logLevel: 'warn', now: () => Date.now() + offset }), launchChromium()]);
+  admin = { client: connectClient(AdminService, s.url), auth: bearer(s.bootstrap.admin_token) };
+  orgId = s.bootstrap.org_id;
+  key = s.bootstrap.api_key;
+  demoAgent = s.bootstrap.agent_id;
+  await createUser(admin, orgId, OWNER.email, 'owner', OWNER.password);
+  await createUser(admin, orgId, VIEWER.email, 'viewer', VIEWER.password);
+  await createUser(admin, orgId, APPROVER.email, 'approver', APPROVER.password);
+  await setPolicy(admin, demoAgent, { allowlist: [RECIPIENT, OTHER_RECIPIENT], capUsd: '40', thresholdUsd: '2' });
+  const research = await createAgent(admin, orgId, 'research-agent');
+  await setPolicy(admin, research, { allowlist: [RECIPIENT], capUsd: '30', thresholdUsd: '15' });
+  await history(demoAgent, [[6, '1.5'], [5, '2'], [3, '0.8'], [2, '1.9'], [1, '1.2'], [0.2, '1.75']]);
+  await history(research, [[6, '8'], [4, '12.5'], [3, '6'], [1, '9.75'], [0.5, '7.25'], [0.1, '4.5']]);
+  await rest(s.url, 'POST', '/api/ping', { key, body: { agent_id: demoAgent }, headers: { connection: 'close' } });
+  owner = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  owner.on('page', (p) => {
+    // Error statuses are expected (a 400 re-renders a form with its messages); script errors and CSP refusals are not.
+    p.on('console', (m) => void (m.type() === 'error' && !m.text().startsWith('Failed to load resource') && browserErrors.push(m.text())));
+    p.on('pageerror', (e) => void browserErrors.push(e.message));
+  });
+  page = await owner.newPage();
+  page.on('dialog', (d) => void d.accept());
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await s?.close();
+});
+
+describe('dashboard in a browser', () => {
+  test('behavior: sign-in lands on the dashboard; pages carry the security headers', async () => {
+    const signInResponse = await page.goto(`${s.url}/dashboard/sign-in`);
+    const headers = signInResponse!.headers();
+    expect(headers['content-security-policy']).toBe(
+      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
+    expect(headers['x-frame-options']).toBe('DENY');
+    expect(headers['x-content-type-options']).toBe('nosniff');
+    expect(headers['referrer-policy']).toBe('no-referrer');
+    expect(headers['cache-control']).toBe('no-store');
+    await signIn(page, OWNER);
+    expect(page.url()).toBe(`${s.url}/dashboard/agents`);
+    const cookie = (await owner.cookies()).find((c) => c.name === 'pp_session')!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/dashboard' });
+    expect(await page.getByRole('row', { name: /demo-agent/ }).getByText('connected').isVisible()).toBe(true);
+  });
+
+  test('behavior: a payment above the threshold appears without reload; Approve; the repeat collects a treasury signature', async () => {
+    await page.goto(`${s.url}/dashboard/approvals`);
+    // A marker on the page's window survives only as long as no navigation or reload happens.
+    await page.evaluate('window.notReloaded = true');
+    const first = await postSign(s.url, key, pay(demoAgent, '5'), 'dash-approve-1');
+    expect(first.status, first.text).toBe(202);
+    const card = page.locator(`[data-approval-id="${first.json.approval_request_id}"]`);
+    await card.waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await page.evaluate('window.notReloaded')).toBe(true);
+    await expect(card.textContent()).resolves.toMatch(/\$5\.00[\s\S]*demo-agent[\s\S]*exceeds the approval threshold/);
+    await expect(card.locator('[data-expires-at]').textContent()).resolves.toMatch(/expires in \d+:\d\d|expires in \d+ h/);
+
+    await card.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL(`${s.url}/dashboard/approvals`);
+    await expect(page.getByRole('status').textContent()).resolves.toMatch(/Approved \$5\.00/);
+    await expect(page.getByRole('row', { name: new RegExp(`approved.*demo-agent.*\\$5\\.00.*${OWNER.email}`) }).count()).resolves.toBe(1);
+
+    const repeat = await postSign(s.url, key, pay(demoAgent, '5'), 'dash-approve-1');
+    expect(repeat.status, repeat.text).toBe(200);
+    expect(repeat.json.transaction_id).toBe(first.json.transaction_id);
+    const signer = await recoverAuthorizationSigner(repeat.json.signature as Hex, repeat.json.authorization as WireAuthorization);
+    expect(signer).toBe(getAddress(s.bootstrap.treasury_address));
+  });
+
+  test('behavior: Deny with a note; the repeat gets 403 with the denial', async () => {
+    const r = await postSign(s.url, key, pay(demoAgent, '3.25', OTHER_RECIPIENT), 'dash-deny-1');
+    expect(r.status, r.text).toBe(202);
+    const card = page.locator(`[data-approval-id="${r.json.approval_request_id}"]`);
+    await card.waitFor({ state: 'visible', timeout: 10_000 });
+    await card.getByLabel(/Note/).fill('not in this month\'s budget');
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await page.waitForURL(`${s.url}/dashboard/approvals`);
+    await expect(page.getByRole('row', { name: /denied.*\$3\.25.*not in this month's budget/ }).count()).resolves.toBe(1);
+    const repeat = await postSign(s.url, key, pay(demoAgent, '3.25', OTHER_RECIPIENT), 'dash-deny-1');
+    expect(repeat.status, repeat.text).toBe(403);
+    expect(repeat.json.reason).toMatch(/not in this month's budget/);
+  });
+
+  test('behavior: create an agent and set its policy, with validation next to the field', async () => {
+    await page.goto(`${s.url}/dashboard/agents`);
+    await page.getByLabel('Name').fill('travel-booker');
+    await page.getByRole('button', { name: 'Add agent' }).click();
+    await page.waitForURL(/\/dashboard\/agents\/agt_[0-9a-f]+$/);
+    const agentId = page.url().split('/').at(-1)!;
+
+    await page.getByLabel(/Allowed recipients/).fill(`${RECIPIENT}\n0x12345`);
+    await page.getByLabel(/Spend cap/).fill('12.5');
+    await page.getByLabel(/Approval above/).fill('abc');
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await expect(page.locator('#allowlist-error').textContent()).resolves.toMatch(/"0x12345" is neither a 0x address nor a service slug/);
+    await expect(page.locator('#threshold-error').textContent()).resolves.toMatch(/approval_threshold_usd must be a non-negative decimal/);
+    expect(await page.locator('#spend-cap-error').count()).toBe(0);
+    expect(await page.getByLabel(/Allowed recipients/).getAttribute('aria-invalid')).toBe('true');
+
+    await page.getByLabel(/Allowed recipients/).fill(`${RECIPIENT}\nweather`);
+    await page.getByLabel(/Approval above/).fill('2.5');
+    await page.getByRole('button', { name: 'Save policy' }).click();
+    await expect(page.getByRole('status').textContent()).resolves.toMatch(/Policy of travel-booker saved/);
+    const saved = await admin.client.getAgent({ agentId }, admin.auth);
+    expect(saved.agent!.policy).toMatchObject({ allowlist: [RECIPIENT.toLowerCase(), 'weather'], spendCapUsd: '12.5', approvalThresholdUsd: '2.5' });
+
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await expect(page.getByRole('status').textContent()).resolves.toMatch(/travel-booker paused/);
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe('paused');
+    await page.getByRole('button', { name: 'Resume' }).click();
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe('active');
+
+    await page.goto(`${s.url}/dashboard/agents`);
+    await page.screenshot({ path: new URL('agents.png', SHOTS).pathname, fullPage: true });
+  });
+
+  test('behavior: create an API key (shown once, copyable), then revoke it: the key gets 401', async () => {
+    await owner.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: s.url });
+    await page.goto(`${s.url}/dashboard/keys`);
+    await page.getByLabel(/Label/).fill('ci-runner');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.waitForURL(`${s.url}/dashboard/keys`);
+    const plaintext = await page.locator('#new-secret').inputValue();
+    expect(plaintext).toMatch(/^ak_test_[0-9a-f]{48}$/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copied' }).waitFor();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(plaintext);
+
+    const ping = () => rest(s.url, 'POST', '/api/ping', { key: plaintext, body: { agent_id: demoAgent }, headers: { connection: 'close' } });
+    expect((await ping()).status).toBe(200);
+    await page.reload();
+    expect(await page.locator('#new-secret').count()).toBe(0);
+    expect(await page.content()).not.toContain(plaintext);
+
+    const row = page.getByRole('row', { name: /ci-runner/ });
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await page.waitForURL(`${s.url}/dashboard/keys`);
+    await expect(page.getByRole('row', { name: /ci-runner/ }).getByText('revoked').count()).resolves.toBe(1);
+    const after = await ping();
+    expect(after.status).toBe(401);
+  });
+
+  test('behavior: the spend page draws the week against the cap', async () => {
+    const response = await page.goto(`${s.url}/dashboard/spend`);
+    expect(response!.status()).toBe(200);
+    const block = page.locator(`#agent-${demoAgent}`);
+    // 1.75 within the last 24 h plus the approved 5.00 (denied 3.25 released) = 6.75 of 40.
+    await expect(block.textContent()).resolves.toMatch(/\$6\.75 of \$40\.00/);
+    expect(await block.locator('svg').count()).toBe(3);
+    await page.screenshot({ path: new URL('spend.png', SHOTS).pathname, fullPage: true });
+  });
+
+  test('behavior: a viewer sees pending requests without buttons, and a forged decision is refused', async () => {
+    const r = await postSign(s.url, key, pay(demoAgent, '2.75'), 'dash-viewer-1');
+    expect(r.status, r.text).toBe(202);
+    const approvalId = r.json.approval_request_id as string;
+    await page.goto(`${s.url}/dashboard/approvals`);
+    await page.locator(`[data-approval-id="${approvalId}"]`).waitFor();
+    await page.screenshot({ path: new URL('approvals.png', SHOTS).pathname, fullPage: true });
+
+    const viewer = await browser.newContext();
+    try {
+      const vp = await viewer.newPage();
+      await signIn(vp, VIEWER);
+      await vp.goto(`${s.url}/dashboard/approvals`);
+      const card = vp.locator(`[data-approval-id="${approvalId}"]`);
+      await card.waitFor();
+      expect(await card.getByRole('button').count()).toBe(0);
+      expect(await vp.getByRole('button', { name: 'Approve' }).count()).toBe(0);
+      const csrf = await vp.locator('input[name="_csrf"]').first().inputValue();
+      const forged = await viewer.request.post(`${s.url}/dashboard/approvals/${approvalId}/decide`, {
+        form: { _csrf: csrf, decision: 'approve', note: '' }, maxRedirects: 0,
+      });
+      expect(forged.status()).toBe(403);
+      const created = await viewer.request.post(`${s.url}/dashboard/agents`, { form: { _csrf: csrf, name: 'sneaky' }, maxRedirects: 0 });
+      expect(created.status()).toBe(403);
+    } finally {
+      await viewer.close();
+    }
+    const still = await admin.client.listApprovals({ orgId, status: 'pending' }, admin.auth);
+    expect(still.approvals.map((a) => a.id)).toContain(approvalId);
+  });
+
+  test('error: a POST without the CSRF token is refused and changes nothing', async () => {
+    const before = (await admin.client.listAgents({ orgId }, admin.auth)).agents.length;
+    const missing = await owner.request.post(`${s.url}/dashboard/agents`, { form: { name: 'no-token' }, maxRedirects: 0 });
+    expect(missing.status()).toBe(403);
+    const wrong = await owner.request.post(`${s.url}/dashboard/agents`, { form: { name: 'no-token', _csrf: 'x'.repeat(43) }, maxRedirects: 0 });
+    expect(wrong.status()).toBe(403);
+    expect((await admin.client.listAgents({ orgId }, admin.auth)).agents.length).toBe(before);
+  });
+
+  test('error: five wrong passwords lock the email, even against the right one', async () => {
+    const ctx = await browser.newContext();
+    try {
+      const p = await ctx.newPage();
+      const attempt = async (password: string) => {
+        await p.goto(`${s.url}/dashboard/sign-in`);
+        await p.getByLabel('Email').fill(APPROVER.email);
+        await p.getByLabel('Password').fill(password);
+        await p.getByRole('button', { name: 'Sign in' }).click();
+        await p.waitForLoadState();
+        return (await p.getByRole('alert').textContent())?.trim();
+      };
+      for (let i = 0; i < 4; i++) expect(await attempt(`wrong-password-${i}`)).toBe('Invalid email or password');
+      expect(await attempt('wrong-password-4')).toMatch(/Too many failed sign-ins/);
+      expect(await attempt(APPROVER.password)).toMatch(/Too many failed sign-ins/);
+      expect(p.url()).toBe(`${s.url}/dashboard/sign-in`);
+      expect((await ctx.cookies()).some((c) => c.name === 'pp_session')).toBe(false);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('behavior: no page logged a script error or a Content-Security-Policy violation', () => {
+    expect(browserErrors).toEqual([]);
+  });
+
+  test('behavior: sign-out ends the session on the server', async () => {
+    const cookie = (await owner.cookies()).find((c) => c.name === 'pp_session')!;
+    await page.goto(`${s.url}/dashboard/agents`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL(`${s.url}/dashboard/sign-in`);
+    const replay = await fetch(`${s.url}/dashboard/agents`, { headers: { cookie: `pp_session=${cookie.value}`, connection: 'close' }, redirect: 'manual' });
+    expect(replay.status).toBe(303);
+    expect(replay.headers.get('location')).toBe('/dashboard/sign-in');
+  });
+});

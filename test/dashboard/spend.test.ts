@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { createAgent } from '../../src/app/agents.js';
+import type { AppDeps } from '../../src/app/deps.js';
+import { createOrganization } from '../../src/app/organizations.js';
+import { summarizeSpend } from '../../src/app/spend.js';
+import { openStore, type Store } from '../../src/store/store.js';
+
+const HOUR = 3600_000;
+const DAY = 24 * HOUR;
+const NOW = Date.parse('2030-06-15T12:00:00Z');
+let dir: string;
+let store: Store;
+let deps: AppDeps;
+let orgId: string;
+let seq = 0;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'paypolicy-spend-'));
+  store = openStore(join(dir, 'db.sqlite'));
+  deps = { store, now: () => NOW } as unknown as AppDeps;
+  orgId = createOrganization(deps, { name: 'acme' }).id;
+});
+
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A ledger row `ago` ms before NOW; holdsCap as the payment store would set it for `status`. */
+function row(agentId: string, ago: number, usd: bigint, status: string): void {
+  store.transactions.insert({
+    id: `00000000-0000-4000-8000-${String(++seq).padStart(12, '0')}`, orgId, agentId, type: 'eip3009', status, chainId: 8453,
+    recipient: '0x2222222222222222222222222222222222222222', amountMicros: usd * 1_000_000n, reason: '', serviceSlug: '',
+    approvalId: null, createdAt: NOW - ago, holdsCap: ['signed', 'signing', 'pending_approval'].includes(status),
+  });
+}
+
+describe('summarizeSpend', () => {
+  test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', () => {
+    const a = createAgent(deps, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, updatedAt: NOW } });
+    const b = createAgent(deps, { orgId, name: 'b' });
+    row(a.id, 0, 1n, 'signed'); // exactly now: in the last hourly bucket
+    row(a.id, 2 * HOUR, 2n, 'signing');
+    row(a.id, 23 * HOUR, 4n, 'pending_approval');
+    row(a.id, DAY, 8n, 'signed'); // exactly 24 h ago: outside the open window, like the cap's `cap_at > since`
+    row(a.id, 3 * DAY + HOUR, 16n, 'signed');
+    row(a.id, 7 * DAY, 32n, 'signed'); // outside 7 days
+    row(a.id, HOUR, 100n, 'denied');
+    row(a.id, HOUR, 100n, 'failed');
+    row(a.id, HOUR, 100n, 'expired');
+    row(b.id, 5 * HOUR, 3n, 'signed');
+
+    const s = summarizeSpend(deps, orgId);
+    const sa = s.agents.find((x) => x.agent.id === a.id)!;
+    expect(sa.last24hMicros).toBe(7_000_000n);
+    expect(sa.hourly).toHaveLength(24);
+    expect(sa.hourly[23]).toBe(1_000_000n);
+    expect(sa.hourly[21]).toBe(2_000_000n);
+    expect(sa.hourly[0]).toBe(4_000_000n);
+    expect(sa.daily).toEqual([0n, 0n, 0n, 16_000_000n, 0n, 8_000_000n, 7_000_000n]);
+    expect(sa.last7dMicros).toBe(31_000_000n);
+    expect(s.totals).toEqual({ last24hMicros: 10_000_000n, last7dMicros: 34_000_000n, daily: [0n, 0n, 0n, 16_000_000n, 0n, 8_000_000n, 10_000_000n], capMicros: 50_000_000n });
+  });
+
+  test('behavior: the 24-hour figure equals what the cap check counts', () => {
+    const a = createAgent(deps, { orgId, name: 'a' });
+    for (const ago of [0, 1, HOUR, 12 * HOUR, DAY - 1, DAY, DAY + 1, 2 * DAY]) row(a.id, ago, 1n, 'signed');
+    const s = summarizeSpend(deps, orgId);
+    expect(s.agents[0]!.last24hMicros).toBe(store.payments.committedSince(a.id, NOW - DAY, NOW));
+    expect(s.agents[0]!.last24hMicros).toBe(5_000_000n);
+  });
+});
