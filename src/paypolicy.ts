@@ -15,7 +15,6 @@ import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
 import { writeTxn } from './store/db.js';
-// dashboard mount
 import { createDashboard } from './dashboard/dashboard.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
@@ -76,7 +75,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     const tokenHash = adminTokenHash(deps, config.adminToken);
     server = await startServer({
       deps, log, host: config.host, port: config.port, adminTokenHash: () => tokenHash,
-      // dashboard mount
+      // The dashboard for humans is served by the same listener, under /dashboard.
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
     });
