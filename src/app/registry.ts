@@ -75,7 +75,7 @@ export function deleteService(deps: AppDeps, slug: string): void {
   });
 }
 
-export function listServices(deps: AppDeps): ServiceRecord[] {
+export function listServices(deps: AppDeps): readonly ServiceRecord[] {
   return deps.store.services.list();
 }
 

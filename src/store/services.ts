@@ -17,8 +17,12 @@ function toService(r: ServiceRow): ServiceRecord {
 
 const COLUMNS = 'id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints';
 
-/** The service registry, keyed by slug. */
+/**
+ * The service registry, keyed by slug. Quote and sign attribute every probed URL against the
+ * whole registry, so the list is cached; every write goes through this module and drops it.
+ */
 export function createServiceStore(db: Db) {
+  let cached: ServiceRecord[] | undefined;
   const upsert = db.prepare(`INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
     category = excluded.category, logo_url = excluded.logo_url, docs_url = excluded.docs_url,
@@ -29,6 +33,7 @@ export function createServiceStore(db: Db) {
   return {
     /** Inserts or replaces by slug; an existing record keeps its id. */
     upsert(s: ServiceRecord, now: number): ServiceRecord {
+      cached = undefined;
       upsert.run(s.id, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl,
         JSON.stringify(s.paymentMethods), JSON.stringify(s.endpoints), now, now);
       return toService(bySlug.get(s.slug) as ServiceRow);
@@ -37,10 +42,15 @@ export function createServiceStore(db: Db) {
       const r = bySlug.get(slug) as ServiceRow | undefined;
       return r && toService(r);
     },
-    list(): ServiceRecord[] {
-      return (all.all() as ServiceRow[]).map(toService);
+    list(): readonly ServiceRecord[] {
+      if (cached) return cached;
+      const list = (all.all() as ServiceRow[]).map(toService);
+      // Inside a transaction the rows may still be rolled back: only committed state is cached.
+      if (!db.inTransaction) cached = list;
+      return list;
     },
     delete(slug: string): boolean {
+      cached = undefined;
       return remove.run(slug).changes > 0;
     },
   };
