@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,6 +46,56 @@ async function stop(child: ChildProcess): Promise<void> {
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await exited;
+}
+
+/**
+ * The load generator. wrk (C, Debian's `wrk` package) when installed, because it leaves more of
+ * the two cores to the server under test; autocannon (JavaScript, from npm) otherwise. Every
+ * phase of one run uses the same generator, so the ratios compare like with like.
+ */
+const WRK = process.env.BENCH_LOADGEN !== 'autocannon' && existsSync('/usr/bin/wrk') ? '/usr/bin/wrk' : undefined;
+
+type Spec = { method: 'POST'; path: string; headers: Record<string, string>; bodies: string[] };
+
+function luaString(s: string): string {
+  return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}
+
+/** The same spec for autocannon: each request takes the next body. */
+function toAutocannon(spec: Spec): autocannon.Request {
+  let turn = 0;
+  return {
+    method: spec.method, path: spec.path, headers: spec.headers,
+    setupRequest: (req) => ({ ...req, body: spec.bodies[turn++ % spec.bodies.length]! }),
+  };
+}
+
+/** Runs wrk with a script that cycles through the request bodies; latencies come back in µs. */
+async function loadWrk(base: string, spec: Spec, seconds: number, dir: string): Promise<Load> {
+  const script = join(dir, `load-${Math.random().toString(36).slice(2)}.lua`);
+  const headers = Object.entries(spec.headers).map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`).join(', ');
+  writeFileSync(script, [
+    `local bodies = { ${spec.bodies.map(luaString).join(', ')} }`,
+    'local i = 0',
+    'request = function()',
+    '  i = i + 1',
+    `  return wrk.format(${luaString(spec.method)}, ${luaString(spec.path)}, { ${headers} }, bodies[(i % #bodies) + 1])`,
+    'end',
+    'done = function(summary, latency, requests)',
+    '  local e = summary.errors',
+    '  io.write(string.format("RESULT %d %d %d %d %d %d\\n", summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.status, e.connect + e.read + e.write + e.timeout))',
+    'end',
+  ].join('\n'));
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn(WRK!, ['-t2', `-c${CONNECTIONS}`, `-d${seconds}s`, '-s', script, base], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}:\n${text}`))));
+  });
+  const m = /RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)/.exec(out);
+  if (!m) throw new Error(`wrk printed no result:\n${out}`);
+  const [, total, durationUs, p50, p99, non2xx, errors] = m.map(Number) as number[];
+  return { rps: total! / (durationUs! / 1e6), p50: Math.round(p50! / 100) / 10, p99: Math.round(p99! / 100) / 10, non2xx: non2xx!, errors: errors!, total: total! };
 }
 
 async function load(url: string, requests: autocannon.Request[], seconds = DURATION_S): Promise<Load> {
@@ -117,41 +167,34 @@ async function main(): Promise<void> {
       await admin.setPolicy({ agentId: agent!.id, allowlist: [RECIPIENT], spendCapUsd: '1000000000', approvalThresholdUsd: '1000000' }, auth);
       agents.push(agent!.id);
     }
-    let turn = 0;
-    const signRequest: autocannon.Request = {
-      method: 'POST',
-      path: '/api/sign',
-      headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' },
-      setupRequest: (req) => ({
-        ...req,
-        body: JSON.stringify({ agent_id: agents[turn++ % agents.length], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
-      }),
+    const headers = { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' };
+    const signSpec: Spec = {
+      method: 'POST', path: '/api/sign', headers,
+      bodies: agents.map((id) => JSON.stringify({ agent_id: id, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 })),
     };
-    const echoRequest: autocannon.Request = {
-      method: 'POST', path: '/', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ agent_id: agents[0], type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }),
+    const echoSpec: Spec = { method: 'POST', path: '/', headers: { 'content-type': 'application/json' }, bodies: [signSpec.bodies[0]!] };
+    const quoteSpec: Spec = {
+      method: 'POST', path: '/api/quote', headers, bodies: agents.map((id) => JSON.stringify({ url: paywall.url, agent_id: id })),
     };
+    const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
     // BENCH_ONLY=sign or quote skips the baselines and the other phase (for profiling the server).
     const only = process.env.BENCH_ONLY;
+    process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
     const reference = only ? NaN : await referenceClientRate(5);
     process.stderr.write('warming up…\n');
-    await load(base!, [signRequest], 3);
+    await run(base!, signSpec, 3);
     process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
-    const sign = only === 'quote' ? await load(base!, [signRequest], 1) : await load(base!, [signRequest]);
+    const sign = await run(base!, signSpec, only === 'quote' ? 1 : DURATION_S);
     process.stderr.write('bare node:http JSON echo, same load…\n');
-    const bare = only ? sign : await load(`http://127.0.0.1:${echoPort}`, [echoRequest]);
+    const bare = only ? sign : await run(`http://127.0.0.1:${echoPort}`, echoSpec);
     let quote: Load | undefined;
     if (only !== 'sign') {
-      const quoteRequest: autocannon.Request = {
-        method: 'POST', path: '/api/quote', headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' },
-        setupRequest: (req) => ({ ...req, body: JSON.stringify({ url: paywall.url, agent_id: agents[turn++ % agents.length] }) }),
-      };
       // One miss fills the cache; everything measured afterwards is a cache hit.
-      await fetch(`${base}/api/quote`, { method: 'POST', headers: signRequest.headers as Record<string, string>, body: JSON.stringify({ url: paywall.url, agent_id: agents[0] }) });
+      await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
       process.stderr.write('POST /api/quote (cache hits), same load…\n');
-      quote = await load(base!, [quoteRequest]);
+      quote = await run(base!, quoteSpec);
     }
 
     const rows: Array<[string, string, string, string]> = [
@@ -161,6 +204,8 @@ async function main(): Promise<void> {
       ['x402 reference client, in-process signing (baseline)', reference.toFixed(0), '-', '-'],
     ];
     const lines = [
+      `load generator: ${WRK ? 'wrk -t2' : 'autocannon'}, ${CONNECTIONS} connections, ${DURATION_S} s per phase`,
+      '',
       `| measurement | req/s | p50 / p99 ms | failed |`,
       `|---|---|---|---|`,
       ...rows.map((r) => `| ${r.join(' | ')} |`),
