@@ -80,5 +80,8 @@ export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: strin
     `  curl -s '${url}/api/resolve?slug=example' -H 'Authorization: Bearer ${file.api_key}'`,
     `  npx paypolicy agent list --org ${file.org_id}     (admin CLI; reads the token from bootstrap.json)`,
     '',
+    `Dashboard: ${url}/dashboard — create its first owner (the password is read from stdin):`,
+    `  npx paypolicy user create --org ${file.org_id} --email you@example.com --role owner --password-stdin`,
+    '',
   ].join('\n');
 }
