@@ -10,7 +10,7 @@ import { requireAgentInOrg } from './agents.js';
 import { expireIfDue } from './approvals.js';
 import type { AppDeps } from './deps.js';
 import { storeRequest, type SignedPayment } from './signedPayment.js';
-import { isPaywallRequest, preparePayment, type StoredPaywallRequest } from './preparePayment.js';
+import { preparePayment, type StoredPaywallRequest } from './preparePayment.js';
 import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer } from './paywall.js';
 import { checkUrl } from '../probe/safeFetch.js';
 

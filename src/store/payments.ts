@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import type { TransactionRecord } from '../domain/types.js';
 
 /**
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
@@ -9,17 +10,7 @@ import type { Db } from './db.js';
  * approved → signing | denied (the paywall's offer changed). holds_cap is 1 exactly in signing,
  * signed, approved and pending_approval.
  */
-export type PaymentRow = {
-  id: string;
-  orgId: string;
-  agentId: string;
-  type: string;
-  status: string;
-  chainId: number;
-  recipient: string;
-  amountMicros: bigint;
-  reason: string;
-  serviceSlug: string;
+export type PaymentRow = TransactionRecord & {
   resourceUrl: string;
   idempotencyKey: string | null;
   requestHash: string;
@@ -27,8 +18,6 @@ export type PaymentRow = {
   request: string;
   /** JSON of the signed result, replayed to idempotent repeats. */
   result: string | null;
-  approvalId: string | null;
-  createdAt: number;
 };
 
 type Raw = {
