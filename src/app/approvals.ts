@@ -8,7 +8,13 @@ import type { ApprovalRow } from '../store/approvals.js';
 import type { AppDeps } from './deps.js';
 import { requireOrganization } from './organizations.js';
 import { CAP_WINDOW_MS, policyFacts, signAndSettle } from './sign.js';
-import { isPaywallRequest } from './preparePayment.js';
+import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
+import { offerFromJson, splitRecipients } from './paywall.js';
+
+/** Split recipients of a stored paywall request (none for the direct types). */
+function storedSplitRecipients(request: string): string[] {
+  return isPaywallRequest(request) ? splitRecipients(offerFromJson((JSON.parse(request) as StoredPaywallRequest).offer)) : [];
+}
 
 export const EXPIRED_REASON = 'Approval request expired before a human decided';
 
@@ -96,7 +102,11 @@ export async function decideApproval(
     // The pending row already holds its amount against the cap; count it once, as this payment.
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
     // The registry attribution made when the payment was requested still vouches for a slug entry.
-    const facts = { ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, own), attributedSlug: tx.serviceSlug || null };
+    const facts = {
+      ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, own),
+      attributedSlug: tx.serviceSlug || null,
+      otherRecipients: storedSplitRecipients(tx.request),
+    };
     const verdict = evaluatePolicy(facts, { skipThreshold: true });
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
     approvals.decide(a.id, 'approved', now, decidedBy, note);

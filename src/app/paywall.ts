@@ -60,12 +60,19 @@ export function offerFromJson(json: unknown): Offer {
 }
 
 /**
- * Whether a fresh offer still pays what a human approved: same rail, chain, token and recipient,
- * and not more. Anything else needs a new request and a new decision.
+ * Whether a fresh offer still pays what a human approved: same rail, chain, token, recipient and
+ * split recipients, and not more. Anything else needs a new request and a new decision.
  */
 export function sameOffer(fresh: Offer, approved: Offer): boolean {
+  const splits = (o: Offer) => splitRecipients(o).sort().join(',');
   return fresh.rail === approved.rail && fresh.chainId === approved.chainId
     && fresh.asset.toLowerCase() === approved.asset.toLowerCase()
     && fresh.payTo.toLowerCase() === approved.payTo.toLowerCase()
+    && splits(fresh) === splits(approved)
     && fresh.amountAtomic <= approved.amountAtomic;
+}
+
+/** Lowercased addresses an offer pays besides its primary recipient (MPP splits). */
+export function splitRecipients(offer: Offer): string[] {
+  return (offer.mpp?.request.methodDetails.splits ?? []).map((s) => s.recipient.toLowerCase());
 }

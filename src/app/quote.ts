@@ -6,7 +6,7 @@ import type { Offer } from '../probe/offer.js';
 import { checkUrl } from '../probe/safeFetch.js';
 import { requireAgentInOrg } from './agents.js';
 import type { AppDeps } from './deps.js';
-import { attributeOffer, probeOffer, requireOfferChain, type ProbeMethod } from './paywall.js';
+import { attributeOffer, probeOffer, requireOfferChain, splitRecipients, type ProbeMethod } from './paywall.js';
 import { policyFacts } from './sign.js';
 
 export type QuoteResult = { offer: Offer; verdict: Verdict; attribution: Attribution; resourceUrl: string; cached: boolean };
@@ -41,6 +41,7 @@ export async function quotePayment(deps: AppDeps, principal: Principal, input: Q
   const attribution = attributeOffer(deps, agent, offer, input.url);
   const verdict = evaluatePolicy({
     ...policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
+    otherRecipients: splitRecipients(offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,
   });

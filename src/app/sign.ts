@@ -11,7 +11,7 @@ import { expireIfDue } from './approvals.js';
 import type { AppDeps } from './deps.js';
 import { storeRequest, type SignedPayment } from './signedPayment.js';
 import { preparePayment, type StoredPaywallRequest } from './preparePayment.js';
-import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer } from './paywall.js';
+import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer, splitRecipients } from './paywall.js';
 import { checkUrl } from '../probe/safeFetch.js';
 
 /** The rolling window of the spend cap. */
@@ -85,6 +85,8 @@ export async function signPayment(deps: AppDeps, principal: Principal, input: Pa
 type Intent = {
   chainId: number;
   recipient: string;
+  /** Split recipients an MPP payment also pays. */
+  otherRecipients: string[];
   amountMicros: bigint;
   attributedSlug: string | null;
   attributionNote: string | null;
@@ -97,7 +99,7 @@ type Intent = {
 async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest): Promise<Intent> {
   if (req.payload.kind !== 'paywall') {
     return {
-      chainId: req.chainId, recipient: req.recipient, amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
+      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
       resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
     };
   }
@@ -113,14 +115,17 @@ async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, 
     payload: req.payload, offer: offerToJson(offer),
   };
   return {
-    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros,
+    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros,
     attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
     resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
   };
 }
 
 function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
-  return { ...policyFacts(deps, agent, intent.recipient, intent.amountMicros), attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote };
+  return {
+    ...policyFacts(deps, agent, intent.recipient, intent.amountMicros),
+    otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
+  };
 }
 
 async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {

@@ -14,6 +14,12 @@ export type PolicyFacts = {
   approvalThresholdMicros: bigint;
   /** Lowercased recipient address. */
   recipient: string;
+  /**
+   * Other lowercased addresses the payment also pays (MPP splits). Allowed through a
+   * registry-attributed slug they are the service's own business; allowed by address, each of
+   * them must be on the allowlist too.
+   */
+  otherRecipients?: readonly string[];
   /** Registry slug the payment is attributed to at runtime, when attribution holds. */
   attributedSlug: string | null;
   /** Why an allowlisted service slug could not vouch for this payment, for the denial reason. */
@@ -49,6 +55,12 @@ export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): V
   }
   const byAddress = f.allowlist.includes(f.recipient);
   const bySlug = f.attributedSlug !== null && f.allowlist.includes(f.attributedSlug);
+  if (byAddress && !bySlug) {
+    const unlisted = (f.otherRecipients ?? []).find((r) => !f.allowlist.includes(r));
+    if (unlisted !== undefined) {
+      return { outcome: 'denied', rule: 'allowlist', reason: `The payment also pays ${unlisted} (a split), which is not on the agent's allowlist` };
+    }
+  }
   if (!byAddress && !bySlug) {
     const reason = f.allowlist.length === 0
       ? `Recipient ${f.recipient} is not on the agent's allowlist (the allowlist is empty)`

@@ -292,7 +292,9 @@ export type MppPeer = Peer & {
  * `eth_sendRawTransaction` answers with the transaction's keccak256. With `stripeOnly`, the
  * server offers only `stripe/charge` (issued offline with a dummy secret key).
  */
-export async function startMppPeer(options: { realm?: string; stripeOnly?: boolean } = {}): Promise<MppPeer> {
+export async function startMppPeer(
+  options: { realm?: string; stripeOnly?: boolean; splits?: Array<{ amount: string; recipient: Address }> } = {},
+): Promise<MppPeer> {
   const broadcasts: Hex[] = [];
   const getClient = () =>
     createClient({
@@ -321,7 +323,10 @@ export async function startMppPeer(options: { realm?: string; stripeOnly?: boole
     : Mppx.create({
       realm,
       secretKey: MPP_SECRET,
-      methods: [tempo.charge({ recipient: MPP_RECIPIENT, testnet: true, getClient, waitForConfirmation: false })],
+      methods: [tempo.charge({
+        recipient: MPP_RECIPIENT, testnet: true, getClient, waitForConfirmation: false,
+        ...(options.splits ? { splits: options.splits } : {}),
+      })],
     });
   const peer = await startFetchPeer(async (request) => {
     const charge = options.stripeOnly ? { amount: '1' } : { amount, description: 'test item' };

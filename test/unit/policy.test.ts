@@ -357,3 +357,24 @@ describe('evaluatePolicy', () => {
     });
   });
 });
+
+describe('evaluatePolicy: split recipients', () => {
+  const base = {
+    agentStatus: 'active' as const, allowlist: ['0xaaaa', 'svc'], spendCapMicros: 10_000_000n, approvalThresholdMicros: 5_000_000n,
+    recipient: '0xaaaa', attributedSlug: null, amountMicros: 1_000_000n, committedMicros: 0n,
+  };
+
+  test('error: allowed by address, an unlisted split recipient denies with the allowlist rule', () => {
+    const v = evaluatePolicy({ ...base, otherRecipients: ['0xbbbb'] });
+    expect(v).toEqual({ outcome: 'denied', rule: 'allowlist', reason: "The payment also pays 0xbbbb (a split), which is not on the agent's allowlist" });
+  });
+
+  test('behavior: allowed by address, listed split recipients pass', () => {
+    expect(evaluatePolicy({ ...base, allowlist: ['0xaaaa', '0xbbbb'], otherRecipients: ['0xbbbb'] }).outcome).toBe('allowed');
+  });
+
+  test('behavior: allowed through the attributed slug, the service decides its splits', () => {
+    expect(evaluatePolicy({ ...base, recipient: '0xcccc', attributedSlug: 'svc', otherRecipients: ['0xbbbb'] }).outcome).toBe('allowed');
+  });
+});
+
