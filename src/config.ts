@@ -18,6 +18,8 @@ export type Config = {
   dev: boolean;
   /** Test-only `host:port` entries exempt from the probe's private-address block. */
   probeAllowHosts: string[];
+  /** JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. */
+  tempoRpcUrl: string | undefined;
 };
 
 export class ConfigError extends Error {
@@ -34,6 +36,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--tls-cert': { env: 'PAYPOLICY_TLS_CERT', key: 'tlsCert' },
   '--tls-key': { env: 'PAYPOLICY_TLS_KEY', key: 'tlsKey' },
   '--signer-threads': { env: 'PAYPOLICY_SIGNER_THREADS', key: 'signerThreads' },
+  '--tempo-rpc-url': { env: 'PAYPOLICY_TEMPO_RPC_URL', key: 'tempoRpcUrl' },
 };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
@@ -67,7 +70,10 @@ export function loadConfig(argv: string[], env: Env): Config {
   for (const h of probeAllowHosts) {
     if (!/^[^\s:/]+:\d{1,5}$/.test(h) && !/^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h)) throw new ConfigError(`PAYPOLICY_PROBE_ALLOW_HOSTS entries must be host:port, got "${h}"`);
   }
+  const tempoRpcUrl = raw.tempoRpcUrl;
+  if (tempoRpcUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(tempoRpcUrl)) throw new ConfigError(`--tempo-rpc-url must be an http(s) URL, got "${tempoRpcUrl}"`);
   return {
+    tempoRpcUrl,
     dev,
     probeAllowHosts,
     signerThreads,

@@ -11,6 +11,7 @@ import { loadMasterKey } from './signing/masterKey.js';
 import { createSignerPool } from './signing/signerPool.js';
 import { defaultSafeFetchOptions } from './probe/safeFetch.js';
 import { createOfferCache } from './probe/offerCache.js';
+import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
@@ -64,6 +65,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     store, vault, signer, now, log, inflight: new Map(),
     probe: { ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts) },
     offers: createOfferCache(now),
+    tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   const interrupted = writeTxn(store.db, () => store.payments.failInterrupted(deps.now()));

@@ -4,7 +4,7 @@ import type { TreasuryVault } from '../signing/treasury.js';
 import type { Store } from '../store/store.js';
 import type { OfferCache } from '../probe/offerCache.js';
 import type { SafeFetchOptions } from '../probe/safeFetch.js';
-import type { TempoFees } from '../signing/tempo.js';
+import type { TempoFeeSource } from '../signing/tempoFees.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
@@ -22,6 +22,6 @@ export type AppDeps = {
   probe: SafeFetchOptions;
   /** Parsed offers reused by quote for 60 s per (organization, url, method). */
   offers: OfferCache;
-  /** Tempo gas and fee values for MPP payments; documented defaults when unset. */
-  tempoFees?: TempoFees;
+  /** Gas and fee values for MPP payments: a configured Tempo RPC, else documented defaults. */
+  tempoFees: TempoFeeSource;
 };

@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import { DomainError } from '../domain/errors.js';
-import { DEFAULT_TEMPO_FEES, prepareMppPayment } from '../signing/tempo.js';
+import { DEFAULT_TEMPO_FEES, prepareMppPayment, type TempoFees } from '../signing/tempo.js';
 import { prepareX402Payment } from '../signing/x402Payment.js';
 import type { AppDeps } from './deps.js';
 import { offerFromJson } from './paywall.js';
@@ -16,6 +16,12 @@ export type StoredPaywallRequest = {
   offer: unknown;
 };
 
+/** The offer of a stored MPP request, whose Tempo fees must be looked up before signing. */
+export function storedMppOffer(stored: string) {
+  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
+  return parsed.payload.kind === 'paywall' && parsed.type === 'mpp' ? offerFromJson((parsed as StoredPaywallRequest).offer) : undefined;
+}
+
 export function isPaywallRequest(stored: string): boolean {
   return (JSON.parse(stored) as { payload: { kind: string } }).payload.kind === 'paywall';
 }
@@ -24,7 +30,7 @@ export function isPaywallRequest(stored: string): boolean {
  * Builds the signing job for any stored request: the direct types from their fields, x402 and
  * mpp from the offer parsed out of the live challenge.
  */
-export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): PreparedSignature {
+export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
   const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
   const nowMs = deps.now();
   if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, loadRequest(stored), Math.floor(nowMs / 1000), nonce);
@@ -40,7 +46,7 @@ export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, 
     };
   }
   if (parsed.type === 'mpp') {
-    const p = prepareMppPayment(orgId, treasury, offer, nowMs, deps.tempoFees ?? DEFAULT_TEMPO_FEES);
+    const p = prepareMppPayment(orgId, treasury, offer, nowMs, fees);
     return {
       job: p.job,
       finish: (out) => {

@@ -10,7 +10,7 @@ import { requireAgentInOrg } from './agents.js';
 import { expireIfDue } from './approvals.js';
 import type { AppDeps } from './deps.js';
 import { storeRequest, type SignedPayment } from './signedPayment.js';
-import { preparePayment, type StoredPaywallRequest } from './preparePayment.js';
+import { preparePayment, storedMppOffer, type StoredPaywallRequest } from './preparePayment.js';
 import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer, splitRecipients } from './paywall.js';
 import { checkUrl } from '../probe/safeFetch.js';
 
@@ -184,9 +184,11 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
 }
 
 async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
+  const mppOffer = storedMppOffer(stored);
+  const fees = mppOffer ? await deps.tempoFees.feesFor(mppOffer, getAddress(treasury)) : undefined;
   let prepared;
   try {
-    prepared = preparePayment(deps, orgId, getAddress(treasury), stored, nonce);
+    prepared = preparePayment(deps, orgId, getAddress(treasury), stored, nonce, fees);
   } catch (err) {
     // A challenge the builders refuse (expired, bad splits) is the caller's 400, not our failure.
     if (err instanceof DomainError && err.kind === 'invalid_argument') throw err;

@@ -28,6 +28,8 @@ export type TestServerOptions = {
   probeAllowHosts?: string[];
   /** PEM files for TLS. */
   tls?: { cert: string; key: string };
+  /** Tempo JSON-RPC endpoint for MPP fee estimates. */
+  tempoRpcUrl?: string;
 };
 
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
@@ -37,7 +39,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const app = await startPaypolicy(
     {
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [],
+      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl,
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
   );

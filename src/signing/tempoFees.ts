@@ -1,0 +1,82 @@
+import type { Logger } from 'pino';
+import { encodeFunctionData, type Address } from 'viem';
+import { Abis } from 'viem/tempo';
+import type { Offer } from '../probe/offer.js';
+import { DEFAULT_TEMPO_FEES, type TempoFees } from './tempo.js';
+
+/** Where MPP payments get their gas and fee values. */
+export type TempoFeeSource = { feesFor(offer: Offer, treasury: Address): Promise<TempoFees> };
+
+/** Bounds on values an RPC may hand us: a broken or hostile node must not set a silly fee. */
+const LIMITS = { maxGas: 2_000_000n, minGas: 21_000n, maxFeePerGas: 100_000_000_000n } as const;
+/** mppx adds this much to its own estimate; a transfer's cost can shift between estimate and inclusion. */
+const GAS_BUFFER = 5_000n;
+const PRICE_TTL_MS = 5_000;
+
+type RpcCall = (method: string, params: unknown[]) => Promise<unknown>;
+
+function jsonRpc(url: string, timeoutMs: number): RpcCall {
+  let id = 0;
+  return async (method, params) => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = (await res.json()) as { result?: unknown; error?: { message?: string } };
+    if (!res.ok || body.error || body.result === undefined) throw new Error(`${method}: ${body.error?.message ?? `HTTP ${res.status}`}`);
+    return body.result;
+  };
+}
+
+function quantity(value: unknown, what: string): bigint {
+  if (typeof value !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(value)) throw new Error(`${what} is not a hex quantity`);
+  return BigInt(value);
+}
+
+/**
+ * Gas and fees for MPP Tempo transactions. Without an RPC endpoint, the documented defaults
+ * (DEFAULT_TEMPO_FEES). With one, for offers on the chain it serves: gas from eth_estimateGas of
+ * the primary transfer (plus a buffer, and once more per split), maxFeePerGas twice eth_gasPrice,
+ * the tip from eth_maxPriorityFeePerGas, all bounded. Prices are reused for 5 s. If the RPC fails
+ * the defaults are used and a warning logged: a payment should not fail because a fee estimate did.
+ */
+export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, timeoutMs = 2_000): TempoFeeSource {
+  if (!rpcUrl) return { feesFor: async () => DEFAULT_TEMPO_FEES };
+  const call = jsonRpc(rpcUrl, timeoutMs);
+  let chainId: Promise<number> | undefined;
+  let prices: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
+
+  async function currentPrices() {
+    if (prices && Date.now() - prices.at < PRICE_TTL_MS) return prices;
+    const [gasPrice, tip] = await Promise.all([call('eth_gasPrice', []), call('eth_maxPriorityFeePerGas', [])]);
+    let maxFeePerGas = 2n * quantity(gasPrice, 'eth_gasPrice');
+    if (maxFeePerGas > LIMITS.maxFeePerGas) maxFeePerGas = LIMITS.maxFeePerGas;
+    let maxPriorityFeePerGas = quantity(tip, 'eth_maxPriorityFeePerGas');
+    if (maxPriorityFeePerGas > maxFeePerGas) maxPriorityFeePerGas = maxFeePerGas;
+    prices = { at: Date.now(), maxFeePerGas, maxPriorityFeePerGas };
+    return prices;
+  }
+
+  return {
+    async feesFor(offer, treasury) {
+      try {
+        chainId ??= call('eth_chainId', []).then((v) => Number(quantity(v, 'eth_chainId')));
+        if ((await chainId) !== offer.chainId) return DEFAULT_TEMPO_FEES;
+        const request = offer.mpp!.request;
+        const data = encodeFunctionData({ abi: Abis.tip20, functionName: 'transferWithMemo', args: [offer.payTo, offer.amountAtomic, `0x${'00'.repeat(32)}`] });
+        const [estimate, p] = await Promise.all([call('eth_estimateGas', [{ from: treasury, to: request.currency, data }]), currentPrices()]);
+        const transfers = BigInt(1 + (request.methodDetails.splits?.length ?? 0));
+        let gas = (quantity(estimate, 'eth_estimateGas') + GAS_BUFFER) * transfers;
+        if (gas < LIMITS.minGas) gas = LIMITS.minGas;
+        if (gas > LIMITS.maxGas) gas = LIMITS.maxGas;
+        return { gas, maxFeePerGas: p.maxFeePerGas, maxPriorityFeePerGas: p.maxPriorityFeePerGas };
+      } catch (err) {
+        chainId = undefined;
+        log.warn({ err: (err as Error).message }, 'Tempo fee estimate failed; using the default fees');
+        return DEFAULT_TEMPO_FEES;
+      }
+    },
+  };
+}
