@@ -38,7 +38,7 @@ describe('AdminService authentication', () => {
     (admin[name as keyof typeof admin] as unknown as (req: object, o: CallOptions) => Promise<unknown>)({}, options);
 
   test('error: unauthenticated: every RPC without an Authorization header', async () => {
-    expect(methods.length).toBe(18);
+    expect(methods.length).toBe(19);
     for (const m of methods) {
       const err = await expectRpcError(call(m.localName, anonymous), Code.Unauthenticated, /Missing Authorization header/);
       expect(err.metadata.get('x-error-code'), m.name).toBe('unauthenticated');
@@ -120,6 +120,39 @@ describe('CreateOrganization / ListOrganizations', () => {
     for (const w of [1, 59, 604801, 4294967295]) {
       await expectRpcError(admin.createOrganization({ name: 'w', approvalWindowSeconds: w }, auth), Code.InvalidArgument, /approval_window_seconds must be between 60 and 604800/);
     }
+  });
+});
+
+describe('UpdateOrganization', () => {
+  test('behavior: renames and changes the approval window; unset fields keep their value', async () => {
+    const org = await newOrg('before');
+    const renamed = await admin.updateOrganization({ orgId: org.id, name: 'after' }, auth);
+    expect(renamed.organization).toMatchObject({ id: org.id, name: 'after', approvalWindowSeconds: 3600 });
+    const rewindowed = await admin.updateOrganization({ orgId: org.id, approvalWindowSeconds: 900 }, auth);
+    expect(rewindowed.organization).toMatchObject({ name: 'after', approvalWindowSeconds: 900 });
+    const { organizations } = await admin.listOrganizations({}, auth);
+    expect(organizations.find((o) => o.id === org.id)).toMatchObject({ name: 'after', approvalWindowSeconds: 900 });
+  });
+
+  test('behavior: new approval requests of the bootstrapped organization get the new window', async () => {
+    await admin.updateOrganization({ orgId: s.bootstrap.org_id, approvalWindowSeconds: 120 }, auth);
+    const recipient = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
+    const { agent } = await admin.createAgent({ orgId: s.bootstrap.org_id, name: 'window' }, auth);
+    await admin.setPolicy({ agentId: agent!.id, allowlist: [recipient], spendCapUsd: '10', approvalThresholdUsd: '1' }, auth);
+    const r = await rest(s.url, 'POST', '/api/sign', {
+      key: s.bootstrap.api_key, body: { agent_id: agent!.id, type: 'eip3009', recipient_address: recipient, amount_usd: 2 },
+    });
+    expect(r.status).toBe(202);
+    const status = await rest(s.url, 'GET', `/api/approvals/${r.json.approval_request_id}/status`, { key: s.bootstrap.api_key });
+    expect(Date.parse(status.json.expires_at) - clock).toBe(120_000);
+    await admin.updateOrganization({ orgId: s.bootstrap.org_id, approvalWindowSeconds: 3600 }, auth);
+  });
+
+  test('error: invalid_argument for a bad window or name; not_found for an unknown organization', async () => {
+    const org = await newOrg('bounds');
+    await expectRpcError(admin.updateOrganization({ orgId: org.id, approvalWindowSeconds: 59 }, auth), Code.InvalidArgument, /approval_window_seconds/);
+    await expectRpcError(admin.updateOrganization({ orgId: org.id, name: ' ' }, auth), Code.InvalidArgument, /name/);
+    await expectRpcError(admin.updateOrganization({ orgId: 'org_000000000000000000000000', name: 'x' }, auth), Code.NotFound, /Organization not found/);
   });
 });
 

@@ -245,7 +245,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
   test('error: usage mistakes exit 2 with one line on stderr and nothing sent', async () => {
     const cases: Array<[string[], string]> = [
       [['frobnicate'], 'paypolicy: unknown command "frobnicate"; run "paypolicy help" for the list'],
-      [['org', 'explode'], 'paypolicy: unknown command "org explode"; org actions are create, list'],
+      [['org', 'explode'], 'paypolicy: unknown command "org explode"; org actions are create, update, list'],
       [['org'], 'paypolicy: org needs an action: create, list'],
       [['org', 'list', '--colour'], 'paypolicy: unknown option --colour'],
       [['org', 'create'], 'paypolicy: missing required option --name'],

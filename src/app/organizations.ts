@@ -15,15 +15,30 @@ export function requireOrganization(deps: AppDeps, orgId: string): Organization 
   return org;
 }
 
-export function createOrganization(deps: AppDeps, input: { name: string; approvalWindowSeconds?: number }): Organization {
-  const name = requireName(input.name, 'name');
-  const window = input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS;
+function requireWindow(window: number): number {
   if (!Number.isInteger(window) || window < 60 || window > MAX_APPROVAL_WINDOW_SECONDS) {
     throw invalidArgument(`approval_window_seconds must be between 60 and ${MAX_APPROVAL_WINDOW_SECONDS}`);
   }
+  return window;
+}
+
+export function createOrganization(deps: AppDeps, input: { name: string; approvalWindowSeconds?: number }): Organization {
+  const name = requireName(input.name, 'name');
+  const window = requireWindow(input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS);
   const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
   writeTxn(deps.store.db, () => deps.store.organizations.insert(org));
   return { ...org, treasuryAddress: null };
+}
+
+/** Renames an organization or changes its approval window; pending approvals keep their expiry. */
+export function updateOrganization(deps: AppDeps, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Organization {
+  const name = input.name === undefined ? undefined : requireName(input.name, 'name');
+  const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
+  return writeTxn(deps.store.db, () => {
+    const org = requireOrganization(deps, input.orgId);
+    deps.store.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
+    return deps.store.organizations.get(org.id)!;
+  });
 }
 
 export function listOrganizations(deps: AppDeps): Organization[] {

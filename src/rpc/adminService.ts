@@ -10,7 +10,7 @@ import { createDashboardUser } from '../app/dashboardUsers.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
-import { createOrganization, listOrganizations, provisionTreasury } from '../app/organizations.js';
+import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
 import { deleteService, listServices, upsertService } from '../app/registry.js';
 import { invalidArgument } from '../domain/errors.js';
 import {
@@ -31,6 +31,10 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     createOrganization(req, ctx) {
       admin(ctx);
       return { organization: organizationToProto(createOrganization(deps, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+    },
+    updateOrganization(req, ctx) {
+      admin(ctx);
+      return { organization: organizationToProto(updateOrganization(deps, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
     listOrganizations(_req, ctx) {
       admin(ctx);

@@ -15,6 +15,7 @@ export function createOrganizationStore(db: Db) {
   const insert = db.prepare('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)');
   const byId = db.prepare(`${SELECT} WHERE o.id = ?`);
   const all = db.prepare(`${SELECT} ORDER BY o.created_at, o.id`);
+  const update = db.prepare('UPDATE organizations SET name = ?, approval_window_s = ? WHERE id = ?');
   const insertTreasury = db.prepare('INSERT INTO treasuries (org_id, address, key_ciphertext, created_at) VALUES (?, ?, ?, ?)');
   const treasuryKey = db.prepare('SELECT address, key_ciphertext FROM treasuries WHERE org_id = ?');
   return {
@@ -24,6 +25,9 @@ export function createOrganizationStore(db: Db) {
     get(id: string): Organization | undefined {
       const r = byId.get(id) as OrgRow | undefined;
       return r && toOrg(r);
+    },
+    update(id: string, name: string, approvalWindowSeconds: number): void {
+      update.run(name, approvalWindowSeconds, id);
     },
     list(): Organization[] {
       return (all.all() as OrgRow[]).map(toOrg);

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file paypolicy/v1/admin.proto.
  */
 export const file_paypolicy_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiIaChhMaXN0T3JnYW5pemF0aW9uc1JlcXVlc3QiTgoZTGlzdE9yZ2FuaXphdGlvbnNSZXNwb25zZRIxCg1vcmdhbml6YXRpb25zGAEgAygLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiIqChhQcm92aXNpb25UcmVhc3VyeVJlcXVlc3QSDgoGb3JnX2lkGAEgASgJIjUKGVByb3Zpc2lvblRyZWFzdXJ5UmVzcG9uc2USGAoQdHJlYXN1cnlfYWRkcmVzcxgBIAEoCSLLAQoGQXBpS2V5EgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRImCgRtb2RlGAMgASgOMhgucGF5cG9saWN5LnYxLkFwaUtleU1vZGUSDgoGcHJlZml4GAQgASgJEg0KBWxhYmVsGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlwKE0NyZWF0ZUFwaUtleVJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEiYKBG1vZGUYAiABKA4yGC5wYXlwb2xpY3kudjEuQXBpS2V5TW9kZRINCgVsYWJlbBgDIAEoCSJUChRDcmVhdGVBcGlLZXlSZXNwb25zZRIlCgdhcGlfa2V5GAEgASgLMhQucGF5cG9saWN5LnYxLkFwaUtleRIVCg1wbGFpbnRleHRfa2V5GAIgASgJIiEKE1Jldm9rZUFwaUtleVJlcXVlc3QSCgoCaWQYASABKAkiPQoUUmV2b2tlQXBpS2V5UmVzcG9uc2USJQoHYXBpX2tleRgBIAEoCzIULnBheXBvbGljeS52MS5BcGlLZXkiJAoSTGlzdEFwaUtleXNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSI9ChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiYKCGFwaV9rZXlzGAEgAygLMhQucGF5cG9saWN5LnYxLkFwaUtleSKCAQoGUG9saWN5EhEKCWFsbG93bGlzdBgBIAMoCRIVCg1zcGVuZF9jYXBfdXNkGAIgASgJEh4KFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYAyABKAkSLgoKdXBkYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiyQEKBUFnZW50EgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIkCgZwb2xpY3kYBSABKAsyFC5wYXlwb2xpY3kudjEuUG9saWN5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfcGluZ19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMgoSQ3JlYXRlQWdlbnRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIMCgRuYW1lGAIgASgJIjkKE0NyZWF0ZUFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiYgoSVXBkYXRlQWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgZzdGF0dXMYAyABKAlIAYgBAUIHCgVfbmFtZUIJCgdfc3RhdHVzIjkKE1VwZGF0ZUFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjYKEEdldEFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiIwoRTGlzdEFnZW50c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJIjkKEkxpc3RBZ2VudHNSZXNwb25zZRIjCgZhZ2VudHMYASADKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQibgoQU2V0UG9saWN5UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglhbGxvd2xpc3QYAiADKAkSFQoNc3BlbmRfY2FwX3VzZBgDIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAQgASgJIjkKEVNldFBvbGljeVJlc3BvbnNlEiQKBnBvbGljeRgBIAEoCzIULnBheXBvbGljeS52MS5Qb2xpY3kiRAoUVXBzZXJ0U2VydmljZVJlcXVlc3QSLAoHc2VydmljZRgBIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkIkUKFVVwc2VydFNlcnZpY2VSZXNwb25zZRIsCgdzZXJ2aWNlGAEgASgLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQiJAoURGVsZXRlU2VydmljZVJlcXVlc3QSDAoEc2x1ZxgBIAEoCSIXChVEZWxldGVTZXJ2aWNlUmVzcG9uc2UiFQoTTGlzdFNlcnZpY2VzUmVxdWVzdCJFChRMaXN0U2VydmljZXNSZXNwb25zZRItCghzZXJ2aWNlcxgBIAMoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkIo0CCgtUcmFuc2FjdGlvbhIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSDAoEdHlwZRgEIAEoCRIOCgZzdGF0dXMYBSABKAkSEgoKYW1vdW50X3VzZBgGIAEoCRIZChFyZWNpcGllbnRfYWRkcmVzcxgHIAEoCRIQCghjaGFpbl9pZBgIIAEoDRIOCgZyZWFzb24YCSABKAkSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTYXBwcm92YWxfcmVxdWVzdF9pZBgLIAEoCRIUCgxzZXJ2aWNlX3NsdWcYDCABKAkixAEKF0xpc3RUcmFuc2FjdGlvbnNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSKAoEZnJvbRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgGIAEoDRISCgpwYWdlX3Rva2VuGAcgASgJImQKGExpc3RUcmFuc2FjdGlvbnNSZXNwb25zZRIvCgx0cmFuc2FjdGlvbnMYASADKAsyGS5wYXlwb2xpY3kudjEuVHJhbnNhY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJItcCCghBcHByb3ZhbBIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSFgoOdHJhbnNhY3Rpb25faWQYAyABKAkSEAoIYWdlbnRfaWQYBCABKAkSEgoKYW1vdW50X3VzZBgFIAEoCRIZChFyZWNpcGllbnRfYWRkcmVzcxgGIAEoCRIOCgZyZWFzb24YByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZGVjaWRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVjaWRlZF9ieRgLIAEoCRIMCgRub3RlGAwgASgJEhQKDHNlcnZpY2Vfc2x1ZxgNIAEoCSI2ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJIkIKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRIpCglhcHByb3ZhbHMYASADKAsyFi5wYXlwb2xpY3kudjEuQXBwcm92YWwibwoVRGVjaWRlQXBwcm92YWxSZXF1ZXN0EgoKAmlkGAEgASgJEigKCGRlY2lzaW9uGAIgASgOMhYucGF5cG9saWN5LnYxLkRlY2lzaW9uEgwKBG5vdGUYAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJCChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEigKCGFwcHJvdmFsGAEgASgLMhYucGF5cG9saWN5LnYxLkFwcHJvdmFsIqcBCg1EYXNoYm9hcmRVc2VyEgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIpCgRyb2xlGAQgASgOMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFJvbGUSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIZGlzYWJsZWQYBiABKAgieAoaQ3JlYXRlRGFzaGJvYXJkVXNlclJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEikKBHJvbGUYAyABKA4yGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkUm9sZRIQCghwYXNzd29yZBgEIAEoCSJIChtDcmVhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2USKQoEdXNlchgBIAEoCzIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRVc2VyKlgKCkFwaUtleU1vZGUSHAoYQVBJX0tFWV9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRQVBJX0tFWV9NT0RFX0xJVkUQARIVChFBUElfS0VZX01PREVfVEVTVBACKk0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVDSVNJT05fQVBQUk9WRRABEhEKDURFQ0lTSU9OX0RFTlkQAiqBAQoNRGFzaGJvYXJkUm9sZRIeChpEQVNIQk9BUkRfUk9MRV9VTlNQRUNJRklFRBAAEhgKFERBU0hCT0FSRF9ST0xFX09XTkVSEAESGwoXREFTSEJPQVJEX1JPTEVfQVBQUk9WRVIQAhIZChVEQVNIQk9BUkRfUk9MRV9WSUVXRVIQAzKLDQoMQWRtaW5TZXJ2aWNlEmcKEkNyZWF0ZU9yZ2FuaXphdGlvbhInLnBheXBvbGljeS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0GigucGF5cG9saWN5LnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEmkKEUxpc3RPcmdhbml6YXRpb25zEiYucGF5cG9saWN5LnYxLkxpc3RPcmdhbml6YXRpb25zUmVxdWVzdBonLnBheXBvbGljeS52MS5MaXN0T3JnYW5pemF0aW9uc1Jlc3BvbnNlIgOQAgESZAoRUHJvdmlzaW9uVHJlYXN1cnkSJi5wYXlwb2xpY3kudjEuUHJvdmlzaW9uVHJlYXN1cnlSZXF1ZXN0GicucGF5cG9saWN5LnYxLlByb3Zpc2lvblRyZWFzdXJ5UmVzcG9uc2USVQoMQ3JlYXRlQXBpS2V5EiEucGF5cG9saWN5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USVQoMUmV2b2tlQXBpS2V5EiEucGF5cG9saWN5LnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USVwoLTGlzdEFwaUtleXMSIC5wYXlwb2xpY3kudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiEucGF5cG9saWN5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJSCgtDcmVhdGVBZ2VudBIgLnBheXBvbGljeS52MS5DcmVhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuQ3JlYXRlQWdlbnRSZXNwb25zZRJSCgtVcGRhdGVBZ2VudBIgLnBheXBvbGljeS52MS5VcGRhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuVXBkYXRlQWdlbnRSZXNwb25zZRJOCghHZXRBZ2VudBIdLnBheXBvbGljeS52MS5HZXRBZ2VudFJlcXVlc3QaHi5wYXlwb2xpY3kudjEuR2V0QWdlbnRSZXNwb25zZSIDkAIBElQKCkxpc3RBZ2VudHMSHy5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1JlcXVlc3QaIC5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1Jlc3BvbnNlIgOQAgESTAoJU2V0UG9saWN5Eh4ucGF5cG9saWN5LnYxLlNldFBvbGljeVJlcXVlc3QaHy5wYXlwb2xpY3kudjEuU2V0UG9saWN5UmVzcG9uc2USWAoNVXBzZXJ0U2VydmljZRIiLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVzcG9uc2USWAoNRGVsZXRlU2VydmljZRIiLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVzcG9uc2USWgoMTGlzdFNlcnZpY2VzEiEucGF5cG9saWN5LnYxLkxpc3RTZXJ2aWNlc1JlcXVlc3QaIi5wYXlwb2xpY3kudjEuTGlzdFNlcnZpY2VzUmVzcG9uc2UiA5ACARJmChBMaXN0VHJhbnNhY3Rpb25zEiUucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXF1ZXN0GiYucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXNwb25zZSIDkAIBEl0KDUxpc3RBcHByb3ZhbHMSIi5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIy5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlIgOQAgESWwoORGVjaWRlQXBwcm92YWwSIy5wYXlwb2xpY3kudjEuRGVjaWRlQXBwcm92YWxSZXF1ZXN0GiQucGF5cG9saWN5LnYxLkRlY2lkZUFwcHJvdmFsUmVzcG9uc2USagoTQ3JlYXRlRGFzaGJvYXJkVXNlchIoLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVxdWVzdBopLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
+  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiKJAQoZVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEiQKF2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzGAMgASgNSAGIAQFCBwoFX25hbWVCGgoYX2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzIk4KGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjAKDG9yZ2FuaXphdGlvbhgBIAEoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iGgoYTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0Ik4KGUxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2USMQoNb3JnYW5pemF0aW9ucxgBIAMoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iKgoYUHJvdmlzaW9uVHJlYXN1cnlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSI1ChlQcm92aXNpb25UcmVhc3VyeVJlc3BvbnNlEhgKEHRyZWFzdXJ5X2FkZHJlc3MYASABKAkiywEKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSJgoEbW9kZRgDIAEoDjIYLnBheXBvbGljeS52MS5BcGlLZXlNb2RlEg4KBnByZWZpeBgEIAEoCRINCgVsYWJlbBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcChNDcmVhdGVBcGlLZXlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRImCgRtb2RlGAIgASgOMhgucGF5cG9saWN5LnYxLkFwaUtleU1vZGUSDQoFbGFiZWwYAyABKAkiVAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USJQoHYXBpX2tleRgBIAEoCzIULnBheXBvbGljeS52MS5BcGlLZXkSFQoNcGxhaW50ZXh0X2tleRgCIAEoCSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIj0KFFJldm9rZUFwaUtleVJlc3BvbnNlEiUKB2FwaV9rZXkYASABKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5IiQKEkxpc3RBcGlLZXlzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkiPQoTTGlzdEFwaUtleXNSZXNwb25zZRImCghhcGlfa2V5cxgBIAMoCzIULnBheXBvbGljeS52MS5BcGlLZXkiggEKBlBvbGljeRIRCglhbGxvd2xpc3QYASADKAkSFQoNc3BlbmRfY2FwX3VzZBgCIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAMgASgJEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIskBCgVBZ2VudBIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJAoGcG9saWN5GAUgASgLMhQucGF5cG9saWN5LnYxLlBvbGljeRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3BpbmdfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjIKEkNyZWF0ZUFnZW50UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDAoEbmFtZRgCIAEoCSI5ChNDcmVhdGVBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50ImIKElVwZGF0ZUFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESEwoGc3RhdHVzGAMgASgJSAGIAQFCBwoFX25hbWVCCQoHX3N0YXR1cyI5ChNVcGRhdGVBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI2ChBHZXRBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IiMKEUxpc3RBZ2VudHNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSI5ChJMaXN0QWdlbnRzUmVzcG9uc2USIwoGYWdlbnRzGAEgAygLMhMucGF5cG9saWN5LnYxLkFnZW50Im4KEFNldFBvbGljeVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJYWxsb3dsaXN0GAIgAygJEhUKDXNwZW5kX2NhcF91c2QYAyABKAkSHgoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgEIAEoCSI5ChFTZXRQb2xpY3lSZXNwb25zZRIkCgZwb2xpY3kYASABKAsyFC5wYXlwb2xpY3kudjEuUG9saWN5IkQKFFVwc2VydFNlcnZpY2VSZXF1ZXN0EiwKB3NlcnZpY2UYASABKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZCJFChVVcHNlcnRTZXJ2aWNlUmVzcG9uc2USLAoHc2VydmljZRgBIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkIiQKFERlbGV0ZVNlcnZpY2VSZXF1ZXN0EgwKBHNsdWcYASABKAkiFwoVRGVsZXRlU2VydmljZVJlc3BvbnNlIhUKE0xpc3RTZXJ2aWNlc1JlcXVlc3QiRQoUTGlzdFNlcnZpY2VzUmVzcG9uc2USLQoIc2VydmljZXMYASADKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZCKNAgoLVHJhbnNhY3Rpb24SCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEgwKBHR5cGUYBCABKAkSDgoGc3RhdHVzGAUgASgJEhIKCmFtb3VudF91c2QYBiABKAkSGQoRcmVjaXBpZW50X2FkZHJlc3MYByABKAkSEAoIY2hhaW5faWQYCCABKA0SDgoGcmVhc29uGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2FwcHJvdmFsX3JlcXVlc3RfaWQYCyABKAkSFAoMc2VydmljZV9zbHVnGAwgASgJIsQBChdMaXN0VHJhbnNhY3Rpb25zUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEigKBGZyb20YBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBiABKA0SEgoKcGFnZV90b2tlbhgHIAEoCSJkChhMaXN0VHJhbnNhY3Rpb25zUmVzcG9uc2USLwoMdHJhbnNhY3Rpb25zGAEgAygLMhkucGF5cG9saWN5LnYxLlRyYW5zYWN0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLXAgoIQXBwcm92YWwSCgoCaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAMgASgJEhAKCGFnZW50X2lkGAQgASgJEhIKCmFtb3VudF91c2QYBSABKAkSGQoRcmVjaXBpZW50X2FkZHJlc3MYBiABKAkSDgoGcmVhc29uGAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmRlY2lkZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmRlY2lkZWRfYnkYCyABKAkSDAoEbm90ZRgMIAEoCRIUCgxzZXJ2aWNlX3NsdWcYDSABKAkiNgoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSJCChVMaXN0QXBwcm92YWxzUmVzcG9uc2USKQoJYXBwcm92YWxzGAEgAygLMhYucGF5cG9saWN5LnYxLkFwcHJvdmFsIm8KFURlY2lkZUFwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIoCghkZWNpc2lvbhgCIAEoDjIWLnBheXBvbGljeS52MS5EZWNpc2lvbhIMCgRub3RlGAMgASgJEhIKCmRlY2lkZWRfYnkYBCABKAkiQgoWRGVjaWRlQXBwcm92YWxSZXNwb25zZRIoCghhcHByb3ZhbBgBIAEoCzIWLnBheXBvbGljeS52MS5BcHByb3ZhbCKnAQoNRGFzaGJvYXJkVXNlchIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSDQoFZW1haWwYAyABKAkSKQoEcm9sZRgEIAEoDjIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRSb2xlEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAYgASgIIngKGkNyZWF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIpCgRyb2xlGAMgASgOMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFJvbGUSEAoIcGFzc3dvcmQYBCABKAkiSAobQ3JlYXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlEikKBHVzZXIYASABKAsyGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkVXNlcipYCgpBcGlLZXlNb2RlEhwKGEFQSV9LRVlfTU9ERV9VTlNQRUNJRklFRBAAEhUKEUFQSV9LRVlfTU9ERV9MSVZFEAESFQoRQVBJX0tFWV9NT0RFX1RFU1QQAipNCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhQKEERFQ0lTSU9OX0FQUFJPVkUQARIRCg1ERUNJU0lPTl9ERU5ZEAIqgQEKDURhc2hib2FyZFJvbGUSHgoaREFTSEJPQVJEX1JPTEVfVU5TUEVDSUZJRUQQABIYChREQVNIQk9BUkRfUk9MRV9PV05FUhABEhsKF0RBU0hCT0FSRF9ST0xFX0FQUFJPVkVSEAISGQoVREFTSEJPQVJEX1JPTEVfVklFV0VSEAMy9A0KDEFkbWluU2VydmljZRJnChJDcmVhdGVPcmdhbml6YXRpb24SJy5wYXlwb2xpY3kudjEuQ3JlYXRlT3JnYW5pemF0aW9uUmVxdWVzdBooLnBheXBvbGljeS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXNwb25zZRJnChJVcGRhdGVPcmdhbml6YXRpb24SJy5wYXlwb2xpY3kudjEuVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBooLnBheXBvbGljeS52MS5VcGRhdGVPcmdhbml6YXRpb25SZXNwb25zZRJpChFMaXN0T3JnYW5pemF0aW9ucxImLnBheXBvbGljeS52MS5MaXN0T3JnYW5pemF0aW9uc1JlcXVlc3QaJy5wYXlwb2xpY3kudjEuTGlzdE9yZ2FuaXphdGlvbnNSZXNwb25zZSIDkAIBEmQKEVByb3Zpc2lvblRyZWFzdXJ5EiYucGF5cG9saWN5LnYxLlByb3Zpc2lvblRyZWFzdXJ5UmVxdWVzdBonLnBheXBvbGljeS52MS5Qcm92aXNpb25UcmVhc3VyeVJlc3BvbnNlElUKDENyZWF0ZUFwaUtleRIhLnBheXBvbGljeS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiIucGF5cG9saWN5LnYxLkNyZWF0ZUFwaUtleVJlc3BvbnNlElUKDFJldm9rZUFwaUtleRIhLnBheXBvbGljeS52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GiIucGF5cG9saWN5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlElcKC0xpc3RBcGlLZXlzEiAucGF5cG9saWN5LnYxLkxpc3RBcGlLZXlzUmVxdWVzdBohLnBheXBvbGljeS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIgOQAgESUgoLQ3JlYXRlQWdlbnQSIC5wYXlwb2xpY3kudjEuQ3JlYXRlQWdlbnRSZXF1ZXN0GiEucGF5cG9saWN5LnYxLkNyZWF0ZUFnZW50UmVzcG9uc2USUgoLVXBkYXRlQWdlbnQSIC5wYXlwb2xpY3kudjEuVXBkYXRlQWdlbnRSZXF1ZXN0GiEucGF5cG9saWN5LnYxLlVwZGF0ZUFnZW50UmVzcG9uc2USTgoIR2V0QWdlbnQSHS5wYXlwb2xpY3kudjEuR2V0QWdlbnRSZXF1ZXN0Gh4ucGF5cG9saWN5LnYxLkdldEFnZW50UmVzcG9uc2UiA5ACARJUCgpMaXN0QWdlbnRzEh8ucGF5cG9saWN5LnYxLkxpc3RBZ2VudHNSZXF1ZXN0GiAucGF5cG9saWN5LnYxLkxpc3RBZ2VudHNSZXNwb25zZSIDkAIBEkwKCVNldFBvbGljeRIeLnBheXBvbGljeS52MS5TZXRQb2xpY3lSZXF1ZXN0Gh8ucGF5cG9saWN5LnYxLlNldFBvbGljeVJlc3BvbnNlElgKDVVwc2VydFNlcnZpY2USIi5wYXlwb2xpY3kudjEuVXBzZXJ0U2VydmljZVJlcXVlc3QaIy5wYXlwb2xpY3kudjEuVXBzZXJ0U2VydmljZVJlc3BvbnNlElgKDURlbGV0ZVNlcnZpY2USIi5wYXlwb2xpY3kudjEuRGVsZXRlU2VydmljZVJlcXVlc3QaIy5wYXlwb2xpY3kudjEuRGVsZXRlU2VydmljZVJlc3BvbnNlEloKDExpc3RTZXJ2aWNlcxIhLnBheXBvbGljeS52MS5MaXN0U2VydmljZXNSZXF1ZXN0GiIucGF5cG9saWN5LnYxLkxpc3RTZXJ2aWNlc1Jlc3BvbnNlIgOQAgESZgoQTGlzdFRyYW5zYWN0aW9ucxIlLnBheXBvbGljeS52MS5MaXN0VHJhbnNhY3Rpb25zUmVxdWVzdBomLnBheXBvbGljeS52MS5MaXN0VHJhbnNhY3Rpb25zUmVzcG9uc2UiA5ACARJdCg1MaXN0QXBwcm92YWxzEiIucGF5cG9saWN5LnYxLkxpc3RBcHByb3ZhbHNSZXF1ZXN0GiMucGF5cG9saWN5LnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZSIDkAIBElsKDkRlY2lkZUFwcHJvdmFsEiMucGF5cG9saWN5LnYxLkRlY2lkZUFwcHJvdmFsUmVxdWVzdBokLnBheXBvbGljeS52MS5EZWNpZGVBcHByb3ZhbFJlc3BvbnNlEmoKE0NyZWF0ZURhc2hib2FyZFVzZXISKC5wYXlwb2xpY3kudjEuQ3JlYXRlRGFzaGJvYXJkVXNlclJlcXVlc3QaKS5wYXlwb2xpY3kudjEuQ3JlYXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
 
 /**
  * Organization owns agents, keys and one treasury.
@@ -115,6 +115,63 @@ export const CreateOrganizationResponseSchema: GenMessage<CreateOrganizationResp
   messageDesc(file_paypolicy_v1_admin, 2);
 
 /**
+ * UpdateOrganizationRequest changes the fields that are set.
+ *
+ * @generated from message paypolicy.v1.UpdateOrganizationRequest
+ */
+export type UpdateOrganizationRequest = Message<"paypolicy.v1.UpdateOrganizationRequest"> & {
+  /**
+   * Organization id.
+   *
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+
+  /**
+   * New display name; unset keeps the current one.
+   *
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * New approval window in seconds (60 to 604800) for approval requests created from now on;
+   * unset keeps the current one. Pending requests keep the expiry they were given.
+   *
+   * @generated from field: optional uint32 approval_window_seconds = 3;
+   */
+  approvalWindowSeconds?: number | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.UpdateOrganizationRequest.
+ * Use `create(UpdateOrganizationRequestSchema)` to create a new message.
+ */
+export const UpdateOrganizationRequestSchema: GenMessage<UpdateOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_admin, 3);
+
+/**
+ * UpdateOrganizationResponse returns the updated organization.
+ *
+ * @generated from message paypolicy.v1.UpdateOrganizationResponse
+ */
+export type UpdateOrganizationResponse = Message<"paypolicy.v1.UpdateOrganizationResponse"> & {
+  /**
+   * The organization.
+   *
+   * @generated from field: paypolicy.v1.Organization organization = 1;
+   */
+  organization?: Organization | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.UpdateOrganizationResponse.
+ * Use `create(UpdateOrganizationResponseSchema)` to create a new message.
+ */
+export const UpdateOrganizationResponseSchema: GenMessage<UpdateOrganizationResponse> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_admin, 4);
+
+/**
  * ListOrganizationsRequest takes no filters.
  *
  * @generated from message paypolicy.v1.ListOrganizationsRequest
@@ -127,7 +184,7 @@ export type ListOrganizationsRequest = Message<"paypolicy.v1.ListOrganizationsRe
  * Use `create(ListOrganizationsRequestSchema)` to create a new message.
  */
 export const ListOrganizationsRequestSchema: GenMessage<ListOrganizationsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 3);
+  messageDesc(file_paypolicy_v1_admin, 5);
 
 /**
  * ListOrganizationsResponse lists organizations, oldest first.
@@ -148,7 +205,7 @@ export type ListOrganizationsResponse = Message<"paypolicy.v1.ListOrganizationsR
  * Use `create(ListOrganizationsResponseSchema)` to create a new message.
  */
 export const ListOrganizationsResponseSchema: GenMessage<ListOrganizationsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 4);
+  messageDesc(file_paypolicy_v1_admin, 6);
 
 /**
  * ProvisionTreasuryRequest names the organization.
@@ -169,7 +226,7 @@ export type ProvisionTreasuryRequest = Message<"paypolicy.v1.ProvisionTreasuryRe
  * Use `create(ProvisionTreasuryRequestSchema)` to create a new message.
  */
 export const ProvisionTreasuryRequestSchema: GenMessage<ProvisionTreasuryRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 5);
+  messageDesc(file_paypolicy_v1_admin, 7);
 
 /**
  * ProvisionTreasuryResponse returns the treasury's public address only.
@@ -190,7 +247,7 @@ export type ProvisionTreasuryResponse = Message<"paypolicy.v1.ProvisionTreasuryR
  * Use `create(ProvisionTreasuryResponseSchema)` to create a new message.
  */
 export const ProvisionTreasuryResponseSchema: GenMessage<ProvisionTreasuryResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 6);
+  messageDesc(file_paypolicy_v1_admin, 8);
 
 /**
  * ApiKey describes a key without its secret.
@@ -253,7 +310,7 @@ export type ApiKey = Message<"paypolicy.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 7);
+  messageDesc(file_paypolicy_v1_admin, 9);
 
 /**
  * CreateApiKeyRequest says which organization and mode.
@@ -288,7 +345,7 @@ export type CreateApiKeyRequest = Message<"paypolicy.v1.CreateApiKeyRequest"> & 
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 8);
+  messageDesc(file_paypolicy_v1_admin, 10);
 
 /**
  * CreateApiKeyResponse carries the only copy of the plaintext key.
@@ -316,7 +373,7 @@ export type CreateApiKeyResponse = Message<"paypolicy.v1.CreateApiKeyResponse"> 
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 9);
+  messageDesc(file_paypolicy_v1_admin, 11);
 
 /**
  * RevokeApiKeyRequest names the key.
@@ -337,7 +394,7 @@ export type RevokeApiKeyRequest = Message<"paypolicy.v1.RevokeApiKeyRequest"> & 
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 10);
+  messageDesc(file_paypolicy_v1_admin, 12);
 
 /**
  * RevokeApiKeyResponse returns the revoked key.
@@ -358,7 +415,7 @@ export type RevokeApiKeyResponse = Message<"paypolicy.v1.RevokeApiKeyResponse"> 
  * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 11);
+  messageDesc(file_paypolicy_v1_admin, 13);
 
 /**
  * ListApiKeysRequest names the organization.
@@ -379,7 +436,7 @@ export type ListApiKeysRequest = Message<"paypolicy.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 12);
+  messageDesc(file_paypolicy_v1_admin, 14);
 
 /**
  * ListApiKeysResponse lists keys, newest first.
@@ -400,7 +457,7 @@ export type ListApiKeysResponse = Message<"paypolicy.v1.ListApiKeysResponse"> & 
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 13);
+  messageDesc(file_paypolicy_v1_admin, 15);
 
 /**
  * Policy is an agent's payment policy.
@@ -442,7 +499,7 @@ export type Policy = Message<"paypolicy.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 14);
+  messageDesc(file_paypolicy_v1_admin, 16);
 
 /**
  * Agent is a software agent that requests payments.
@@ -505,7 +562,7 @@ export type Agent = Message<"paypolicy.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 15);
+  messageDesc(file_paypolicy_v1_admin, 17);
 
 /**
  * CreateAgentRequest names the new agent.
@@ -533,7 +590,7 @@ export type CreateAgentRequest = Message<"paypolicy.v1.CreateAgentRequest"> & {
  * Use `create(CreateAgentRequestSchema)` to create a new message.
  */
 export const CreateAgentRequestSchema: GenMessage<CreateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 16);
+  messageDesc(file_paypolicy_v1_admin, 18);
 
 /**
  * CreateAgentResponse returns the new agent.
@@ -554,7 +611,7 @@ export type CreateAgentResponse = Message<"paypolicy.v1.CreateAgentResponse"> & 
  * Use `create(CreateAgentResponseSchema)` to create a new message.
  */
 export const CreateAgentResponseSchema: GenMessage<CreateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 17);
+  messageDesc(file_paypolicy_v1_admin, 19);
 
 /**
  * UpdateAgentRequest changes the fields that are set.
@@ -589,7 +646,7 @@ export type UpdateAgentRequest = Message<"paypolicy.v1.UpdateAgentRequest"> & {
  * Use `create(UpdateAgentRequestSchema)` to create a new message.
  */
 export const UpdateAgentRequestSchema: GenMessage<UpdateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 18);
+  messageDesc(file_paypolicy_v1_admin, 20);
 
 /**
  * UpdateAgentResponse returns the updated agent.
@@ -610,7 +667,7 @@ export type UpdateAgentResponse = Message<"paypolicy.v1.UpdateAgentResponse"> & 
  * Use `create(UpdateAgentResponseSchema)` to create a new message.
  */
 export const UpdateAgentResponseSchema: GenMessage<UpdateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 19);
+  messageDesc(file_paypolicy_v1_admin, 21);
 
 /**
  * GetAgentRequest names the agent.
@@ -631,7 +688,7 @@ export type GetAgentRequest = Message<"paypolicy.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 20);
+  messageDesc(file_paypolicy_v1_admin, 22);
 
 /**
  * GetAgentResponse returns the agent.
@@ -652,7 +709,7 @@ export type GetAgentResponse = Message<"paypolicy.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 21);
+  messageDesc(file_paypolicy_v1_admin, 23);
 
 /**
  * ListAgentsRequest names the organization.
@@ -673,7 +730,7 @@ export type ListAgentsRequest = Message<"paypolicy.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 22);
+  messageDesc(file_paypolicy_v1_admin, 24);
 
 /**
  * ListAgentsResponse lists agents, oldest first.
@@ -694,7 +751,7 @@ export type ListAgentsResponse = Message<"paypolicy.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 23);
+  messageDesc(file_paypolicy_v1_admin, 25);
 
 /**
  * SetPolicyRequest replaces an agent's policy.
@@ -736,7 +793,7 @@ export type SetPolicyRequest = Message<"paypolicy.v1.SetPolicyRequest"> & {
  * Use `create(SetPolicyRequestSchema)` to create a new message.
  */
 export const SetPolicyRequestSchema: GenMessage<SetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 24);
+  messageDesc(file_paypolicy_v1_admin, 26);
 
 /**
  * SetPolicyResponse returns the new policy.
@@ -757,7 +814,7 @@ export type SetPolicyResponse = Message<"paypolicy.v1.SetPolicyResponse"> & {
  * Use `create(SetPolicyResponseSchema)` to create a new message.
  */
 export const SetPolicyResponseSchema: GenMessage<SetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 25);
+  messageDesc(file_paypolicy_v1_admin, 27);
 
 /**
  * UpsertServiceRequest carries the record to store.
@@ -778,7 +835,7 @@ export type UpsertServiceRequest = Message<"paypolicy.v1.UpsertServiceRequest"> 
  * Use `create(UpsertServiceRequestSchema)` to create a new message.
  */
 export const UpsertServiceRequestSchema: GenMessage<UpsertServiceRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 26);
+  messageDesc(file_paypolicy_v1_admin, 28);
 
 /**
  * UpsertServiceResponse returns the stored record.
@@ -799,7 +856,7 @@ export type UpsertServiceResponse = Message<"paypolicy.v1.UpsertServiceResponse"
  * Use `create(UpsertServiceResponseSchema)` to create a new message.
  */
 export const UpsertServiceResponseSchema: GenMessage<UpsertServiceResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 27);
+  messageDesc(file_paypolicy_v1_admin, 29);
 
 /**
  * DeleteServiceRequest names the record.
@@ -820,7 +877,7 @@ export type DeleteServiceRequest = Message<"paypolicy.v1.DeleteServiceRequest"> 
  * Use `create(DeleteServiceRequestSchema)` to create a new message.
  */
 export const DeleteServiceRequestSchema: GenMessage<DeleteServiceRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 28);
+  messageDesc(file_paypolicy_v1_admin, 30);
 
 /**
  * DeleteServiceResponse is empty on success.
@@ -835,7 +892,7 @@ export type DeleteServiceResponse = Message<"paypolicy.v1.DeleteServiceResponse"
  * Use `create(DeleteServiceResponseSchema)` to create a new message.
  */
 export const DeleteServiceResponseSchema: GenMessage<DeleteServiceResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 29);
+  messageDesc(file_paypolicy_v1_admin, 31);
 
 /**
  * ListServicesRequest takes no filters.
@@ -850,7 +907,7 @@ export type ListServicesRequest = Message<"paypolicy.v1.ListServicesRequest"> & 
  * Use `create(ListServicesRequestSchema)` to create a new message.
  */
 export const ListServicesRequestSchema: GenMessage<ListServicesRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 30);
+  messageDesc(file_paypolicy_v1_admin, 32);
 
 /**
  * ListServicesResponse lists the registry by slug.
@@ -871,7 +928,7 @@ export type ListServicesResponse = Message<"paypolicy.v1.ListServicesResponse"> 
  * Use `create(ListServicesResponseSchema)` to create a new message.
  */
 export const ListServicesResponseSchema: GenMessage<ListServicesResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 31);
+  messageDesc(file_paypolicy_v1_admin, 33);
 
 /**
  * Transaction is one ledger row.
@@ -969,7 +1026,7 @@ export type Transaction = Message<"paypolicy.v1.Transaction"> & {
  * Use `create(TransactionSchema)` to create a new message.
  */
 export const TransactionSchema: GenMessage<Transaction> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 32);
+  messageDesc(file_paypolicy_v1_admin, 34);
 
 /**
  * ListTransactionsRequest filters and pages the ledger.
@@ -1032,7 +1089,7 @@ export type ListTransactionsRequest = Message<"paypolicy.v1.ListTransactionsRequ
  * Use `create(ListTransactionsRequestSchema)` to create a new message.
  */
 export const ListTransactionsRequestSchema: GenMessage<ListTransactionsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 33);
+  messageDesc(file_paypolicy_v1_admin, 35);
 
 /**
  * ListTransactionsResponse is one page.
@@ -1060,7 +1117,7 @@ export type ListTransactionsResponse = Message<"paypolicy.v1.ListTransactionsRes
  * Use `create(ListTransactionsResponseSchema)` to create a new message.
  */
 export const ListTransactionsResponseSchema: GenMessage<ListTransactionsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 34);
+  messageDesc(file_paypolicy_v1_admin, 36);
 
 /**
  * Approval is an approval request as the operator sees it.
@@ -1165,7 +1222,7 @@ export type Approval = Message<"paypolicy.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 35);
+  messageDesc(file_paypolicy_v1_admin, 37);
 
 /**
  * ListApprovalsRequest filters approvals.
@@ -1193,7 +1250,7 @@ export type ListApprovalsRequest = Message<"paypolicy.v1.ListApprovalsRequest"> 
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 36);
+  messageDesc(file_paypolicy_v1_admin, 38);
 
 /**
  * ListApprovalsResponse lists approvals, newest first.
@@ -1214,7 +1271,7 @@ export type ListApprovalsResponse = Message<"paypolicy.v1.ListApprovalsResponse"
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 37);
+  messageDesc(file_paypolicy_v1_admin, 39);
 
 /**
  * DecideApprovalRequest records a decision.
@@ -1256,7 +1313,7 @@ export type DecideApprovalRequest = Message<"paypolicy.v1.DecideApprovalRequest"
  * Use `create(DecideApprovalRequestSchema)` to create a new message.
  */
 export const DecideApprovalRequestSchema: GenMessage<DecideApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 38);
+  messageDesc(file_paypolicy_v1_admin, 40);
 
 /**
  * DecideApprovalResponse returns the decided approval.
@@ -1277,7 +1334,7 @@ export type DecideApprovalResponse = Message<"paypolicy.v1.DecideApprovalRespons
  * Use `create(DecideApprovalResponseSchema)` to create a new message.
  */
 export const DecideApprovalResponseSchema: GenMessage<DecideApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 39);
+  messageDesc(file_paypolicy_v1_admin, 41);
 
 /**
  * DashboardUser describes a dashboard user without any password material.
@@ -1333,7 +1390,7 @@ export type DashboardUser = Message<"paypolicy.v1.DashboardUser"> & {
  * Use `create(DashboardUserSchema)` to create a new message.
  */
 export const DashboardUserSchema: GenMessage<DashboardUser> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 40);
+  messageDesc(file_paypolicy_v1_admin, 42);
 
 /**
  * CreateDashboardUserRequest describes the new user and their first password.
@@ -1375,7 +1432,7 @@ export type CreateDashboardUserRequest = Message<"paypolicy.v1.CreateDashboardUs
  * Use `create(CreateDashboardUserRequestSchema)` to create a new message.
  */
 export const CreateDashboardUserRequestSchema: GenMessage<CreateDashboardUserRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 41);
+  messageDesc(file_paypolicy_v1_admin, 43);
 
 /**
  * CreateDashboardUserResponse returns the new user.
@@ -1396,7 +1453,7 @@ export type CreateDashboardUserResponse = Message<"paypolicy.v1.CreateDashboardU
  * Use `create(CreateDashboardUserResponseSchema)` to create a new message.
  */
 export const CreateDashboardUserResponseSchema: GenMessage<CreateDashboardUserResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 42);
+  messageDesc(file_paypolicy_v1_admin, 44);
 
 /**
  * ApiKeyMode decides the key prefix and which chains the key may sign on.
@@ -1523,6 +1580,16 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof CreateOrganizationRequestSchema;
     output: typeof CreateOrganizationResponseSchema;
+  },
+  /**
+   * UpdateOrganization renames an organization or changes its approval window.
+   *
+   * @generated from rpc paypolicy.v1.AdminService.UpdateOrganization
+   */
+  updateOrganization: {
+    methodKind: "unary";
+    input: typeof UpdateOrganizationRequestSchema;
+    output: typeof UpdateOrganizationResponseSchema;
   },
   /**
    * ListOrganizations lists every organization.

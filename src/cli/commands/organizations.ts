@@ -1,6 +1,7 @@
 import {
   CreateOrganizationResponseSchema,
   ListOrganizationsResponseSchema,
+  UpdateOrganizationResponseSchema,
   ProvisionTreasuryResponseSchema,
   type Organization,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
@@ -18,7 +19,7 @@ function organizationFields(o: Organization): string {
   ]);
 }
 
-/** `org create`, `org list` and `treasury provision`. */
+/** `org create`, `org update`, `org list` and `treasury provision`. */
 export const organizationCommands: Command[] = [
   {
     group: 'org',
@@ -31,6 +32,24 @@ export const organizationCommands: Command[] = [
       return async (client) => {
         const r = await client.createOrganization(request);
         return commandOutput(CreateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'created');
+      };
+    },
+  },
+  {
+    group: 'org',
+    action: 'update',
+    synopsis: '--id ORG_ID [--name NAME] [--approval-window SECONDS]',
+    summary: 'Rename an organization or change its approval window (for new approval requests).',
+    flags: { '--id': 'value', '--name': 'value', '--approval-window': 'value' },
+    prepare(flags) {
+      const request = {
+        orgId: flags.require('--id'),
+        name: flags.get('--name'),
+        approvalWindowSeconds: optionalInteger(flags, '--approval-window', 0, 0xffffffff),
+      };
+      return async (client) => {
+        const r = await client.updateOrganization(request);
+        return commandOutput(UpdateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'updated');
       };
     },
   },
