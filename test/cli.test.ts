@@ -246,7 +246,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
     const cases: Array<[string[], string]> = [
       [['frobnicate'], 'paypolicy: unknown command "frobnicate"; run "paypolicy help" for the list'],
       [['org', 'explode'], 'paypolicy: unknown command "org explode"; org actions are create, update, list'],
-      [['org'], 'paypolicy: org needs an action: create, list'],
+      [['org'], 'paypolicy: org needs an action: create, update, list'],
       [['org', 'list', '--colour'], 'paypolicy: unknown option --colour'],
       [['org', 'create'], 'paypolicy: missing required option --name'],
       [['org', 'create', '--name'], 'paypolicy: --name needs a value'],
