@@ -1,0 +1,66 @@
+import { describe, expect, test } from 'vitest';
+import { attributeResource } from '../../src/domain/attribution.js';
+import type { ServiceRecord } from '../../src/domain/types.js';
+
+function service(slug: string, methods: ServiceRecord['paymentMethods']): ServiceRecord {
+  return { id: slug, slug, name: `${slug} name`, description: '', category: '', logoUrl: '', docsUrl: '', paymentMethods: methods, endpoints: [] };
+}
+
+const weather = service('weather', [{ realm: '', baseUrl: 'https://api.weather.example/v1', protocol: 'x402' }]);
+const maps = service('maps', [{ realm: 'maps-realm', baseUrl: 'https://maps.example/', protocol: 'mpp' }]);
+const registry = [weather, maps];
+
+describe('attributeResource', () => {
+  test.each([
+    'https://api.weather.example/v1',
+    'https://api.weather.example/v1/',
+    'https://api.weather.example/v1/today?city=x',
+    'https://API.WEATHER.EXAMPLE/v1/today',
+    'https://api.weather.example:443/v1/today',
+  ])('behavior: %s is under the base URL', (url) => {
+    expect(attributeResource(registry, url, 'x402', null, [])).toEqual({ attributed: true, slug: 'weather', name: 'weather name', note: null });
+  });
+
+  test.each([
+    'https://api.weather.example/v10/today',
+    'https://api.weather.example/v',
+    'https://api.weather.example/other',
+    'http://api.weather.example/v1/today',
+    'https://api.weather.example:8443/v1/today',
+    'https://evil.example/v1/today',
+    'https://api.weather.example.evil.example/v1/today',
+    'https://user@api.weather.example.evil/v1',
+    'not a url',
+  ])('error: %s is not attributed', (url) => {
+    expect(attributeResource(registry, url, 'x402', null, []).attributed).toBe(false);
+  });
+
+  test('error: the rail must match the payment method protocol', () => {
+    expect(attributeResource(registry, 'https://api.weather.example/v1/x', 'mpp', 'anything', []).attributed).toBe(false);
+  });
+
+  test('behavior: MPP attribution needs the registered realm to match the challenge realm', () => {
+    expect(attributeResource(registry, 'https://maps.example/tiles', 'mpp', 'maps-realm', ['maps'])).toMatchObject({ attributed: true, slug: 'maps' });
+    expect(attributeResource(registry, 'https://maps.example/tiles', 'mpp', 'impostor', ['maps'])).toEqual({
+      attributed: false,
+      note: 'realm "impostor" does not match the registered realm "maps-realm" of service maps',
+    });
+  });
+
+  test('error: a realm alone never attributes a URL outside the base URL', () => {
+    expect(attributeResource(registry, 'https://evil.example/tiles', 'mpp', 'maps-realm', ['maps'])).toEqual({
+      attributed: false,
+      note: 'the resource URL is not under a registered base URL of allowlisted service maps',
+    });
+  });
+
+  test('behavior: notes name allowlisted slugs that are unregistered or belong to another service', () => {
+    expect(attributeResource(registry, 'https://evil.example/x', 'x402', null, ['ghost'])).toEqual({
+      attributed: false, note: 'allowlisted service ghost is not in the registry',
+    });
+    expect(attributeResource(registry, 'https://api.weather.example/v1/x', 'x402', null, ['maps'])).toEqual({
+      attributed: true, slug: 'weather', name: 'weather name',
+      note: 'the resource URL belongs to registered service weather, not to allowlisted service maps',
+    });
+  });
+});
