@@ -3,12 +3,22 @@ import { workerUrl } from '../workerUrl.js';
 
 export type Checkpointer = { close(): Promise<void> };
 
-/** Starts the background checkpointer for a database whose own auto-checkpoint is turned off. */
-export function startCheckpointer(file: string, intervalMs = 250): Checkpointer {
+/**
+ * Starts the background checkpointer for a database whose own auto-checkpoint is turned off.
+ * `onFailure` runs if the thread dies, so the caller can turn SQLite's own checkpoints back on
+ * rather than let the WAL grow without bound.
+ */
+export function startCheckpointer(file: string, onFailure: (err: unknown) => void, intervalMs = 250): Checkpointer {
   const worker = new Worker(workerUrl('checkpointWorker.js', import.meta.url, 'store'), { workerData: { file, intervalMs } });
   worker.unref();
+  let closing = false;
+  worker.on('error', (err) => onFailure(err));
+  worker.on('exit', (code) => {
+    if (!closing) onFailure(new Error(`checkpoint thread exited with code ${code}`));
+  });
   return {
     close() {
+      closing = true;
       return new Promise<void>((resolve) => {
         const done = () => resolve();
         worker.once('message', () => void worker.terminate().then(done));

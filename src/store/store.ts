@@ -19,7 +19,10 @@ import { startCheckpointer } from './checkpointer.js';
 export function openStore(file: string) {
   const db: Db = openDatabase(file);
   const wal = createWalSync(`${file}-wal`);
-  const checkpointer = startCheckpointer(file);
+  // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
+  const checkpointer = startCheckpointer(file, () => {
+    if (db.open) db.pragma('wal_autocheckpoint = 1000');
+  });
   return {
     db,
     /** Group-committed writes for hot paths; see writeQueue.ts. */
