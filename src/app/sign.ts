@@ -32,7 +32,10 @@ function treasuryOf(deps: AppDeps, orgId: string): Address {
   return address as Address;
 }
 
-/** Policy facts for an agent as the store sees them now. Call inside the deciding transaction. */
+/**
+ * Policy facts for an agent as the store sees them now. Authoritative only inside the deciding
+ * write transaction; outside it (pre-checks, quotes, dry runs) they are a snapshot.
+ */
 export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
   const now = deps.now();
   const committed = deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now) - excludeMicros;
@@ -44,9 +47,12 @@ export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amou
 }
 
 /**
- * POST /api/sign and PaymentPolicyService.Sign: validates, evaluates the agent's policy and
- * reserves against the cap in one serialized write transaction, then signs outside it and
- * settles. A repeat of (agent, Idempotency-Key) replays the stored outcome without charging again.
+ * POST /api/sign and PaymentPolicyService.Sign. Validates, resolves what is to be paid (for x402
+ * and mpp by probing the paywall), and decides in one serialized write transaction that evaluates
+ * the agent's policy and records the outcome with its hold on the cap. Authorizations are signed
+ * just before that transaction (after a read-only check) and kept only if it allows them; raw
+ * transactions are reserved first and signed after. No signature leaves before its commit is
+ * durable. A repeat of (agent, Idempotency-Key) replays the stored outcome without charging again.
  */
 export async function signPayment(deps: AppDeps, principal: Principal, input: PaymentRequestInput): Promise<SignResult> {
   const req = parsePaymentRequest(input, principal.mode);
