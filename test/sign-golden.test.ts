@@ -12,6 +12,7 @@ import {
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, createKey, createTenant, type Admin, type Tenant } from './helpers/admin.js';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
 /**
@@ -46,17 +47,6 @@ const hexBytes = (n: number) => expect.stringMatching(new RegExp(`^0x[0-9a-f]{${
 const decimal = () => expect.stringMatching(/^(0|[1-9]\d*)$/);
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const EIP3009_TYPES = {
-  TransferWithAuthorization: [
-    { name: 'from', type: 'address' },
-    { name: 'to', type: 'address' },
-    { name: 'value', type: 'uint256' },
-    { name: 'validAfter', type: 'uint256' },
-    { name: 'validBefore', type: 'uint256' },
-    { name: 'nonce', type: 'bytes32' },
-  ],
-} as const;
-
 const PERMIT2_TYPES = {
   PermitWitnessTransferFrom: [
     { name: 'permitted', type: 'TokenPermissions' },
@@ -80,7 +70,7 @@ async function eip3009Signer(body: any): Promise<Address> {
   const a = body.authorization;
   return recoverTypedDataAddress({
     domain: { name: a.domain_name, version: a.domain_version, chainId: a.chain_id, verifyingContract: a.token },
-    types: EIP3009_TYPES,
+    types: TRANSFER_WITH_AUTHORIZATION_TYPES,
     primaryType: 'TransferWithAuthorization',
     message: {
       from: a.from, to: a.to, value: BigInt(a.value), validAfter: BigInt(a.valid_after), validBefore: BigInt(a.valid_before), nonce: a.nonce,
