@@ -117,7 +117,7 @@ export async function decideApproval(
       return { kind: 'done' as const };
     }
     payments.startSigningApproved(tx.id, now);
-    const nonce = tx.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId) : undefined;
+    const nonce = tx.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId, tx.id) : undefined;
     return { kind: 'sign' as const, tx, nonce };
   });
 

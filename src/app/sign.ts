@@ -176,8 +176,8 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
       payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned), holdsCap: true });
       return { verdict, row, signed: presigned };
     }
-    const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId) : undefined;
     payments.insert({ ...row, status: 'signing', holdsCap: true });
+    const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
     return { verdict, row, nonce };
   });
   const { verdict, row } = reserved;

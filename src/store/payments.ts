@@ -57,6 +57,12 @@ export function createPaymentStore(db: Db) {
     @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
   const settle = db.prepare(`UPDATE transactions SET status = 'signed', result = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
   const fail = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
+  // A nonce goes back to the pool only with the row that held it, in the same transaction as the
+  // move out of `signing`: a signed row keeps its nonce forever.
+  const releaseNonceOf = db.prepare(`INSERT OR IGNORE INTO released_nonces (org_id, chain_id, nonce)
+    SELECT org_id, chain_id, nonce FROM transactions WHERE id = ? AND status = 'signing' AND nonce IS NOT NULL`);
+  const releaseInterruptedNonces = db.prepare(`INSERT OR IGNORE INTO released_nonces (org_id, chain_id, nonce)
+    SELECT org_id, chain_id, nonce FROM transactions WHERE status = 'signing' AND nonce IS NOT NULL`);
   // An approved payment is spent when it is signed, so its amount counts from then on.
   const approve = db.prepare(`UPDATE transactions SET status = 'signing', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const markApproved = db.prepare(`UPDATE transactions SET status = 'approved', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
@@ -66,6 +72,9 @@ export function createPaymentStore(db: Db) {
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = next_nonce + 1 RETURNING next_nonce - 1 AS nonce`);
+  const lowestReleased = db.prepare(`DELETE FROM released_nonces WHERE rowid = (
+    SELECT rowid FROM released_nonces WHERE org_id = ? AND chain_id = ? ORDER BY nonce LIMIT 1) RETURNING nonce`);
+  const recordNonce = db.prepare(`UPDATE transactions SET nonce = ? WHERE id = ? AND status = 'signing'`);
 
   return {
     /** Sum of what counts against the agent's cap since `since` (epoch ms), by when each began counting. */
@@ -92,7 +101,9 @@ export function createPaymentStore(db: Db) {
     settleSigned(id: string, result: string, now: number): boolean {
       return settle.run(result, now, id).changes === 1;
     },
+    /** Ends a `signing` row without a signature: releases its hold and hands its nonce back. */
     markFailed(id: string, reason: string, now: number): boolean {
+      releaseNonceOf.run(id);
       return fail.run(reason, now, id).changes === 1;
     },
     startSigningApproved(id: string, now: number): boolean {
@@ -115,11 +126,20 @@ export function createPaymentStore(db: Db) {
     },
     /** At start-up nothing can still be signing: those rows were cut off by a crash. */
     failInterrupted(now: number): number {
+      releaseInterruptedNonces.run();
       return failAllSigning.run(now).changes;
     },
-    /** Hands out the next account nonce of (treasury, chain); never the same one twice. */
-    allocateNonce(orgId: string, chainId: number): number {
-      return Number((nextNonce.get(orgId, chainId) as { nonce: number | bigint }).nonce);
+    /**
+     * Reserves an account nonce of (treasury, chain) for the `signing` row `rowId` and records it
+     * there: the lowest nonce a failed reservation handed back, else the next new one. A nonce is
+     * held by at most one row at a time and, once signed, never handed out again, so the signed
+     * nonces stay gap-free. Call inside the write transaction that put the row into `signing`.
+     */
+    allocateNonce(orgId: string, chainId: number, rowId: string): number {
+      const reused = lowestReleased.get(orgId, chainId) as { nonce: number | bigint } | undefined;
+      const nonce = Number(reused?.nonce ?? (nextNonce.get(orgId, chainId) as { nonce: number | bigint }).nonce);
+      if (recordNonce.run(nonce, rowId).changes !== 1) throw new Error(`no signing row ${rowId} to hold nonce ${nonce}`);
+      return nonce;
     },
   };
 }
