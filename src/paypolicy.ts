@@ -15,11 +15,14 @@ import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
+import { openLedgerClock } from './store/ledgerClock.js';
 import { writeTxn } from './store/db.js';
 import { createDashboard } from './dashboard/dashboard.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
+/** A wall clock this far from the ledger clock is worth an operator's look (NTP step, wrong date). */
+const CLOCK_SKEW_WARN_MS = 60_000;
 
 export type Paypolicy = RunningServer & {
   deps: AppDeps;
@@ -57,7 +60,10 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     throw err;
   }
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
-  const now = options.now ?? Date.now;
+  // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
+  const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
+  log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
+  const now = options.now ?? clock.now;
   if (config.probeAllowHosts.length > 0) {
     log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
   }
@@ -91,6 +97,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     try {
       const expired = sweepExpiredApprovals(deps);
       if (expired > 0) log.info({ expired }, 'expired approval requests');
+      const skewMs = clock.skewMs();
+      if (Math.abs(skewMs) > CLOCK_SKEW_WARN_MS) log.warn({ skewMs }, 'the wall clock differs from the ledger clock; cap windows and expiries follow the ledger clock');
     } catch (err) {
       log.error({ err }, 'approval sweep failed');
     }

@@ -70,6 +70,7 @@ export function createPaymentStore(db: Db) {
   const denyApproved = db.prepare(`UPDATE transactions SET status = 'denied', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
   const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
+  const newest = db.prepare('SELECT MAX(COALESCE(MAX(created_at), 0), COALESCE(MAX(updated_at), 0)) AS t FROM transactions');
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = next_nonce + 1 RETURNING next_nonce - 1 AS nonce`);
   const lowestReleased = db.prepare(`DELETE FROM released_nonces WHERE rowid = (
@@ -77,6 +78,10 @@ export function createPaymentStore(db: Db) {
   const recordNonce = db.prepare(`UPDATE transactions SET nonce = ? WHERE id = ? AND status = 'signing'`);
 
   return {
+    /** The newest time the ledger has recorded (epoch ms; 0 when empty): the ledger clock's floor. */
+    newestTime(): number {
+      return Number((newest.get() as { t: number | bigint }).t);
+    },
     /** Sum of what counts against the agent's cap since `since` (epoch ms), by when each began counting. */
     committedSince(agentId: string, since: number, now: number): bigint {
       const held = BigInt((capSum.get(agentId, since) as { total: bigint }).total);
