@@ -263,6 +263,9 @@ async function replay(deps: AppDeps, row: PaymentRow, requestHash: string, treas
     expireIfDue(deps, current.approvalId);
     current = deps.store.payments.get(row.id)!;
   }
+  // The row may have come from a group commit whose WAL sync is still running: answer only after
+  // a sync that started after this read, so no replayed outcome is ahead of the disk.
+  if (current.status !== 'approved') await deps.store.writes.durable();
   switch (current.status) {
     case 'signed':
       return allowedResult(current, JSON.parse(current.result!) as SignedPayment, true);

@@ -6,6 +6,11 @@ type Item = { fn: () => unknown; resolve: (v: unknown) => void; reject: (e: unkn
 export type WriteQueue = {
   /** Runs `fn` in the next group commit; resolves after that commit is durable. */
   run<T>(fn: () => T): Promise<T>;
+  /**
+   * Resolves once everything committed before the call is durable. A read that an answer
+   * depends on (an idempotent replay) may see a group commit whose sync is still running.
+   */
+  durable(): Promise<void>;
 };
 
 /**
@@ -56,6 +61,9 @@ export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
           setImmediate(flush);
         }
       });
+    },
+    durable(): Promise<void> {
+      return wal.afterCommit();
     },
   };
 }
