@@ -56,6 +56,54 @@ describe('isBlockedAddress', () => {
     expect(isBlockedAddress(address)).toBe(true);
   });
 
+  // Every IPv6 form that carries 127.0.0.1 (or another private IPv4), in every spelling.
+  test.each([
+    // IPv4-mapped ::ffff:0:0/96
+    '::ffff:127.0.0.1',
+    '::FFFF:127.0.0.1',
+    '0:0:0:0:0:ffff:127.0.0.1',
+    '0000:0000:0000:0000:0000:FFFF:7F00:0001',
+    '::ffff:7f00:1%lo',
+    '::ffff:192.168.1.1',
+    // IPv4-translated ::ffff:0:0:0/96 (blocked whole, whatever it carries)
+    '::ffff:0:127.0.0.1',
+    '::ffff:0:7f00:1',
+    '0:0:0:0:ffff:0:127.0.0.1',
+    '::FFFF:0:7F00:1%eth0',
+    '::ffff:0:8.8.8.8',
+    // IPv4-compatible ::a.b.c.d (blocked whole)
+    '::127.0.0.1',
+    '0:0:0:0:0:0:127.0.0.1',
+    '::7F00:1',
+    // NAT64 well-known prefix 64:ff9b::/96
+    '64:ff9b::127.0.0.1',
+    '64:FF9B::7F00:1',
+    '0064:ff9b:0000:0000:0000:0000:7f00:0001',
+    '64:ff9b::a9fe:a9fe',
+    '64:ff9b::169.254.169.254%1',
+    // local-use NAT64 64:ff9b:1::/48 (blocked whole)
+    '64:ff9b:1::127.0.0.1',
+    '64:ff9b:1:ffff::8.8.8.8',
+    // 6to4 2002::/16
+    '2002:7f00:1::',
+    '2002:7F00:0001:0:0:0:0:1',
+    '2002:a9fe:a9fe::1',
+    '2002:c0a8:101::127.0.0.1',
+    // Teredo 2001::/32 (blocked whole; the client address is XORed)
+    '2001:0:4136:e378:8000:63bf:80ff:fffe',
+    '2001::8.8.8.8',
+    // ISATAP interface ids under any prefix, u/g bits in every state
+    'fe80::5efe:127.0.0.1',
+    '2606:4700::5efe:127.0.0.1',
+    '2606:4700::200:5efe:7f00:1',
+    '2606:4700:0:0:100:5EFE:10.0.0.1',
+    '2606:4700::300:5efe:169.254.169.254',
+    // one bad embedding is enough: a public 6to4 prefix with a loopback ISATAP id
+    '2002:808:808::5efe:127.0.0.1',
+  ])('behavior: blocks the embedded private IPv4 in %s', (address) => {
+    expect(isBlockedAddress(address)).toBe(true);
+  });
+
   test.each([
     '1.1.1.1',
     '8.8.8.8',
@@ -80,6 +128,8 @@ describe('isBlockedAddress', () => {
     '::ffff:8.8.8.8',
     '64:ff9b::808:808',
     '2002:808:808::1',
+    '2606:4700::5efe:8.8.8.8',
+    '2606:4700::400:5efe:7f00:1',
     'fbff::1',
     'fe7f::1',
   ])('behavior: allows %s', (address) => {
@@ -88,7 +138,7 @@ describe('isBlockedAddress', () => {
 });
 
 describe('isBlockedHostname', () => {
-  test.each(['localhost', 'localhost.', 'a.b.localhost', 'printer.local', 'db.internal..', '.', '[::1]', '127.0.0.1'])(
+  test.each(['localhost', 'localhost.', 'a.b.localhost', 'printer.local', 'db.internal..', '.', '[::1]', '127.0.0.1', '[::ffff:7f00:1]', '[::ffff:0:7f00:1]'])(
     'behavior: blocks %s',
     (hostname) => {
       expect(isBlockedHostname(hostname)).toBe(true);
@@ -97,5 +147,24 @@ describe('isBlockedHostname', () => {
 
   test.each(['example.com', 'localhost.example.com', 'internal.example', 'mylocal', '[2606:4700::1]', '8.8.8.8'])('behavior: allows %s', (hostname) => {
     expect(isBlockedHostname(hostname)).toBe(false);
+  });
+
+  // What the WHATWG parser makes of each spelling is what the probe judges.
+  test.each([
+    'http://[::ffff:0:127.0.0.1]/',
+    'http://[::FFFF:0:7F00:1]/',
+    'http://[0:0:0:0:ffff:0:127.0.0.1]/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[::127.0.0.1]/',
+    'http://[64:ff9b::127.0.0.1]/',
+    'http://[64:ff9b:1::7f00:1]/',
+    'http://[2002:7f00:1::]/',
+    'http://[2001:0:7f00:1::]/',
+    'http://[2606:4700::5efe:127.0.0.1]/',
+    'http://2130706433/',
+    'http://0x7f.1/',
+    'http://0177.0.0.1/',
+  ])('behavior: blocks the host of %s', (url) => {
+    expect(isBlockedHostname(new URL(url).hostname)).toBe(true);
   });
 });

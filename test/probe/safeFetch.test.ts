@@ -248,6 +248,8 @@ describe('safeFetch', () => {
       ['::1'],
       ['::ffff:192.168.0.10'],
       ['fd12:3456::1'],
+      ['::ffff:0:7f00:1'],
+      ['2002:7f00:1::1'],
       ['93.184.215.14', '10.0.0.5'],
       ['2606:4700::6810:84e5', '127.0.0.1'],
     ])('error: evil.example -> %s is blocked without connecting', async (...addresses) => {
