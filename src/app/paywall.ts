@@ -46,7 +46,7 @@ export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod
 /** Attributes a paid resource to a registered service, explaining failures of the agent's slug entries. */
 export function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, resourceUrl: string): Attribution {
   const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
-  return attributeResource(deps.store.services.list(), resourceUrl, offer.rail, offer.realm, slugs);
+  return attributeResource(deps.store.services.visibleTo(agent.orgId), resourceUrl, offer.rail, offer.realm, slugs);
 }
 
 /** An offer as JSON text for the ledger (bigints as decimal strings). */

@@ -1,9 +1,10 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { ServiceEndpoint, ServiceRecord, PaymentMethod } from '../domain/types.js';
+import type { RegisteredService, ServiceEndpoint, ServiceRecord, PaymentMethod } from '../domain/types.js';
 import { SLUG, optionalText, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import type { AppDeps } from './deps.js';
+import { requireOrganization } from './organizations.js';
 
 const MAX_RESOLVE_SLUGS = 100;
 const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
@@ -64,19 +65,83 @@ export function normalizeService(input: ServiceRecord): ServiceRecord {
   };
 }
 
-export function upsertService(deps: AppDeps, input: ServiceRecord): ServiceRecord {
-  const record = normalizeService(input);
-  return writeTxn(deps.store.db, () => deps.store.services.upsert({ ...record, id: newUuid() }, deps.now()));
+/**
+ * Which part of the registry a write or a listing touches: the shared records (the operator's
+ * alone: only AdminService, behind the admin token, passes 'shared') or one organization's private
+ * records (the dashboard always passes its user's organization).
+ */
+export type RegistryScope = 'shared' | { orgId: string };
+
+function scopeOrg(scope: RegistryScope): string | null {
+  return scope === 'shared' ? null : scope.orgId;
 }
 
-export function deleteService(deps: AppDeps, slug: string): void {
-  writeTxn(deps.store.db, () => {
-    if (!deps.store.services.delete(slug.trim())) throw new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
+const notFound = () => new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
+
+/**
+ * Refuses a slug that would name two records in what some organization sees. A private slug may
+ * not equal a shared one (it would shadow or be shadowed by the operator's record); a shared slug
+ * may not equal any organization's private one, so adding a shared record never silently changes
+ * which record an organization's allowlist slug names: the operator deletes the private records
+ * first. Runs inside the write's transaction; the schema's triggers hold the same rule.
+ */
+function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string): void {
+  if (scope !== 'shared') {
+    if (deps.store.services.get(slug, null)) {
+      throw new DomainError('conflict', `slug ${slug} is a shared registry service; choose another slug for a private record`, { code: 'service_slug_shared' });
+    }
+    return;
+  }
+  const holders = deps.store.services.privateHolders(slug);
+  if (holders.length > 0) {
+    const shown = holders.slice(0, 5).join(', ') + (holders.length > 5 ? ` and ${holders.length - 5} more` : '');
+    throw new DomainError('conflict', `slug ${slug} is held by private records of ${shown}; delete those first`, { code: 'service_slug_private' });
+  }
+}
+
+/** Creates or replaces a record by slug within one scope; an existing record keeps its id. */
+export function upsertService(deps: AppDeps, scope: RegistryScope, input: ServiceRecord): RegisteredService {
+  const record = normalizeService(input);
+  return writeTxn(deps.store.db, () => {
+    if (scope !== 'shared') requireOrganization(deps, scope.orgId);
+    requireSlugFree(deps, scope, record.slug);
+    return deps.store.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
   });
 }
 
-export function listServices(deps: AppDeps): readonly ServiceRecord[] {
-  return deps.store.services.list();
+/**
+ * Deletes a record of one scope. An organization asking to delete a shared record is told the
+ * operator owns it; another organization's private record is simply not found, like an unknown slug.
+ */
+export function deleteService(deps: AppDeps, scope: RegistryScope, slug: string): void {
+  const s = slug.trim();
+  writeTxn(deps.store.db, () => {
+    if (deps.store.services.delete(s, scopeOrg(scope))) return;
+    if (scope !== 'shared' && deps.store.services.get(s, null)) throw sharedReadOnly(s);
+    throw notFound();
+  });
+}
+
+/** The refusal an organization gets for a shared record: it exists for everyone, so it is named. */
+export function sharedReadOnly(slug: string): DomainError {
+  return new DomainError('failed_precondition', `service ${slug} is in the shared registry; only the operator can change it`, { code: 'service_shared' });
+}
+
+/** The records of one scope, by slug. */
+export function listServices(deps: AppDeps, scope: RegistryScope): readonly RegisteredService[] {
+  if (scope !== 'shared') requireOrganization(deps, scope.orgId);
+  return deps.store.services.list(scopeOrg(scope));
+}
+
+/** What an organization sees: the shared records, then its own private ones, each by slug. */
+export function visibleServices(deps: AppDeps, orgId: string): readonly RegisteredService[] {
+  return deps.store.services.visibleTo(orgId);
+}
+
+/** The record a slug names for an organization: shared, or its own private one; never another's. */
+export function findVisibleService(deps: AppDeps, orgId: string, slug: string): RegisteredService | undefined {
+  if (!SLUG.test(slug)) return undefined;
+  return deps.store.services.get(slug, null) ?? deps.store.services.get(slug, orgId);
 }
 
 export type ResolveResult = {
@@ -86,10 +151,12 @@ export type ResolveResult = {
 };
 
 /**
- * Looks up slugs. Each input may itself be a comma-separated list; blanks are dropped, duplicates
- * collapse to one entry, and a slug that is not registered (or not even slug-shaped) maps to null.
+ * Looks up slugs for an organization's key: shared records and the organization's own private
+ * ones (its agents are attributed against both), never another organization's. Each input may
+ * itself be a comma-separated list; blanks are dropped, duplicates collapse to one entry, and a
+ * slug that is not registered (or not even slug-shaped) maps to null.
  */
-export function resolveServices(deps: AppDeps, inputs: string[]): ResolveResult {
+export function resolveServices(deps: AppDeps, orgId: string, inputs: string[]): ResolveResult {
   const slugs: string[] = [];
   for (const input of inputs) {
     for (const part of input.split(',')) {
@@ -99,7 +166,7 @@ export function resolveServices(deps: AppDeps, inputs: string[]): ResolveResult 
   }
   if (slugs.length === 0) throw invalidArgument('slug or slugs query parameter is required', 'slug_required');
   if (slugs.length > MAX_RESOLVE_SLUGS) throw invalidArgument(`at most ${MAX_RESOLVE_SLUGS} slugs per request`, 'too_many_slugs');
-  const results = slugs.map((slug) => ({ slug, service: (SLUG.test(slug) && deps.store.services.get(slug)) || null }));
+  const results = slugs.map((slug) => ({ slug, service: findVisibleService(deps, orgId, slug) ?? null }));
   const resolvedCount = results.filter((r) => r.service !== null).length;
   return { results, resolvedCount, unresolvedCount: results.length - resolvedCount };
 }

@@ -1,29 +1,30 @@
 import { DomainError, invalidArgument, toDomainError } from '../domain/errors.js';
-import type { ServiceRecord } from '../domain/types.js';
+import type { RegisteredService, ServiceRecord } from '../domain/types.js';
 import { writeTxn } from '../store/db.js';
 import type { AppDeps } from './deps.js';
-import { upsertService } from './registry.js';
+import { upsertService, type RegistryScope } from './registry.js';
 
 /** Most records one import may carry; a registry is small, and the whole import is one transaction. */
 export const MAX_IMPORT_RECORDS = 1000;
 
 /**
- * Upserts many registry records all-or-nothing: each goes through upsertService (its savepoint
- * nests in this transaction), and the first invalid record rolls back the whole import, with its
- * position and slug in the message.
+ * Upserts many registry records into one scope all-or-nothing: each goes through upsertService
+ * (its savepoint nests in this transaction), and the first invalid or refused record (a private
+ * import naming a shared slug, say) rolls back the whole import, with its position and slug in the
+ * message.
  */
-export function importServices(deps: AppDeps, records: readonly ServiceRecord[]): ServiceRecord[] {
+export function importServices(deps: AppDeps, scope: RegistryScope, records: readonly ServiceRecord[]): RegisteredService[] {
   if (records.length === 0) throw invalidArgument('the import holds no records');
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
   return writeTxn(deps.store.db, () =>
     records.map((record, i) => {
       try {
-        return upsertService(deps, record);
+        return upsertService(deps, scope, record);
       } catch (err) {
         const e = toDomainError(err);
-        if (e.kind !== 'invalid_argument') throw e;
+        if (e.kind !== 'invalid_argument' && e.kind !== 'conflict') throw e;
         const slug = record.slug ? ` (${record.slug.slice(0, 64)})` : '';
-        throw new DomainError('invalid_argument', `record ${i + 1}${slug}: ${e.shortMessage}`, { code: e.code, cause: e });
+        throw new DomainError(e.kind, `record ${i + 1}${slug}: ${e.shortMessage}`, { code: e.code, cause: e });
       }
     }),
   );

@@ -65,6 +65,12 @@ export type ServiceRecord = {
   endpoints: ServiceEndpoint[];
 };
 
+/**
+ * A stored registry record and its scope: `orgId` null for a shared record (the operator's, seen
+ * by every organization), else the one organization that owns and alone sees this private record.
+ */
+export type RegisteredService = ServiceRecord & { orgId: string | null };
+
 export type TransactionRecord = {
   id: string;
   orgId: string;

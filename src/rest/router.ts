@@ -47,7 +47,7 @@ export function createRestRoutes(deps: AppDeps): Route[] {
     }),
     route('GET', '/api/resolve', (call) => {
       const slugs = [...call.url.searchParams.getAll('slug'), ...call.url.searchParams.getAll('slugs')];
-      return { status: 200, body: resolveJson(resolveServices(deps, slugs)) };
+      return { status: 200, body: resolveJson(resolveServices(deps, call.principal.orgId, slugs)) };
     }),
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();

@@ -11,7 +11,7 @@ import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
-import { deleteService, listServices, upsertService } from '../app/registry.js';
+import { deleteService, listServices, upsertService, type RegistryScope } from '../app/registry.js';
 import { invalidArgument } from '../domain/errors.js';
 import {
   agentToProto,
@@ -23,6 +23,11 @@ import {
   serviceToProto,
   transactionToProto,
 } from './mappers.js';
+
+/** The registry scope an operator request names: an organization's private records, or the shared ones. */
+function registryScope(orgId: string | undefined): RegistryScope {
+  return orgId === undefined ? 'shared' : { orgId };
+}
 
 /** Operator RPCs, all behind the admin token. Handlers translate and call one use case each. */
 export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer): ServiceImpl<typeof AdminService> {
@@ -84,16 +89,16 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     upsertService(req, ctx) {
       admin(ctx);
       if (!req.service) throw invalidArgument('service is required');
-      return { service: serviceToProto(upsertService(deps, serviceFromProto(req.service))) };
+      return { service: serviceToProto(upsertService(deps, registryScope(req.orgId), serviceFromProto(req.service))) };
     },
     deleteService(req, ctx) {
       admin(ctx);
-      deleteService(deps, req.slug);
+      deleteService(deps, registryScope(req.orgId), req.slug);
       return {};
     },
-    listServices(_req, ctx) {
+    listServices(req, ctx) {
       admin(ctx);
-      return { services: listServices(deps).map(serviceToProto) };
+      return { services: listServices(deps, registryScope(req.orgId)).map(serviceToProto) };
     },
     listTransactions(req, ctx) {
       admin(ctx);

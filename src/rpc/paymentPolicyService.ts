@@ -19,8 +19,7 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
       return pingAgent(deps, principal(ctx), req.agentId);
     },
     resolve(req, ctx) {
-      principal(ctx);
-      const r = resolveServices(deps, req.slugs);
+      const r = resolveServices(deps, principal(ctx).orgId, req.slugs);
       return {
         results: r.results.map((x) => ({ slug: x.slug, service: x.service ? serviceToProto(x.service) : undefined })),
         resolvedCount: r.resolvedCount,

@@ -271,15 +271,16 @@ describe('services registry', () => {
   const upload = (session: HttpSession, m: { body: Buffer; type: string }) =>
     fetch(`${s.url}/dashboard/services/import`, { method: 'POST', redirect: 'manual', headers: { cookie: session.cookie, 'content-type': m.type, connection: 'close' }, body: m.body });
 
-  test('behavior: importing an uploaded JSON file adds every record', async () => {
+  test('behavior: importing an uploaded JSON file adds every record, private to the organization', async () => {
     const records = [
       { slug: 'weather', name: 'Weather API', paymentMethods: [{ protocol: 'x402', baseUrl: 'https://weather.example', realm: '' }], endpoints: [{ method: 'GET', path: '/now', priceAtomic: '1000', currency: 'USDC' }] },
       { slug: 'maps', name: 'Maps', description: 'Tiles', category: 'geo' },
     ];
     const r = await upload(owner, multipart({ _csrf: owner.csrf, json: '' }, { name: 'registry.json', content: JSON.stringify(records) }));
     expect([r.status, r.headers.get('location')]).toEqual([303, '/dashboard/services']);
-    const list = await admin.client.listServices({}, admin.auth);
+    const list = await admin.client.listServices({ orgId }, admin.auth);
     expect(list.services.map((x) => x.slug)).toEqual(expect.arrayContaining(['weather', 'maps']));
+    expect((await admin.client.listServices({}, admin.auth)).services).toEqual([]);
     expect(await (await dashboardFetch(s.url, owner, '/dashboard/services')).text()).toMatch(/Imported 2 services/);
   });
 
@@ -288,7 +289,7 @@ describe('services registry', () => {
     const r = await upload(owner, multipart({ _csrf: owner.csrf, json: JSON.stringify(records) }));
     expect(r.status).toBe(400);
     expect(await r.text()).toMatch(/record 2 \(Bad Slug\): slug must be 1 to 64 lowercase/);
-    expect((await admin.client.listServices({}, admin.auth)).services.some((x) => x.slug === 'fine-one')).toBe(false);
+    expect((await admin.client.listServices({ orgId }, admin.auth)).services.some((x) => x.slug === 'fine-one')).toBe(false);
     const noToken = await upload(owner, multipart({ json: JSON.stringify([{ slug: 'x', name: 'X' }]) }));
     expect(noToken.status).toBe(403);
   });
@@ -298,7 +299,7 @@ describe('services registry', () => {
       form: { _csrf: owner.csrf, mode: 'new', slug: 'search', name: 'Search', methods: 'x402 https://search.example/api', endpoints: '' },
     });
     expect(add.status).toBe(303);
-    const saved = (await admin.client.listServices({}, admin.auth)).services.find((x) => x.slug === 'search')!;
+    const saved = (await admin.client.listServices({ orgId }, admin.auth)).services.find((x) => x.slug === 'search')!;
     expect(saved.paymentMethods).toEqual([expect.objectContaining({ protocol: 'x402', baseUrl: 'https://search.example/api', realm: '' })]);
     const again = await dashboardFetch(s.url, owner, '/dashboard/services', { form: { _csrf: owner.csrf, mode: 'new', slug: 'search', name: 'Other' } });
     expect(again.status).toBe(400);

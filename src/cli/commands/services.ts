@@ -65,16 +65,17 @@ export const serviceCommands: Command[] = [
   {
     group: 'service',
     action: 'upsert',
-    synopsis: '--file RECORD.json | --slug SLUG --name NAME [--description D] [--category C] [--base-url URL --protocol x402|mpp [--realm R]]',
-    summary: 'Create or replace a registry record by slug, from a wire-shape JSON file or from flags.',
-    flags: Object.fromEntries([['--file', 'value'], ...FLAG_FORM.map((f) => [f, 'value'])]),
+    synopsis: '[--org ID] --file RECORD.json | --slug SLUG --name NAME [--description D] [--category C] [--base-url URL --protocol x402|mpp [--realm R]]',
+    summary: 'Create or replace a registry record by slug (shared, or private to the organization --org), from a wire-shape JSON file or from flags.',
+    flags: Object.fromEntries([['--file', 'value'], ['--org', 'value'], ...FLAG_FORM.map((f) => [f, 'value'])]),
     prepare(flags) {
       const file = flags.get('--file');
       const mixed = FLAG_FORM.find((f) => flags.has(f));
       if (file !== undefined && mixed !== undefined) throw new UsageError(`--file cannot be combined with ${mixed}`);
       const service = file !== undefined ? recordFromFile(file) : recordFromFlags(flags);
+      const orgId = flags.get('--org');
       return async (client) => {
-        const r = await client.upsertService({ service });
+        const r = await client.upsertService({ service, orgId });
         return commandOutput(UpsertServiceResponseSchema, r, serviceFields(r.service));
       };
     },
@@ -82,13 +83,14 @@ export const serviceCommands: Command[] = [
   {
     group: 'service',
     action: 'delete',
-    synopsis: '--slug SLUG',
-    summary: 'Remove a registry record.',
-    flags: { '--slug': 'value' },
+    synopsis: '--slug SLUG [--org ID]',
+    summary: 'Remove a shared registry record, or with --org that organization\'s private one.',
+    flags: { '--slug': 'value', '--org': 'value' },
     prepare(flags) {
       const slug = flags.require('--slug');
+      const orgId = flags.get('--org');
       return async (client) => {
-        const r = await client.deleteService({ slug });
+        const r = await client.deleteService({ slug, orgId });
         return commandOutput(DeleteServiceResponseSchema, r, `deleted service ${slug}`);
       };
     },
@@ -96,12 +98,13 @@ export const serviceCommands: Command[] = [
   {
     group: 'service',
     action: 'list',
-    synopsis: '',
-    summary: 'List the service registry by slug.',
-    flags: {},
-    prepare() {
+    synopsis: '[--org ID]',
+    summary: 'List the shared registry records by slug, or with --org one organization\'s private ones.',
+    flags: { '--org': 'value' },
+    prepare(flags) {
+      const orgId = flags.get('--org');
       return async (client) => {
-        const r = await client.listServices({});
+        const r = await client.listServices({ orgId });
         const rows = r.services.map((s) => [
           s.slug, s.name, s.category, s.paymentMethods.map((m) => m.protocol).join(','), String(s.endpoints.length), s.id,
         ]);

@@ -2,7 +2,7 @@ import { listAgents } from '../../app/agents.js';
 import { decideApproval, describeApproval, listApprovals, type ApprovalView } from '../../app/approvals.js';
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { AppDeps } from '../../app/deps.js';
-import { listServices } from '../../app/registry.js';
+import { visibleServices } from '../../app/registry.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
 import { checksum, duration, iso, shortAddress, usd, utc } from '../format.js';
 import { html, type Html } from '../html.js';
@@ -15,7 +15,7 @@ type Names = { agents: Map<string, string>; services: Map<string, string> };
 function loadNames(deps: AppDeps, orgId: string): Names {
   return {
     agents: new Map(listAgents(deps, orgId).map((a) => [a.id, a.name])),
-    services: new Map(listServices(deps).map((s) => [s.slug, s.name])),
+    services: new Map(visibleServices(deps, orgId).map((s) => [s.slug, s.name])),
   };
 }
 

@@ -1,8 +1,8 @@
 import { roleAllows } from '../../app/dashboardRoles.js';
-import { deleteService, listServices, resolveServices, upsertService } from '../../app/registry.js';
+import { deleteService, findVisibleService, sharedReadOnly, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
 import { importServices } from '../../app/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
-import type { ServiceRecord } from '../../domain/types.js';
+import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
 import { html, safeHref, type Html } from '../html.js';
 import { csrfField, fieldError, invalidAttrs } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
@@ -11,24 +11,34 @@ import { endpointFromWireJson, endpointsToWireJson, serviceFromWireJson } from '
 /** Largest import the dashboard accepts, as uploaded file or pasted text. */
 export const MAX_IMPORT_BYTES = 1024 * 1024;
 
-function registered(ctx: RouteContext, slug: string): ServiceRecord | undefined {
-  return resolveServices(ctx.deps, [slug]).results[0]?.service ?? undefined;
+function registered(ctx: RouteContext, slug: string): RegisteredService | undefined {
+  return findVisibleService(ctx.deps, ctx.session.user.orgId, slug);
 }
 
-function servicesPage(ctx: RouteContext, importError?: { text: string; pasted: string }): Reply {
+/** Every write from the dashboard goes to the user's organization's private records, never the shared ones. */
+function ownScope(ctx: RouteContext): RegistryScope {
+  return { orgId: ctx.session.user.orgId };
+}
+
+function scopeLabel(s: RegisteredService): Html {
+  return s.orgId === null ? html`<span class="muted">shared</span>` : html`private`;
+}
+
+function servicesPage(ctx: RouteContext, importError?: { text: string; status: number; pasted: string }): Reply {
   const { deps, session } = ctx;
-  const services = listServices(deps);
+  const services = visibleServices(deps, session.user.orgId);
   const manage = roleAllows(session.user.role, 'manage');
   const rows = services.map((s) => html`<tr>
 <td><a href="/dashboard/services/${s.slug}"><code>${s.slug}</code></a></td>
 <td>${s.name}${s.docsUrl !== '' && html` <a class="small" href="${safeHref(s.docsUrl)}" rel="noopener noreferrer">docs</a>`}</td>
 <td>${s.category}</td>
+<td>${scopeLabel(s)}</td>
 <td>${s.paymentMethods.map((m) => m.protocol).join(', ')}</td>
 <td class="num">${s.endpoints.length}</td>
 </tr>`);
   const tools = manage
     ? html`<section class="panel" aria-labelledby="import-heading"><h2 id="import-heading">Import</h2>
-<p class="small muted">A JSON array of records in the shape <code>/api/resolve</code> returns. Records are added or replaced by slug; one invalid record rejects the whole import.</p>
+<p class="small muted">A JSON array of records in the shape <code>/api/resolve</code> returns. Records become private to this organization and are added or replaced by slug; one invalid record, or one naming a shared slug, rejects the whole import.</p>
 <form method="post" action="/dashboard/services/import" enctype="multipart/form-data">${csrfField({ session })}
 <div class="form-grid">
 <div class="field"><label for="import-file">JSON file</label><input type="file" id="import-file" name="file" accept="application/json,.json"></div>
@@ -40,14 +50,14 @@ ${fieldError('import-json', importError?.text)}</div>
     : '';
   return {
     type: 'page',
-    status: importError ? 400 : 200,
+    status: importError?.status ?? 200,
     section: 'services',
     title: 'Services',
-    content: html`<div class="page-head"><h1>Services registry</h1>${manage && html`<a class="button primary" href="/dashboard/services/new">Add a service</a>`}</div>
-<p class="muted">Paid APIs agents may pay, by slug. Allowlists may name a slug instead of an address. The registry is shared by every organization on this server.</p>
+    content: html`<div class="page-head"><h1>Services registry</h1>${manage && html`<a class="button primary" href="/dashboard/services/new">Add a private service</a>`}</div>
+<p class="muted">Paid APIs agents may pay, by slug. Allowlists may name a slug instead of an address. Shared records come from the server's operator, are seen by every organization and are read-only here. Private records belong to this organization: only its agents are attributed to them, and a private slug may not equal a shared one. When a URL lies under the base URLs of two records, the shared record wins.</p>
 ${services.length === 0 ? html`<p class="empty">The registry is empty.</p>` : html`<div class="table-wrap"><table>
 <caption class="sr-only">Registered services</caption>
-<thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Category</th><th scope="col">Payment</th><th scope="col" class="num">Endpoints</th></tr></thead>
+<thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Category</th><th scope="col">Scope</th><th scope="col">Payment</th><th scope="col" class="num">Endpoints</th></tr></thead>
 <tbody>${rows}</tbody></table></div>`}
 ${tools}`,
   };
@@ -97,7 +107,7 @@ function fieldOf(message: string): FieldKey | undefined {
   return first === undefined ? undefined : map[first];
 }
 
-function serviceFormPage(ctx: RouteContext, mode: 'new' | 'edit', v: ServiceForm, error?: { field: FieldKey | undefined; text: string }): Reply {
+function serviceFormPage(ctx: RouteContext, mode: 'new' | 'edit', v: ServiceForm, error?: { field: FieldKey | undefined; text: string; status?: number }): Reply {
   const { session } = ctx;
   const err = (k: FieldKey) => (error?.field === k ? error.text : undefined);
   const input = (k: FieldKey, id: string, label: Html | string, type = 'text', extra: Html | string = '') => html`<div class="field"><label for="${id}">${label}</label>
@@ -105,11 +115,12 @@ function serviceFormPage(ctx: RouteContext, mode: 'new' | 'edit', v: ServiceForm
   const slugExtra = mode === 'edit' ? html`readonly aria-readonly="true"` : html`required maxlength="64" pattern="[a-z0-9-]+"`;
   return {
     type: 'page',
-    status: error ? 400 : 200,
+    status: error ? error.status ?? 400 : 200,
     section: 'services',
     title: mode === 'new' ? 'Add a service' : `Edit ${v.slug}`,
     content: html`<p class="small"><a href="/dashboard/services">← Services registry</a></p>
 <h1>${mode === 'new' ? 'Add a service' : html`Edit <code>${v.slug}</code>`}</h1>
+<p class="muted">This record is private to your organization: only its agents are attributed to it.</p>
 ${error && error.field === undefined && html`<p class="flash flash-error" role="alert">${error.text}</p>`}
 <form class="panel" method="post" action="/dashboard/services" novalidate>${csrfField({ session })}
 <input type="hidden" name="mode" value="${mode}">
@@ -134,7 +145,7 @@ ${mode === 'edit' && html`<form method="post" action="/dashboard/services/${v.sl
   };
 }
 
-function serviceView(s: ServiceRecord): Reply {
+function serviceView(s: RegisteredService): Reply {
   return {
     type: 'page',
     section: 'services',
@@ -142,6 +153,7 @@ function serviceView(s: ServiceRecord): Reply {
     content: html`<p class="small"><a href="/dashboard/services">← Services registry</a></p>
 <h1>${s.name} <code class="small">${s.slug}</code></h1>
 <section class="panel"><dl class="facts">
+<dt>Scope</dt><dd>${s.orgId === null ? 'shared: managed by the server\'s operator, seen by every organization' : 'private to your organization'}</dd>
 <dt>Description</dt><dd>${s.description}</dd>
 <dt>Category</dt><dd>${s.category}</dd>
 <dt>Documentation</dt><dd>${s.docsUrl !== '' && html`<a href="${safeHref(s.docsUrl)}" rel="noopener noreferrer">${s.docsUrl}</a>`}</dd>
@@ -165,7 +177,11 @@ function importText(ctx: RouteContext): { text: string; pasted: string } {
   return { text: file !== undefined && file.length > 0 ? file.toString('utf8') : pasted, pasted };
 }
 
-/** The service registry: list, add, edit, delete and import. */
+/**
+ * The service registry: every organization lists and views the shared records and its own private
+ * ones; owners add, edit, delete and import private records only. The use cases take the
+ * organization's scope, so no form field can reach a shared record or another organization's.
+ */
 export const serviceRoutes: Route[] = [
   { method: 'GET', pattern: /^\/dashboard\/services$/, permission: 'read', handle: (ctx) => servicesPage(ctx) },
   {
@@ -181,7 +197,8 @@ export const serviceRoutes: Route[] = [
     handle(ctx) {
       const s = registered(ctx, ctx.params[0]!);
       if (!s) throw new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
-      return roleAllows(ctx.session.user.role, 'manage') ? serviceFormPage(ctx, 'edit', formFromRecord(s)) : serviceView(s);
+      // Shared records are the operator's: every organization sees them read-only.
+      return s.orgId !== null && roleAllows(ctx.session.user.role, 'manage') ? serviceFormPage(ctx, 'edit', formFromRecord(s)) : serviceView(s);
     },
   },
   {
@@ -193,7 +210,11 @@ export const serviceRoutes: Route[] = [
       const v = readServiceForm(ctx);
       const mode = ctx.form.get('mode') === 'edit' ? 'edit' : 'new';
       try {
-        if (mode === 'new' && v.slug.trim() !== '' && registered(ctx, v.slug.trim())) {
+        const existing = v.slug.trim() === '' ? undefined : registered(ctx, v.slug.trim());
+        if (existing?.orgId === null) {
+          return serviceFormPage(ctx, mode, v, { field: 'slug', text: sharedReadOnly(existing.slug).shortMessage, status: 409 });
+        }
+        if (mode === 'new' && existing) {
           // A new-service form must not silently replace an existing record with the same slug.
           return serviceFormPage(ctx, mode, v, { field: 'slug', text: 'slug is already registered; edit that service instead' });
         }
@@ -209,13 +230,15 @@ export const serviceRoutes: Route[] = [
         } catch (err) {
           return serviceFormPage(ctx, mode, v, { field: 'endpoints', text: errorText(err).text });
         }
-        const saved = upsertService(ctx.deps, {
+        const saved = upsertService(ctx.deps, ownScope(ctx), {
           id: '', slug: v.slug, name: v.name, description: v.description, category: v.category, logoUrl: v.logoUrl, docsUrl: v.docsUrl,
           paymentMethods: methods, endpoints,
         });
         return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${saved.slug} saved.` } };
       } catch (err) {
         const e = errorText(err);
+        // A slug taken in the meantime by a shared record is a refusal to show on the form.
+        if (e.kind === 'conflict') return serviceFormPage(ctx, mode, v, { field: 'slug', text: e.text, status: e.status });
         if (e.kind !== 'invalid_argument') throw err;
         return serviceFormPage(ctx, mode, v, { field: fieldOf(e.text), text: e.text });
       }
@@ -237,12 +260,12 @@ export const serviceRoutes: Route[] = [
           throw invalidArgument('the import is not valid JSON');
         }
         const list = Array.isArray(value) ? value : [value];
-        const saved = importServices(ctx.deps, list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
+        const saved = importServices(ctx.deps, ownScope(ctx), list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
         return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Imported ${saved.length} ${saved.length === 1 ? 'service' : 'services'}.` } };
       } catch (err) {
         const e = errorText(err);
-        if (e.kind !== 'invalid_argument') throw err;
-        return servicesPage(ctx, { text: e.text, pasted: pasted.length <= 64 * 1024 ? pasted : '' });
+        if (e.kind !== 'invalid_argument' && e.kind !== 'conflict') throw err;
+        return servicesPage(ctx, { text: e.text, status: e.status, pasted: pasted.length <= 64 * 1024 ? pasted : '' });
       }
     },
   },
@@ -252,7 +275,7 @@ export const serviceRoutes: Route[] = [
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      deleteService(ctx.deps, ctx.params[0]!);
+      deleteService(ctx.deps, ownScope(ctx), ctx.params[0]!);
       return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${ctx.params[0]!} deleted.` } };
     },
   },
