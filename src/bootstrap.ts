@@ -6,6 +6,7 @@ import type { AppDeps } from './app/deps.js';
 import { createOrganization, provisionTreasury } from './app/organizations.js';
 import { generateAdminToken, hashSecret } from './auth/credentials.js';
 import { MICROS_PER_USD } from './domain/money.js';
+import { DEFAULT_MAX_NETWORK_FEE_WEI } from './domain/networkFee.js';
 import { writeTxn } from './store/db.js';
 
 /** The file a first start writes (mode 0600), with exactly these keys. */
@@ -21,7 +22,7 @@ const BOOTSTRAPPED = 'bootstrapped_at';
 const ADMIN_TOKEN_HASH = 'admin_token_hash';
 
 /** The demo agent's policy: small amounts only, nothing without an allowlist entry. */
-const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD };
+const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI };
 
 /**
  * On an empty database, creates what a new operator needs to try the service: an admin token

@@ -1,43 +1,15 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { getAddress } from 'viem';
-import { Transaction } from 'viem/tempo';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { postSign, setPolicy } from './helpers/payments.js';
 import { MPP_RECIPIENT, startMppPeer, type MppPeer } from './helpers/peers.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
-
-/** A Tempo JSON-RPC node on loopback answering the fee questions with fixed values, recording calls. */
-async function startTempoRpc(answers: Record<string, unknown>) {
-  const calls: Array<{ method: string; params: unknown[] }> = [];
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      const msg = JSON.parse(body) as { id: number; method: string; params: unknown[] };
-      calls.push({ method: msg.method, params: msg.params });
-      const result = answers[msg.method];
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(result === undefined
-        ? { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'method not found' } }
-        : { jsonrpc: '2.0', id: msg.id, result }));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/`, calls, close: () => new Promise<void>((r) => server.close(() => r())) };
-}
-
-function signedTempoTx(paymentHeaderValue: string) {
-  const credential = JSON.parse(Buffer.from(paymentHeaderValue.slice('Payment '.length), 'base64url').toString('utf8')) as { payload: { signature: `0x${string}` } };
-  return Transaction.deserialize(credential.payload.signature) as unknown as { gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
-}
+import { signedTempoTx, startTempoRpc, type TempoRpc } from './helpers/tempoRpc.js';
 
 describe('MPP gas and fees from PAYPOLICY_TEMPO_RPC_URL', () => {
   let peer: MppPeer;
-  let rpc: Awaited<ReturnType<typeof startTempoRpc>>;
-  let broken: Awaited<ReturnType<typeof startTempoRpc>>;
+  let rpc: TempoRpc;
+  let broken: TempoRpc;
   let s: TestServer;
   let withBroken: TestServer;
   let admin: Admin;

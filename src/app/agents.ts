@@ -1,5 +1,6 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { parseUsd } from '../domain/money.js';
+import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../domain/networkFee.js';
 import type { Agent, Policy } from '../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
@@ -11,7 +12,7 @@ const MAX_ALLOWLIST = 1000;
 
 /** A policy that allows nothing: new agents start here until an operator sets one. */
 export function denyAllPolicy(now: number): Policy {
-  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, updatedAt: now };
+  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, updatedAt: now };
 }
 
 /** Agent of the given organization, or 404. Other organizations' agents look exactly unknown. */
@@ -62,8 +63,14 @@ export function listAgents(deps: AppDeps, orgId: string): Agent[] {
   return deps.store.agents.listByOrg(orgId);
 }
 
-/** Validates and normalizes policy input: addresses lowercased, duplicates dropped. */
-export function parsePolicy(input: { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string }, now: number): Policy {
+/** Policy fields as every transport delivers them; an unset fee ceiling keeps the current one. */
+export type PolicyInput = { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string; maxNetworkFeeWei?: string };
+
+/**
+ * Validates and normalizes policy input: addresses lowercased, duplicates dropped. An unset fee
+ * ceiling comes back as the default; setPolicy replaces it with the agent's current one.
+ */
+export function parsePolicy(input: PolicyInput, now: number): Policy {
   if (input.allowlist.length > MAX_ALLOWLIST) throw invalidArgument(`allowlist must have at most ${MAX_ALLOWLIST} entries`);
   const allowlist: string[] = [];
   for (const raw of input.allowlist) {
@@ -79,15 +86,22 @@ export function parsePolicy(input: { allowlist: string[]; spendCapUsd: string; a
     allowlist,
     spendCapMicros: parseUsd(input.spendCapUsd.trim(), 'spend_cap_usd'),
     approvalThresholdMicros: parseUsd(input.approvalThresholdUsd.trim(), 'approval_threshold_usd'),
+    maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? DEFAULT_MAX_NETWORK_FEE_WEI : parseMaxNetworkFeeWei(input.maxNetworkFeeWei),
     updatedAt: now,
   };
 }
 
-export function setPolicy(deps: AppDeps, input: { agentId: string; allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string }): Policy {
+/**
+ * Replaces an agent's policy. Every field is validated before the write starts, so bad input
+ * changes nothing. Leaving the fee ceiling unset keeps the agent's current one: a client that
+ * predates the field cannot lift or reset it by omission.
+ */
+export function setPolicy(deps: AppDeps, input: PolicyInput & { agentId: string }): Policy {
   requireId(input.agentId, AGENT_ID, 'agent_id');
-  const policy = parsePolicy(input, deps.now());
+  const parsed = parsePolicy(input, deps.now());
   return writeTxn(deps.store.db, () => {
-    requireAgent(deps, input.agentId);
+    const agent = requireAgent(deps, input.agentId);
+    const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
     deps.store.agents.setPolicy(input.agentId, policy);
     return policy;
   });

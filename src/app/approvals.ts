@@ -10,10 +10,31 @@ import { requireOrganization } from './organizations.js';
 import { CAP_WINDOW_MS, policyFacts, signAndSettle } from './sign.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson, splitRecipients } from './paywall.js';
+import { loadRequest } from './signedPayment.js';
+import { atomicToMicros } from '../domain/money.js';
+import { maxNetworkFeeWei, type NetworkFee } from '../domain/networkFee.js';
+import { MAX_TEMPO_FEE } from '../signing/tempo.js';
 
 /** Split recipients of a stored paywall request (none for the direct types). */
 function storedSplitRecipients(request: string): string[] {
   return isPaywallRequest(request) ? splitRecipients(offerFromJson((JSON.parse(request) as StoredPaywallRequest).offer)) : [];
+}
+
+/** Gas and fee cap of a stored raw transaction, whose fee the treasury pays; null for other types. */
+function storedNetworkFee(request: string): NetworkFee | null {
+  if (isPaywallRequest(request)) return null;
+  const { payload } = loadRequest(request);
+  return payload.kind === 'raw_transaction' ? { gas: payload.gas, maxFeePerGas: payload.maxFeePerGas } : null;
+}
+
+/** MAX_TEMPO_FEE in micro-USD: Tempo fees are in attodollars, 18 decimals of a dollar. */
+const MAX_TEMPO_FEE_MICROS = atomicToMicros(MAX_TEMPO_FEE, 18).micros;
+
+/** An MPP payment whose Tempo fee the treasury pays (the paywall does not sponsor it). */
+function paysTempoFee(request: string): boolean {
+  if (!isPaywallRequest(request)) return false;
+  const stored = JSON.parse(request) as StoredPaywallRequest;
+  return stored.type === 'mpp' && offerFromJson(stored.offer).mpp?.request.methodDetails.feePayer !== true;
 }
 
 export const EXPIRED_REASON = 'Approval request expired before a human decided';
@@ -106,6 +127,8 @@ export async function decideApproval(
       ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, own),
       attributedSlug: tx.serviceSlug || null,
       otherRecipients: storedSplitRecipients(tx.request),
+      // The ceiling may have been lowered while the payment waited: the fee is checked again.
+      networkFee: storedNetworkFee(tx.request),
     };
     const verdict = evaluatePolicy(facts, { skipThreshold: true });
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
@@ -139,10 +162,24 @@ export async function decideApproval(
   return approvals.get(input.id)!;
 }
 
-/** An approval joined with what it is about, for operators and the dashboard. */
-export type ApprovalView = ApprovalRow & { amountMicros: bigint; recipient: string; reason: string; serviceSlug: string };
+/**
+ * An approval joined with what it is about, for operators and the dashboard. The most the
+ * payment can cost in network fees on top of its amount: `maxNetworkFeeWei` for a raw
+ * transaction (gas × max fee per gas, paid in ETH), `maxTempoFeeMicros` for an MPP payment whose
+ * fee the treasury pays (the service-wide bound, paid in the stablecoin); both null when
+ * the treasury pays no fee (x402, EIP-3009, Permit2, a sponsored MPP payment).
+ */
+export type ApprovalView = ApprovalRow & {
+  amountMicros: bigint; recipient: string; reason: string; serviceSlug: string;
+  maxNetworkFeeWei: bigint | null; maxTempoFeeMicros: bigint | null;
+};
 
 export function describeApproval(deps: AppDeps, a: ApprovalRow): ApprovalView {
   const tx = deps.store.payments.get(a.transactionId);
-  return { ...a, amountMicros: tx?.amountMicros ?? 0n, recipient: tx?.recipient ?? '', reason: tx?.reason ?? '', serviceSlug: tx?.serviceSlug ?? '' };
+  const fee = tx ? storedNetworkFee(tx.request) : null;
+  return {
+    ...a, amountMicros: tx?.amountMicros ?? 0n, recipient: tx?.recipient ?? '', reason: tx?.reason ?? '', serviceSlug: tx?.serviceSlug ?? '',
+    maxNetworkFeeWei: fee ? maxNetworkFeeWei(fee) : null,
+    maxTempoFeeMicros: tx && paysTempoFee(tx.request) ? MAX_TEMPO_FEE_MICROS : null,
+  };
 }

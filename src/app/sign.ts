@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { getAddress, type Address } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
+import type { NetworkFee } from '../domain/networkFee.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
 import type { Agent, Principal } from '../domain/types.js';
@@ -42,7 +43,7 @@ export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amou
   return {
     agentStatus: agent.status, allowlist: agent.policy.allowlist, spendCapMicros: agent.policy.spendCapMicros,
     approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: null,
-    amountMicros, committedMicros: committed,
+    amountMicros, committedMicros: committed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei,
   };
 }
 
@@ -93,6 +94,8 @@ type Intent = {
   recipient: string;
   /** Split recipients an MPP payment also pays. */
   otherRecipients: string[];
+  /** Gas and fee cap the treasury pays for (raw transactions); null when the payer pays no fee in wei. */
+  networkFee: NetworkFee | null;
   amountMicros: bigint;
   attributedSlug: string | null;
   attributionNote: string | null;
@@ -106,6 +109,7 @@ async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, 
   if (req.payload.kind !== 'paywall') {
     return {
       chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
+      networkFee: req.payload.kind === 'raw_transaction' ? { gas: req.payload.gas, maxFeePerGas: req.payload.maxFeePerGas } : null,
       resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
     };
   }
@@ -121,7 +125,7 @@ async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, 
     payload: req.payload, offer: offerToJson(offer),
   };
   return {
-    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros,
+    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros, networkFee: null,
     attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
     resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
   };
@@ -131,6 +135,7 @@ function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
   return {
     ...policyFacts(deps, agent, intent.recipient, intent.amountMicros),
     otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
+    networkFee: intent.networkFee,
   };
 }
 

@@ -1,4 +1,4 @@
-import { getAddress } from 'viem';
+import { formatEther, getAddress } from 'viem';
 import { formatUsd } from '../domain/money.js';
 
 /** Micro-USD for people: `$1,234.50`. Built on formatUsd, so no float takes part. */
@@ -7,6 +7,11 @@ export function usd(micros: bigint): string {
   const [whole, frac = ''] = text.split('.');
   const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   return `${micros < 0n ? '-' : ''}$${grouped}.${frac.padEnd(2, '0')}`;
+}
+
+/** Wei for people: `1,000,000,000,000,000 wei (0.001 ETH)`; string arithmetic only, no floats. */
+export function wei(amount: bigint): string {
+  return `${amount.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',')} wei (${formatEther(amount)} ETH)`;
 }
 
 /** An instant as `2030-03-04 05:06 UTC`: one zone for everyone reading the same page. */

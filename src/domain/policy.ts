@@ -1,4 +1,5 @@
 import { formatUsd } from './money.js';
+import { maxNetworkFeeWei, type NetworkFee } from './networkFee.js';
 import type { AgentStatus } from './validate.js';
 
 /**
@@ -28,9 +29,13 @@ export type PolicyFacts = {
   amountMicros: bigint;
   /** What already counts against the cap in the rolling 24 hours (signed, signing, pending). */
   committedMicros: bigint;
+  /** The agent's per-payment ceiling on network fees the treasury pays, in wei. */
+  maxNetworkFeeWei: bigint;
+  /** Gas and fee cap of a payment whose gas the treasury pays (raw transactions); absent otherwise. */
+  networkFee?: NetworkFee | null;
 };
 
-export type DenyRule = 'agent_status' | 'allowlist' | 'spend_cap';
+export type DenyRule = 'agent_status' | 'allowlist' | 'network_fee' | 'spend_cap';
 
 export type Verdict =
   | { outcome: 'allowed' }
@@ -45,8 +50,8 @@ export type EvaluateOptions = {
 const usd = (micros: bigint) => `$${formatUsd(micros)}`;
 
 /**
- * Checks, in order: agent status, recipient allowlist, rolling 24-hour spend cap, approval
- * threshold. Amounts strictly above the threshold need approval; equal is allowed. An empty
+ * Checks, in order: agent status, recipient allowlist, network-fee ceiling, rolling 24-hour spend
+ * cap, approval threshold. The fee ceiling is inclusive (a fee equal to it is allowed). Amounts strictly above the threshold need approval; equal is allowed. An empty
  * allowlist allows nothing.
  */
 export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): Verdict {
@@ -68,6 +73,16 @@ export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): V
         ? `Recipient ${f.recipient} is not on the agent's allowlist: ${f.attributionNote}`
         : `Recipient ${f.recipient} is not on the agent's allowlist`;
     return { outcome: 'denied', rule: 'allowlist', reason };
+  }
+  if (f.networkFee) {
+    const fee = maxNetworkFeeWei(f.networkFee);
+    if (fee > f.maxNetworkFeeWei) {
+      return {
+        outcome: 'denied',
+        rule: 'network_fee',
+        reason: `Maximum network fee of ${fee} wei (gas ${f.networkFee.gas} × max fee ${f.networkFee.maxFeePerGas} wei) exceeds the agent's ceiling of ${f.maxNetworkFeeWei} wei`,
+      };
+    }
   }
   if (f.committedMicros + f.amountMicros > f.spendCapMicros) {
     const left = f.spendCapMicros > f.committedMicros ? f.spendCapMicros - f.committedMicros : 0n;

@@ -27,6 +27,8 @@ export type Policy = {
   allowlist: string[];
   spendCapMicros: bigint;
   approvalThresholdMicros: bigint;
+  /** Per-payment ceiling on the network fee the treasury pays (gas × max fee per gas), in wei. */
+  maxNetworkFeeWei: bigint;
   updatedAt: number;
 };
 

@@ -83,6 +83,7 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       admin(ctx);
       const policy = setPolicy(deps, {
         agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
+        maxNetworkFeeWei: req.maxNetworkFeeWei,
       });
       return { policy: policyToProto(policy) };
     },

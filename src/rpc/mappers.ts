@@ -48,6 +48,7 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
   return {
     allowlist: p.allowlist, spendCapUsd: formatUsd(p.spendCapMicros),
     approvalThresholdUsd: formatUsd(p.approvalThresholdMicros), updatedAt: timestampFromMs(p.updatedAt),
+    maxNetworkFeeWei: p.maxNetworkFeeWei.toString(),
   };
 }
 
@@ -172,7 +173,8 @@ export function approvalToProto(a: ApprovalView): MessageInitShape<typeof Approv
     id: a.id, status: a.status, transactionId: a.transactionId, agentId: a.agentId, amountUsd: formatUsd(a.amountMicros),
     recipientAddress: a.recipient, reason: a.reason, createdAt: timestampFromMs(a.createdAt), expiresAt: timestampFromMs(a.expiresAt),
     decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
-    serviceSlug: a.serviceSlug,
+    serviceSlug: a.serviceSlug, maxNetworkFeeWei: a.maxNetworkFeeWei?.toString() ?? '',
+    maxNetworkFeeUsd: a.maxTempoFeeMicros === null ? '' : formatUsd(a.maxTempoFeeMicros),
   };
 }
 

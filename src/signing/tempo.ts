@@ -30,6 +30,14 @@ export type TempoFees = { gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGa
  */
 export const DEFAULT_TEMPO_FEES: TempoFees = { gas: 400_000n, maxFeePerGas: 40_000_000_000n, maxPriorityFeePerGas: 2_000_000_000n };
 
+/**
+ * The most network fee one MPP payment may cost the treasury: gas × maxFeePerGas ≤ 5·10^16
+ * attodollars ($0.05), mppx's own sponsor limit (maxTotalFee). Tempo fees are paid in the
+ * stablecoin, not in wei, so the policy's wei ceiling cannot bound them; this fixed bound does,
+ * whatever a configured Tempo RPC estimates (tempoFees.ts lowers the price to fit).
+ */
+export const MAX_TEMPO_FEE = 50_000_000_000_000_000n;
+
 /** The expiring-nonce lane: no nonce lookup, replay bounded by validBefore instead. */
 const EXPIRING_NONCE_KEY = maxUint256;
 /** mppx and viem's expiring-nonce default; Tempo caps how far ahead an expiring nonce may reach. */
@@ -162,6 +170,7 @@ export function prepareMppPayment(orgId: string, treasury: Address, offer: Offer
   if (fees.gas <= 0n || fees.maxFeePerGas <= 0n || fees.maxPriorityFeePerGas < 0n || fees.maxPriorityFeePerGas > fees.maxFeePerGas) {
     throw new DomainError('internal', 'invalid Tempo fee settings');
   }
+  if (fees.gas * fees.maxFeePerGas > MAX_TEMPO_FEE) throw new DomainError('internal', 'Tempo fee settings exceed the maximum network fee');
   const sponsored = md.feePayer === true;
   const tx: TempoFields = {
     chainId: md.chainId, calls, nonceKey: EXPIRING_NONCE_KEY, nonce: 0n, validBefore,

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { encodeFunctionData, type Address } from 'viem';
 import { Abis } from 'viem/tempo';
 import type { Offer } from '../probe/offer.js';
-import { DEFAULT_TEMPO_FEES, type TempoFees } from './tempo.js';
+import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, type TempoFees } from './tempo.js';
 
 /** Where MPP payments get their gas and fee values. */
 export type TempoFeeSource = { feesFor(offer: Offer, treasury: Address): Promise<TempoFees> };
@@ -39,7 +39,8 @@ function quantity(value: unknown, what: string): bigint {
  * Gas and fees for MPP Tempo transactions. Without an RPC endpoint, the documented defaults
  * (DEFAULT_TEMPO_FEES). With one, for offers on the chain it serves: gas from eth_estimateGas of
  * the primary transfer (plus a buffer, and once more per split), maxFeePerGas twice eth_gasPrice,
- * the tip from eth_maxPriorityFeePerGas, all bounded. Prices are reused for 5 s. If the RPC fails
+ * the tip from eth_maxPriorityFeePerGas, all bounded, and the price lowered when gas × price would
+ * exceed MAX_TEMPO_FEE (a payment that then underbids the chain fails; it never overpays). Prices are reused for 5 s. If the RPC fails
  * the defaults are used and a warning logged: a payment should not fail because a fee estimate did.
  */
 export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, timeoutMs = 2_000): TempoFeeSource {
@@ -71,7 +72,9 @@ export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, ti
         let gas = (quantity(estimate, 'eth_estimateGas') + GAS_BUFFER) * transfers;
         if (gas < LIMITS.minGas) gas = LIMITS.minGas;
         if (gas > LIMITS.maxGas) gas = LIMITS.maxGas;
-        return { gas, maxFeePerGas: p.maxFeePerGas, maxPriorityFeePerGas: p.maxPriorityFeePerGas };
+        const maxFeePerGas = gas * p.maxFeePerGas > MAX_TEMPO_FEE ? MAX_TEMPO_FEE / gas : p.maxFeePerGas;
+        const maxPriorityFeePerGas = p.maxPriorityFeePerGas > maxFeePerGas ? maxFeePerGas : p.maxPriorityFeePerGas;
+        return { gas, maxFeePerGas, maxPriorityFeePerGas };
       } catch (err) {
         chainId = undefined;
         log.warn({ err: (err as Error).message }, 'Tempo fee estimate failed; using the default fees');

@@ -5,11 +5,11 @@ import type { AgentStatus } from '../domain/validate.js';
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: number; updated_at: number;
   last_ping_at: number | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
-  policy_updated_at: number;
+  max_network_fee_wei: string; policy_updated_at: number;
 };
 
 const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
-  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.updated_at AS policy_updated_at
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.updated_at AS policy_updated_at
   FROM agents a JOIN policies p ON p.agent_id = a.id`;
 
 function toAgent(r: AgentRow): Agent {
@@ -20,6 +20,7 @@ function toAgent(r: AgentRow): Agent {
       allowlist: JSON.parse(r.allowlist) as string[],
       spendCapMicros: BigInt(r.spend_cap_micros),
       approvalThresholdMicros: BigInt(r.approval_threshold_micros),
+      maxNetworkFeeWei: BigInt(r.max_network_fee_wei),
       updatedAt: Number(r.policy_updated_at),
     },
   };
@@ -34,10 +35,10 @@ function toAgent(r: AgentRow): Agent {
 export function createAgentStore(db: Db) {
   const cache = new Map<string, Agent>();
   const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
-  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, updated_at)
-    VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
     spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
-    updated_at = excluded.updated_at`);
+    max_network_fee_wei = excluded.max_network_fee_wei, updated_at = excluded.updated_at`);
   // Money columns are read as bigint so no sum or comparison ever passes through a double.
   const byId = db.prepare(`${SELECT} WHERE a.id = ?`).safeIntegers(true);
   const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
@@ -45,7 +46,7 @@ export function createAgentStore(db: Db) {
   const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
   const setPolicy = (agentId: string, p: Policy) => {
     cache.delete(agentId);
-    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.updatedAt);
+    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.updatedAt);
   };
   return {
     insert(agent: Agent): void {

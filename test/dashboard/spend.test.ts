@@ -40,7 +40,7 @@ function row(agentId: string, ago: number, usd: bigint, status: string): void {
 
 describe('summarizeSpend', () => {
   test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', () => {
-    const a = createAgent(deps, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, updatedAt: NOW } });
+    const a = createAgent(deps, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: NOW } });
     const b = createAgent(deps, { orgId, name: 'b' });
     row(a.id, 0, 1n, 'signed'); // exactly now: in the last hourly bucket
     row(a.id, 2 * HOUR, 2n, 'signing');

@@ -4,7 +4,8 @@ import { evaluatePolicy, type PolicyFacts } from '../../src/domain/policy.js';
 
 /**
  * evaluatePolicy is a pure function from facts to a verdict. Rules, in order: agent status,
- * allowlist (empty allows nothing; an attributed registry slug counts), rolling 24-hour spend cap
+ * allowlist (empty allows nothing; an attributed registry slug counts), network-fee ceiling
+ * (gas × max fee per gas ≤ ceiling, when the payment carries a fee), rolling 24-hour spend cap
  * (committed + amount ≤ cap), approval threshold (strictly above → pending; skipThreshold skips
  * only this rule).
  */
@@ -13,8 +14,12 @@ const USD = 1_000_000n;
 const ALICE = '0x1111111111111111111111111111111111111111';
 const BOB = '0x2222222222222222222222222222222222222222';
 const CAROL = '0xabcdefabcdefabcdefabcdefabcdefabcdefabcd';
+const CEILING = 10n ** 15n;
 
-/** An active agent paying $0.50 to an allowlisted recipient, cap $10, threshold $1, nothing committed. */
+/**
+ * An active agent paying $0.50 to an allowlisted recipient, cap $10, threshold $1, nothing
+ * committed, fee ceiling 10^15 wei, no network fee.
+ */
 function facts(over: Partial<PolicyFacts> = {}): PolicyFacts {
   return {
     agentStatus: 'active',
@@ -25,6 +30,7 @@ function facts(over: Partial<PolicyFacts> = {}): PolicyFacts {
     attributedSlug: null,
     amountMicros: USD / 2n,
     committedMicros: 0n,
+    maxNetworkFeeWei: CEILING,
     ...over,
   };
 }
@@ -127,7 +133,60 @@ describe('evaluatePolicy', () => {
     });
   });
 
-  describe('rule 3: spend cap', () => {
+  describe('rule 3: network fee ceiling', () => {
+    const fee = (gas: bigint, maxFeePerGas: bigint) => ({ networkFee: { gas, maxFeePerGas } });
+
+    test('behavior: a fee exactly at the ceiling is allowed', () => {
+      expect(evaluatePolicy(facts(fee(100_000n, 10_000_000_000n)))).toEqual({ outcome: 'allowed' });
+    });
+
+    test('behavior: one step over the ceiling is denied by rule network_fee with every number in the reason', () => {
+      // 100,000 × 10,000,000,001 = 10^15 + 100,000 wei: one wei more per gas than the ceiling allows.
+      expect(evaluatePolicy(facts(fee(100_000n, 10_000_000_001n)))).toEqual({
+        outcome: 'denied',
+        rule: 'network_fee',
+        reason: "Maximum network fee of 1000000000100000 wei (gas 100000 × max fee 10000000001 wei) exceeds the agent's ceiling of 1000000000000000 wei",
+      });
+      expect(evaluatePolicy(facts({ ...fee(1n, CEILING + 1n) }))).toMatchObject({ outcome: 'denied', rule: 'network_fee' });
+    });
+
+    test('behavior: the issue\'s example reason: 100,000 gas at 20 gwei against 0.001 ETH', () => {
+      expect(evaluatePolicy(facts(fee(100_000n, 20_000_000_000n)))).toEqual({
+        outcome: 'denied',
+        rule: 'network_fee',
+        reason: "Maximum network fee of 2000000000000000 wei (gas 100000 × max fee 20000000000 wei) exceeds the agent's ceiling of 1000000000000000 wei",
+      });
+    });
+
+    test('behavior: a ceiling of 0 refuses any fee, and a payment without a fee passes it', () => {
+      expect(evaluatePolicy(facts({ maxNetworkFeeWei: 0n, ...fee(21_000n, 1n) }))).toMatchObject({ outcome: 'denied', rule: 'network_fee' });
+      expect(evaluatePolicy(facts({ maxNetworkFeeWei: 0n }))).toEqual({ outcome: 'allowed' });
+      expect(evaluatePolicy(facts({ maxNetworkFeeWei: 0n, networkFee: null }))).toEqual({ outcome: 'allowed' });
+    });
+
+    test('behavior: the largest fee a request can carry (1,000,000 gas × 1000 gwei = 1 ETH) against the largest ceiling (1000 ETH) is allowed', () => {
+      expect(evaluatePolicy(facts({ maxNetworkFeeWei: 10n ** 21n, ...fee(1_000_000n, 10n ** 12n) }))).toEqual({ outcome: 'allowed' });
+      expect(evaluatePolicy(facts(fee(1_000_000n, 10n ** 12n)))).toMatchObject({
+        outcome: 'denied', rule: 'network_fee', reason: expect.stringContaining('Maximum network fee of 1000000000000000000 wei'),
+      });
+    });
+
+    test('behavior: the fee is checked after status and allowlist and before cap and threshold', () => {
+      const over = fee(1_000_000n, 10n ** 12n);
+      expect(evaluatePolicy(facts({ ...over, agentStatus: 'paused' }))).toMatchObject({ rule: 'agent_status' });
+      expect(evaluatePolicy(facts({ ...over, recipient: BOB }))).toMatchObject({ rule: 'allowlist' });
+      expect(evaluatePolicy(facts({ ...over, spendCapMicros: 0n }))).toMatchObject({ rule: 'network_fee' });
+      expect(evaluatePolicy(facts({ ...over, amountMicros: 5n * USD }))).toMatchObject({ outcome: 'denied', rule: 'network_fee' });
+    });
+
+    test('behavior: skipThreshold does not bypass the fee ceiling (an approval cannot lift it)', () => {
+      expect(evaluatePolicy(facts({ ...fee(1_000_000n, 10n ** 12n), amountMicros: 5n * USD }), { skipThreshold: true })).toMatchObject({
+        outcome: 'denied', rule: 'network_fee',
+      });
+    });
+  });
+
+  describe('rule 4: spend cap', () => {
     test('behavior: reaching the cap exactly is allowed', () => {
       expect(evaluatePolicy(facts({ committedMicros: 9_500_000n, amountMicros: 500_000n, approvalThresholdMicros: 10n * USD }))).toEqual({ outcome: 'allowed' });
     });
@@ -194,7 +253,7 @@ describe('evaluatePolicy', () => {
     });
   });
 
-  describe('rule 4: approval threshold', () => {
+  describe('rule 5: approval threshold', () => {
     test('behavior: an amount equal to the threshold is allowed', () => {
       expect(evaluatePolicy(facts({ amountMicros: 1n * USD }))).toEqual({ outcome: 'allowed' });
     });
@@ -259,6 +318,8 @@ describe('evaluatePolicy', () => {
         approvalThresholdMicros: micros,
         amountMicros: fc.bigInt({ min: 1n, max: 2_000n * USD }),
         committedMicros: micros,
+        maxNetworkFeeWei: fc.oneof(fc.constant(0n), fc.constant(CEILING), fc.bigInt({ min: 0n, max: 10n ** 21n })),
+        networkFee: fc.option(fc.record({ gas: fc.bigInt({ min: 21_000n, max: 1_000_000n }), maxFeePerGas: fc.bigInt({ min: 1n, max: 10n ** 12n }) }), { nil: null }),
       })
       .map(({ others, listRecipient, listSlug, ...r }): PolicyFacts => ({
         ...r,
@@ -266,22 +327,24 @@ describe('evaluatePolicy', () => {
       }));
 
     /** The rules written independently: the first failing rule decides. */
-    function oracle(f: PolicyFacts, skipThreshold: boolean): 'allowed' | 'pending_approval' | 'agent_status' | 'allowlist' | 'spend_cap' {
+    function oracle(f: PolicyFacts, skipThreshold: boolean): 'allowed' | 'pending_approval' | 'agent_status' | 'allowlist' | 'network_fee' | 'spend_cap' {
       if (f.agentStatus !== 'active') return 'agent_status';
       const listed = f.allowlist.some((e) => e === f.recipient || (f.attributedSlug !== null && e === f.attributedSlug));
       if (!listed) return 'allowlist';
+      if (f.networkFee && f.networkFee.gas * f.networkFee.maxFeePerGas > f.maxNetworkFeeWei) return 'network_fee';
       if (f.committedMicros + f.amountMicros > f.spendCapMicros) return 'spend_cap';
       if (!skipThreshold && f.amountMicros > f.approvalThresholdMicros) return 'pending_approval';
       return 'allowed';
     }
 
-    test('behavior: allowed iff active, listed, committed + amount ≤ cap and amount ≤ threshold', () => {
+    test('behavior: allowed iff active, listed, fee ≤ ceiling, committed + amount ≤ cap and amount ≤ threshold', () => {
       fc.assert(
         fc.property(arbFacts, (f) => {
           const v = evaluatePolicy(f);
           const allowed =
             f.agentStatus === 'active' &&
             (f.allowlist.includes(f.recipient) || (f.attributedSlug !== null && f.allowlist.includes(f.attributedSlug))) &&
+            (!f.networkFee || f.networkFee.gas * f.networkFee.maxFeePerGas <= f.maxNetworkFeeWei) &&
             f.committedMicros + f.amountMicros <= f.spendCapMicros &&
             f.amountMicros <= f.approvalThresholdMicros;
           expect(v.outcome === 'allowed').toBe(allowed);
@@ -336,6 +399,11 @@ describe('evaluatePolicy', () => {
           }
           if (v.outcome === 'denied' && v.rule === 'allowlist') expect(v.reason).toContain(f.recipient);
           if (v.outcome === 'denied' && v.rule === 'agent_status') expect(v.reason).toContain(f.agentStatus);
+          if (v.outcome === 'denied' && v.rule === 'network_fee') {
+            expect(v.reason).toBe(
+              `Maximum network fee of ${f.networkFee!.gas * f.networkFee!.maxFeePerGas} wei (gas ${f.networkFee!.gas} × max fee ${f.networkFee!.maxFeePerGas} wei) exceeds the agent's ceiling of ${f.maxNetworkFeeWei} wei`,
+            );
+          }
           if (v.outcome === 'pending_approval') {
             expect(v.reason).toContain(`$${fmt(f.amountMicros)}`);
             expect(v.reason).toContain(`${fmt(f.approvalThresholdMicros)} USD`);
@@ -345,11 +413,14 @@ describe('evaluatePolicy', () => {
       );
     });
 
-    test('behavior: raising the cap or the threshold never turns an allowed payment into a refusal', () => {
+    test('behavior: raising the cap, the threshold or the fee ceiling never turns an allowed payment into a refusal', () => {
       fc.assert(
-        fc.property(arbFacts, micros, micros, (f, moreCap, moreThreshold) => {
+        fc.property(arbFacts, micros, micros, fc.bigInt({ min: 0n, max: 10n ** 21n }), (f, moreCap, moreThreshold, moreFee) => {
           if (evaluatePolicy(f).outcome !== 'allowed') return;
-          const looser = { ...f, spendCapMicros: f.spendCapMicros + moreCap, approvalThresholdMicros: f.approvalThresholdMicros + moreThreshold };
+          const looser = {
+            ...f, spendCapMicros: f.spendCapMicros + moreCap, approvalThresholdMicros: f.approvalThresholdMicros + moreThreshold,
+            maxNetworkFeeWei: f.maxNetworkFeeWei + moreFee,
+          };
           expect(evaluatePolicy(looser)).toEqual({ outcome: 'allowed' });
         }),
         { numRuns: 1000 },
@@ -361,7 +432,7 @@ describe('evaluatePolicy', () => {
 describe('evaluatePolicy: split recipients', () => {
   const base = {
     agentStatus: 'active' as const, allowlist: ['0xaaaa', 'svc'], spendCapMicros: 10_000_000n, approvalThresholdMicros: 5_000_000n,
-    recipient: '0xaaaa', attributedSlug: null, amountMicros: 1_000_000n, committedMicros: 0n,
+    recipient: '0xaaaa', attributedSlug: null, amountMicros: 1_000_000n, committedMicros: 0n, maxNetworkFeeWei: CEILING,
   };
 
   test('error: allowed by address, an unlisted split recipient denies with the allowlist rule', () => {

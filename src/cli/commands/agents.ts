@@ -7,6 +7,7 @@ import {
   type Agent,
   type Policy,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
+import { formatEther } from 'viem';
 import { commandOutput, type Command } from '../command.js';
 import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
@@ -18,11 +19,17 @@ function allowlistText(p: Policy | undefined): string {
   return p && p.allowlist.length > 0 ? p.allowlist.join(', ') : 'nothing';
 }
 
+/** A wei amount as the server gave it (decimal string), with its value in ETH. */
+function weiText(wei: string): string {
+  return /^\d+$/.test(wei) ? `${wei} wei (${formatEther(BigInt(wei))} ETH) per payment` : '-';
+}
+
 function policyFields(p: Policy | undefined): [string, string][] {
   return [
     ['allowlist', allowlistText(p)],
     ['spend cap', `${formatUsdText(p?.spendCapUsd ?? '')} per 24h`],
     ['approval above', formatUsdText(p?.approvalThresholdUsd ?? '')],
+    ['max network fee', weiText(p?.maxNetworkFeeWei ?? '')],
     ['policy updated', formatTime(p?.updatedAt)],
   ];
 }
@@ -108,15 +115,18 @@ export const agentCommands: Command[] = [
   {
     group: 'policy',
     action: 'set',
-    synopsis: "--agent AGENT_ID --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD",
-    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing.",
-    flags: { '--agent': 'value', '--allow': 'list', '--cap': 'value', '--threshold': 'value' },
+    synopsis: "--agent AGENT_ID --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD [--max-fee-wei WEI]",
+    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing. Without --max-fee-wei the network fee ceiling stays as it is.",
+    flags: { '--agent': 'value', '--allow': 'list', '--cap': 'value', '--threshold': 'value', '--max-fee-wei': 'value' },
     prepare(flags) {
       const agentId = flags.require('--agent');
       // The policy is replaced whole, so the allowlist must be stated even when it is empty.
       if (!flags.has('--allow')) throw new UsageError("missing required option --allow (use --allow '' to allow nothing)");
       const allowlist = flags.all('--allow').flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
-      const request = { agentId, allowlist, spendCapUsd: flags.require('--cap'), approvalThresholdUsd: flags.require('--threshold') };
+      // The server validates the ceiling; unset keeps the agent's current one.
+      const request = {
+        agentId, allowlist, spendCapUsd: flags.require('--cap'), approvalThresholdUsd: flags.require('--threshold'), maxNetworkFeeWei: flags.get('--max-fee-wei'),
+      };
       return async (client) => {
         const r = await client.setPolicy(request);
         return commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`);

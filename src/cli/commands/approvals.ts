@@ -11,6 +11,13 @@ import { formatFields, formatList, formatTime, formatUsdText } from '../render.j
 
 const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'expired'] as const;
 
+/** The most the payment can cost in network fees on top of its amount, as the server reported it. */
+function maxFeeText(a: Approval): string {
+  if (a.maxNetworkFeeWei) return `${a.maxNetworkFeeWei} wei`;
+  if (a.maxNetworkFeeUsd) return `${formatUsdText(a.maxNetworkFeeUsd)} (Tempo)`;
+  return 'none';
+}
+
 function approvalFields(a: Approval | undefined): string {
   if (!a) return 'no approval in the response';
   return formatFields([
@@ -21,6 +28,7 @@ function approvalFields(a: Approval | undefined): string {
     ['amount', formatUsdText(a.amountUsd)],
     ['recipient', a.serviceSlug ? `${a.serviceSlug} (${a.recipientAddress})` : a.recipientAddress],
     ['reason', a.reason],
+    ['max network fee', maxFeeText(a)],
     ['created', formatTime(a.createdAt)],
     ['expires', formatTime(a.expiresAt)],
     ['decided', formatTime(a.decidedAt)],
@@ -42,9 +50,10 @@ export const approvalCommands: Command[] = [
       return async (client) => {
         const r = await client.listApprovals(request);
         const rows = r.approvals.map((a) => [
-          a.id, a.status, formatUsdText(a.amountUsd), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
+          a.id, a.status, formatUsdText(a.amountUsd), maxFeeText(a), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
         ]);
-        return commandOutput(ListApprovalsResponseSchema, r, formatList('approvals', ['ID', 'STATUS', 'AMOUNT', 'AGENT', 'RECIPIENT', 'CREATED', 'EXPIRES', 'REASON'], rows));
+        const headers = ['ID', 'STATUS', 'AMOUNT', 'MAX FEE', 'AGENT', 'RECIPIENT', 'CREATED', 'EXPIRES', 'REASON'];
+        return commandOutput(ListApprovalsResponseSchema, r, formatList('approvals', headers, rows));
       };
     },
   },

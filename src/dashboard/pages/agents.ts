@@ -2,8 +2,9 @@ import { createAgent, listAgents, parsePolicy, requireAgentInOrg, setPolicy, upd
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
+import { parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
 import type { Agent } from '../../domain/types.js';
-import { duration, usd, utc } from '../format.js';
+import { duration, usd, utc, wei } from '../format.js';
 import { html, type Html, type Renderable } from '../html.js';
 import { csrfField, fieldError, invalidAttrs } from '../layout.js';
 import { errorText, validationMessage, type Reply, type Route, type RouteContext } from '../routes.js';
@@ -73,8 +74,9 @@ ${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : html`<div cl
   };
 }
 
-type PolicyValues = { allowlist: string; cap: string; threshold: string };
-type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string };
+/** `fee` is undefined when the form did not carry the field (the ceiling then stays as it is). */
+type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined };
+type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string };
 
 function allowlistLines(text: string): string[] {
   return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
@@ -89,6 +91,7 @@ function policyErrors(v: PolicyValues): PolicyErrors {
     allowlist: validationMessage(() => parsePolicy({ allowlist: allowlistLines(v.allowlist), spendCapUsd: '0', approvalThresholdUsd: '0' }, 0)),
     cap: validationMessage(() => parseUsd(v.cap.trim(), 'spend_cap_usd')),
     threshold: validationMessage(() => parseUsd(v.threshold.trim(), 'approval_threshold_usd')),
+    fee: v.fee === undefined ? undefined : validationMessage(() => parseMaxNetworkFeeWei(v.fee)),
   };
 }
 
@@ -104,6 +107,9 @@ ${fieldError('spend-cap', errors.cap)}</div>
 <div class="field"><label for="threshold">Approval above <span class="hint">USD; larger payments wait for a person</span></label>
 <input type="text" inputmode="decimal" id="threshold" name="approval_threshold_usd" value="${values.threshold}" ${invalidAttrs('threshold', errors.threshold)}>
 ${fieldError('threshold', errors.threshold)}</div>
+<div class="field"><label for="max-fee">Max network fee <span class="hint">wei per payment: gas × max fee per gas of a raw transaction; 1000000000000000 is 0.001 ETH, 0 refuses raw transactions</span></label>
+<input type="text" inputmode="numeric" id="max-fee" name="max_network_fee_wei" value="${values.fee ?? ''}" ${invalidAttrs('max-fee', errors.fee)}>
+${fieldError('max-fee', errors.fee)}</div>
 </div>
 <button type="submit" class="primary">Save policy</button>
 </form>`;
@@ -113,13 +119,15 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
   const { session, deps } = ctx;
   const values = edit?.values ?? {
     allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
+    fee: a.policy.maxNetworkFeeWei.toString(),
   };
   const policy = roleAllows(session.user.role, 'manage') && a.status !== 'revoked'
     ? policyForm(session, a, values, edit?.errors ?? {})
     : html`<dl class="facts">
 <dt>Allowed recipients</dt><dd>${a.policy.allowlist.length === 0 ? 'nothing' : a.policy.allowlist.map((e) => html`<code>${e}</code><br>`)}</dd>
 <dt>Spend cap</dt><dd>${usd(a.policy.spendCapMicros)} per rolling 24 hours</dd>
-<dt>Approval above</dt><dd>${usd(a.policy.approvalThresholdMicros)}</dd></dl>`;
+<dt>Approval above</dt><dd>${usd(a.policy.approvalThresholdMicros)}</dd>
+<dt>Max network fee</dt><dd>${wei(a.policy.maxNetworkFeeWei)} per payment</dd></dl>`;
   return {
     type: 'page',
     status: edit ? 400 : 200,
@@ -135,7 +143,7 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
 </dl>
 <p class="small"><a href="/dashboard/transactions?agent=${a.id}">Transactions of this agent</a> · <a href="/dashboard/spend#agent-${a.id}">Spend</a></p></section>
 <section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
-<p class="small muted">Checked in this order on every payment: agent status, allowlist, spend cap, approval threshold.</p>
+<p class="small muted">Checked in this order on every payment: agent status, allowlist, network fee, spend cap, approval threshold.</p>
 ${policy}</section>`,
   };
 }
@@ -193,10 +201,16 @@ export const agentRoutes: Route[] = [
     body: 'form',
     handle(ctx) {
       const agent = requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!);
-      const values = { allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd') };
+      const values = {
+        allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
+        fee: ctx.form.has('max_network_fee_wei') ? ctx.form.get('max_network_fee_wei') : undefined,
+      };
       const errors = policyErrors(values);
-      if (errors.allowlist || errors.cap || errors.threshold) return agentPage(ctx, agent, { values, errors });
-      setPolicy(ctx.deps, { agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold });
+      if (errors.allowlist || errors.cap || errors.threshold || errors.fee) return agentPage(ctx, agent, { values, errors });
+      setPolicy(ctx.deps, {
+        agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
+        maxNetworkFeeWei: values.fee,
+      });
       return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.` } };
     },
   },

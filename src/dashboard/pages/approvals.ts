@@ -4,7 +4,7 @@ import { roleAllows } from '../../app/dashboardRoles.js';
 import type { AppDeps } from '../../app/deps.js';
 import { visibleServices } from '../../app/registry.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
-import { checksum, duration, iso, shortAddress, usd, utc } from '../format.js';
+import { checksum, duration, iso, shortAddress, usd, utc, wei } from '../format.js';
 import { html, type Html } from '../html.js';
 import { csrfField } from '../layout.js';
 import { errorText, type Route, type RouteContext } from '../routes.js';
@@ -23,6 +23,13 @@ function serviceCell(v: ApprovalView, names: Names) {
   if (v.serviceSlug === '') return html`<span class="muted">not a registered service</span>`;
   const name = names.services.get(v.serviceSlug);
   return name === undefined ? html`<code>${v.serviceSlug}</code>` : html`${name} <span class="muted small">(${v.serviceSlug})</span>`;
+}
+
+/** The most the payment can cost in network fees on top of its amount, and who pays them. */
+function networkFeeCell(v: ApprovalView) {
+  if (v.maxNetworkFeeWei !== null) return html`${wei(v.maxNetworkFeeWei)} <span class="muted small">paid by the treasury on top of the amount</span>`;
+  if (v.maxTempoFeeMicros !== null) return html`at most ${usd(v.maxTempoFeeMicros)} <span class="muted small">Tempo fee, paid in the stablecoin on top of the amount</span>`;
+  return html`none <span class="muted small">the payee or its facilitator pays the gas</span>`;
 }
 
 /** One pending request as a card; also sent as HTML inside approvals.json for live insertion. */
@@ -47,6 +54,7 @@ ${csrfField({ session })}
 <dt>Agent</dt><dd><a href="/dashboard/agents/${v.agentId}">${agent}</a></dd>
 <dt>Recipient</dt><dd class="mono">${checksum(v.recipient)}</dd>
 <dt>Service</dt><dd>${serviceCell(v, names)}</dd>
+<dt>Max network fee</dt><dd>${networkFeeCell(v)}</dd>
 <dt>Why</dt><dd>${v.reason}</dd>
 <dt>Requested</dt><dd>${utc(v.createdAt)}</dd>
 <dt>Expires</dt><dd><time class="countdown" datetime="${iso(v.expiresAt)}" data-expires-at="${v.expiresAt}">expires in ${duration(v.expiresAt - now)}</time> <span class="muted small">at ${utc(v.expiresAt)}</span></dd>

@@ -1,6 +1,7 @@
 import { sql as init } from './0001_init.js';
 import { sql as dashboard } from './0002_dashboard.js';
 import { sql as privateServices } from './0003_private_services.js';
+import { sql as networkFee } from './0004_network_fee.js';
 import { sql as nonceReuse } from './0005_nonce_reuse.js';
 
 /** Every migration in order. Versions are explicit so nothing depends on directory order. */
@@ -8,5 +9,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 1, name: 'init', sql: init },
   { version: 2, name: 'dashboard', sql: dashboard },
   { version: 3, name: 'private_services', sql: privateServices },
+  { version: 4, name: 'network_fee', sql: networkFee },
   { version: 5, name: 'nonce_reuse', sql: nonceReuse },
 ];
