@@ -1,4 +1,5 @@
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { hashForAccount, hashForSignIn, type ScryptParams } from '../auth/passwordHasher.js';
 import { invalidArgument } from '../domain/errors.js';
 import type { PasswordRecord } from '../store/dashboardUsers.js';
 
@@ -13,22 +14,21 @@ const CURRENT = { N: 32768, r: 8, p: 1 } as const;
 const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
 
-function paramsText(p: { N: number; r: number; p: number }): string {
+function paramsText(p: ScryptParams): string {
   return `scrypt:${p.N}:${p.r}:${p.p}`;
 }
 
-function parseParams(text: string): { N: number; r: number; p: number } {
+function parseParams(text: string): ScryptParams {
   const m = /^scrypt:(\d+):(\d+):(\d+)$/.exec(text);
   if (!m) throw new Error(`unknown password hash parameters ${text.slice(0, 40)}`);
   return { N: Number(m[1]), r: Number(m[2]), p: Number(m[3]) };
 }
 
-function derive(password: string, salt: Buffer, p: { N: number; r: number; p: number }): Promise<Buffer> {
-  const options: ScryptOptions = { N: p.N, r: p.r, p: p.p, maxmem: 256 * p.N * p.r * p.p };
-  // NFC so that the same password typed on different systems hashes the same.
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFC'), salt, KEY_LENGTH, options, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+// scrypt runs on the password-hashing thread (src/auth/passwordHasher.ts), never on libuv's pool,
+// which the WAL sync needs; sign-ins go through its bounded queue. NFC so that the same password
+// typed on different systems hashes the same.
+function derive(password: string, salt: Buffer, p: ScryptParams, purpose: 'sign-in' | 'account'): Promise<Buffer> {
+  return (purpose === 'sign-in' ? hashForSignIn : hashForAccount)(password.normalize('NFC'), salt, p, KEY_LENGTH);
 }
 
 /** Checks a new password's length; the message is safe to show next to the field. */
@@ -39,10 +39,10 @@ export function validateNewPassword(password: string): string {
   return password;
 }
 
-/** Salted scrypt hash of a password with a fresh per-user salt. Runs off the event loop. */
+/** Salted scrypt hash of a password with a fresh per-user salt, on the password-hashing thread. */
 export async function hashPassword(password: string): Promise<PasswordRecord> {
   const salt = randomBytes(SALT_LENGTH);
-  return { salt, hash: await derive(password, salt, CURRENT), params: paramsText(CURRENT) };
+  return { salt, hash: await derive(password, salt, CURRENT, 'account'), params: paramsText(CURRENT) };
 }
 
 // Used when the email is unknown, so an unknown address costs the same time as a wrong password.
@@ -50,14 +50,16 @@ const DUMMY: PasswordRecord = { salt: Buffer.alloc(SALT_LENGTH), hash: Buffer.al
 
 /**
  * Compares a password with a stored record in constant time. With no record it still does the
- * full scrypt work and answers false, so timing does not tell unknown emails from wrong passwords.
+ * full scrypt work, through the same bounded queue, and answers false, so timing does not tell
+ * unknown emails from wrong passwords. Rejects with PasswordHasherBusyError when the sign-in
+ * queue is full (for known and unknown emails alike).
  */
 export async function verifyPassword(password: string, record: PasswordRecord | undefined): Promise<boolean> {
   const r = record ?? DUMMY;
   // No stored password is longer than MAX_PASSWORD_LENGTH, so a longer input is wrong either way;
   // cutting it keeps the work per attempt bounded without changing any answer.
   const tooLong = [...password].length > MAX_PASSWORD_LENGTH;
-  const candidate = await derive(tooLong ? '' : password, r.salt, parseParams(r.params));
+  const candidate = await derive(tooLong ? '' : password, r.salt, parseParams(r.params), 'sign-in');
   const same = candidate.length === r.hash.length && timingSafeEqual(candidate, r.hash);
   return record !== undefined && !tooLong && same;
 }

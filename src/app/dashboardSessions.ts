@@ -1,7 +1,10 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+import { hasRoomForSignIn, PasswordHasherBusyError } from '../auth/passwordHasher.js';
 import { DomainError } from '../domain/errors.js';
 import { writeTxn } from '../store/db.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
+import type { LoginFailures } from '../store/loginFailures.js';
 import type { AppDeps } from './deps.js';
 import { verifyPassword } from './dashboardPasswords.js';
 import { normalizeEmail } from './dashboardUsers.js';
@@ -10,8 +13,18 @@ import { normalizeEmail } from './dashboardUsers.js';
 export const SESSION_TTL_MS = 12 * 3600_000;
 /** Failed sign-ins per email allowed inside one window before the email is locked. */
 export const MAX_FAILED_SIGN_INS = 5;
+/**
+ * Failed sign-ins per client address (an IPv4 address, or an IPv6 /64) allowed inside one window
+ * before the address is locked. Behind a reverse proxy every client has the proxy's address, so
+ * this limit is shared by everyone who signs in through it.
+ */
+export const MAX_FAILED_SIGN_INS_PER_ADDRESS = 20;
 /** Length of the failure-counting window, and of the lockout that follows. */
 export const LOCKOUT_MS = 15 * 60_000;
+/** Old failure rows are pruned at most this often (on a sign-in attempt). */
+export const LOGIN_FAILURE_PRUNE_MS = 60_000;
+/** Most failure rows kept; beyond it the unlocked rows with the oldest windows go first. */
+export const MAX_LOGIN_FAILURE_ROWS = 100_000;
 
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -26,6 +39,69 @@ function locked(): DomainError {
   });
 }
 
+function addressLocked(): DomainError {
+  return new DomainError('unauthenticated', `Too many failed sign-ins from this network address; try again in ${LOCKOUT_MS / 60_000} minutes`, {
+    code: 'sign_in_address_locked',
+  });
+}
+
+function busy(): DomainError {
+  return new DomainError('unauthenticated', 'Too many sign-ins at once; try again in a few seconds', { code: 'sign_in_busy' });
+}
+
+/**
+ * The key under which a client address's failures are counted: an IPv4 address as it is (also
+ * when written IPv4-mapped, ::ffff:a.b.c.d), an IPv6 address by its /64, since one host usually
+ * holds a whole /64. Never contains '@', so it cannot collide with an email's row.
+ */
+export function signInAddressKey(remoteAddress: string | undefined): string {
+  const address = (remoteAddress ?? '').split('%')[0]!.toLowerCase();
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address);
+  if (mapped) return `address ${mapped[1]}`;
+  if (isIP(address) !== 6) return `address ${address || 'unknown'}`;
+  return `address ${expandIPv6(address).slice(0, 4).join(':')}::/64`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address, as lower-case hex without leading zeros. */
+function expandIPv6(address: string): string[] {
+  let text = address;
+  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (v4) {
+    const [a, b, c, d] = v4.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  return groups.map((g) => parseInt(g, 16).toString(16));
+}
+
+type Count = { locked: boolean; row: LoginFailures | undefined; reachedMax: boolean };
+
+/**
+ * The next state of one failure counter if this attempt counts against it: locked (and, when the
+ * attempt just crossed the limit, the row that starts the lockout), or the row with one more.
+ */
+function nextCount(row: LoginFailures | undefined, key: string, max: number, now: number): Count {
+  if (row && row.lockedUntil > now) return { locked: true, row: undefined, reachedMax: true };
+  const fresh = !row || row.windowStart <= now - LOCKOUT_MS;
+  const failures = (fresh ? 0 : row.failures) + 1;
+  if (failures > max) return { locked: true, row: { email: key, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS }, reachedMax: true };
+  return { locked: false, row: { email: key, failures, windowStart: fresh ? now : row.windowStart, lockedUntil: 0 }, reachedMax: failures === max };
+}
+
+const lastPruned = new WeakMap<object, number>();
+
+/** Prunes old failure rows at most every LOGIN_FAILURE_PRUNE_MS, inside the caller's transaction. */
+function pruneLoginFailures(deps: AppDeps, now: number): void {
+  const failures = deps.store.loginFailures;
+  const last = lastPruned.get(failures);
+  if (last !== undefined && now - last < LOGIN_FAILURE_PRUNE_MS && now >= last) return;
+  lastPruned.set(failures, now);
+  failures.prune(now - LOCKOUT_MS, now, MAX_LOGIN_FAILURE_ROWS);
+}
+
 function hashToken(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
@@ -36,43 +112,60 @@ export type SessionContext = { user: DashboardUser; csrfToken: string; expiresAt
 export type SignInResult = SessionContext & { token: string };
 
 /**
- * Email and password → a new session. Each attempt is counted before the password is checked, so
- * parallel guesses cannot all slip in ahead of the lockout: at most MAX_FAILED_SIGN_INS checks
- * per email per window, then LOCKOUT_MS of refusals. Success clears the count.
+ * Email and password → a new session. Each attempt is counted, against the email and against the
+ * client's address, before the password is checked, so parallel guesses cannot all slip in ahead
+ * of a lockout: at most MAX_FAILED_SIGN_INS checks per email and MAX_FAILED_SIGN_INS_PER_ADDRESS
+ * per address per window, then LOCKOUT_MS of refusals. Success clears the email's count and gives
+ * the address back its attempt. When the password-hashing queue is full the attempt is refused at
+ * once (sign_in_busy) and counted against nobody.
  */
-export async function signIn(deps: AppDeps, input: { email: string; password: string }): Promise<SignInResult> {
+export async function signIn(deps: AppDeps, input: { email: string; password: string; clientAddress: string | undefined }): Promise<SignInResult> {
   let email: string;
   try {
     email = normalizeEmail(input.email);
   } catch {
     throw invalidCredentials();
   }
+  const addressKey = signInAddressKey(input.clientAddress);
   const { loginFailures, dashboardUsers, dashboardSessions } = deps.store;
   const attempt = writeTxn(deps.store.db, () => {
     const now = deps.now();
-    const row = loginFailures.get(email);
-    if (row && row.lockedUntil > now) return 'locked' as const;
-    const fresh = !row || row.windowStart <= now - LOCKOUT_MS;
-    const failures = (fresh ? 0 : row.failures) + 1;
-    if (failures > MAX_FAILED_SIGN_INS) {
-      loginFailures.put({ email, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
-      return 'locked' as const;
+    pruneLoginFailures(deps, now);
+    const byAddress = nextCount(loginFailures.get(addressKey), addressKey, MAX_FAILED_SIGN_INS_PER_ADDRESS, now);
+    const byEmail = nextCount(loginFailures.get(email), email, MAX_FAILED_SIGN_INS, now);
+    if (byAddress.locked || byEmail.locked) {
+      if (byAddress.locked && byAddress.row) loginFailures.put(byAddress.row);
+      if (byEmail.locked && byEmail.row) loginFailures.put(byEmail.row);
+      return byEmail.locked ? ('locked' as const) : ('address_locked' as const);
     }
-    loginFailures.put({ email, failures, windowStart: fresh ? now : row.windowStart, lockedUntil: 0 });
-    return failures;
+    // Nothing is counted when the hash would be refused; the hash is queued right after this,
+    // with no await in between, so the room seen here is still there.
+    if (!hasRoomForSignIn()) return 'busy' as const;
+    loginFailures.put(byAddress.row!);
+    loginFailures.put(byEmail.row!);
+    return { emailAtMax: byEmail.reachedMax, addressAtMax: byAddress.reachedMax };
   });
   if (attempt === 'locked') throw locked();
+  if (attempt === 'address_locked') throw addressLocked();
+  if (attempt === 'busy') throw busy();
 
   const found = dashboardUsers.findForSignIn(email);
-  const ok = await verifyPassword(input.password, found?.password);
+  let ok: boolean;
+  try {
+    ok = await verifyPassword(input.password, found?.password);
+  } catch (err) {
+    if (err instanceof PasswordHasherBusyError) throw busy();
+    throw err;
+  }
   if (!ok || !found || found.user.disabled) {
-    if (attempt < MAX_FAILED_SIGN_INS) throw invalidCredentials();
+    if (!attempt.emailAtMax && !attempt.addressAtMax) throw invalidCredentials();
     writeTxn(deps.store.db, () => {
       const now = deps.now();
-      loginFailures.put({ email, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
-      loginFailures.prune(now - LOCKOUT_MS, now);
+      const lock = (key: string) => loginFailures.put({ email: key, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
+      if (attempt.emailAtMax) lock(email);
+      if (attempt.addressAtMax) lock(addressKey);
     });
-    throw locked();
+    throw attempt.emailAtMax ? locked() : addressLocked();
   }
 
   const token = randomBytes(32).toString('base64url');
@@ -81,6 +174,10 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
   return writeTxn(deps.store.db, () => {
     const now = deps.now();
     loginFailures.clear(email);
+    // A success is not a failure: the address gets its attempt back (a person who signs in
+    // successfully now and then cannot reset the address's count further than that).
+    const row = loginFailures.get(addressKey);
+    if (row && row.lockedUntil <= now && row.failures > 0) loginFailures.put({ ...row, failures: row.failures - 1 });
     dashboardSessions.deleteExpired(now);
     const expiresAt = now + SESSION_TTL_MS;
     dashboardSessions.insert({ tokenHash, userId: found.user.id, csrfToken, createdAt: now, expiresAt });

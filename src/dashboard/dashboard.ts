@@ -239,7 +239,8 @@ export function createDashboard(deps: AppDeps): Dashboard {
       const r = signInPage(req, 403, email, 'The sign-in form expired. Please try again.', assetVersion, deps.now());
       return sendHtml(res, r.status, r.html, r.headers);
     }
-    const outcome = await attemptSignIn(deps, email, form.get('password'));
+    // The socket's peer: behind a reverse proxy that is the proxy, shared by all its clients.
+    const outcome = await attemptSignIn(deps, email, form.get('password'), req.socket.remoteAddress);
     if (!outcome.ok) {
       log.info({ code: outcome.code }, 'dashboard sign-in refused');
       const r = signInPage(req, outcome.status, email, outcome.message, assetVersion, deps.now());

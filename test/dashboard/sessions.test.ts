@@ -19,6 +19,7 @@ import { openStore, type Store } from '../../src/store/store.js';
  */
 
 const PASSWORD = 'correct horse battery';
+const ADDRESS = '192.0.2.1';
 let dir: string;
 let store: Store;
 let clock: number;
@@ -71,7 +72,7 @@ describe('createDashboardUser', () => {
 
 describe('signIn', () => {
   test('behavior: a session whose token is stored only as its SHA-256, with its own CSRF token', async () => {
-    const s = await signIn(deps, { email: 'OWNER@example.com', password: PASSWORD });
+    const s = await signIn(deps, { email: 'OWNER@example.com', password: PASSWORD, clientAddress: ADDRESS });
     expect(s.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(s.csrfToken).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(s.expiresAt).toBe(clock + SESSION_TTL_MS);
@@ -82,44 +83,44 @@ describe('signIn', () => {
   });
 
   test('error: unknown email and wrong password get the same unauthenticated answer', async () => {
-    const unknown = await refusal(signIn(deps, { email: 'nobody@example.com', password: PASSWORD }));
-    const wrong = await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong password!' }));
-    const malformed = await refusal(signIn(deps, { email: 'not an email', password: PASSWORD }));
+    const unknown = await refusal(signIn(deps, { email: 'nobody@example.com', password: PASSWORD, clientAddress: ADDRESS }));
+    const wrong = await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong password!', clientAddress: ADDRESS }));
+    const malformed = await refusal(signIn(deps, { email: 'not an email', password: PASSWORD, clientAddress: ADDRESS }));
     for (const e of [unknown, wrong, malformed]) expect([e.kind, e.code, e.shortMessage]).toEqual(['unauthenticated', 'invalid_credentials', 'Invalid email or password']);
   });
 
   test('error: a disabled user cannot sign in, and their open session stops working', async () => {
-    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD });
+    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     store.db.prepare('UPDATE dashboard_users SET disabled = 1').run();
     expect(authenticateSession(deps, s.token)).toBeUndefined();
-    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: PASSWORD }))).code).toBe('invalid_credentials');
+    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS }))).code).toBe('invalid_credentials');
   });
 
   test('error: locked after five failures within 15 minutes, even with the right password; unlocked 15 minutes later', async () => {
-    for (let i = 1; i < MAX_FAILED_SIGN_INS; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: `wrong ${i}` }))).code).toBe('invalid_credentials');
-    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong 5' }))).code).toBe('sign_in_locked');
+    for (let i = 1; i < MAX_FAILED_SIGN_INS; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: `wrong ${i}`, clientAddress: ADDRESS }))).code).toBe('invalid_credentials');
+    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong 5', clientAddress: ADDRESS }))).code).toBe('sign_in_locked');
     clock += 60_000;
-    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: PASSWORD }))).code).toBe('sign_in_locked');
+    expect((await refusal(signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS }))).code).toBe('sign_in_locked');
     clock += LOCKOUT_MS;
-    expect((await signIn(deps, { email: 'owner@example.com', password: PASSWORD })).user.role).toBe('owner');
+    expect((await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS })).user.role).toBe('owner');
   });
 
   test('behavior: failures spread over more than 15 minutes do not lock; a success resets the count', async () => {
-    for (let i = 0; i < 4; i++) await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong' }));
+    for (let i = 0; i < 4; i++) await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong', clientAddress: ADDRESS }));
     clock += LOCKOUT_MS + 1;
-    for (let i = 0; i < 4; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong' }))).code).toBe('invalid_credentials');
-    await signIn(deps, { email: 'owner@example.com', password: PASSWORD });
-    for (let i = 0; i < 4; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong' }))).code).toBe('invalid_credentials');
+    for (let i = 0; i < 4; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong', clientAddress: ADDRESS }))).code).toBe('invalid_credentials');
+    await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
+    for (let i = 0; i < 4; i++) expect((await refusal(signIn(deps, { email: 'owner@example.com', password: 'wrong', clientAddress: ADDRESS }))).code).toBe('invalid_credentials');
   });
 
   test('behavior: unknown emails are locked the same way, so a lockout reveals nothing about accounts', async () => {
     const codes = [];
-    for (let i = 0; i < 6; i++) codes.push((await refusal(signIn(deps, { email: 'ghost@example.com', password: 'guess' }))).code);
+    for (let i = 0; i < 6; i++) codes.push((await refusal(signIn(deps, { email: 'ghost@example.com', password: 'guess', clientAddress: ADDRESS }))).code);
     expect(codes).toEqual(['invalid_credentials', 'invalid_credentials', 'invalid_credentials', 'invalid_credentials', 'sign_in_locked', 'sign_in_locked']);
   });
 
   test('behavior: parallel guesses are counted before checking, so at most five are ever checked', async () => {
-    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => signIn(deps, { email: 'owner@example.com', password: `guess ${i}` })));
+    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => signIn(deps, { email: 'owner@example.com', password: `guess ${i}`, clientAddress: ADDRESS })));
     const codes = results.map((r) => (r.status === 'rejected' ? (r.reason as DomainError).code : 'ok'));
     expect(codes.filter((c) => c === 'invalid_credentials').length).toBeLessThanOrEqual(MAX_FAILED_SIGN_INS - 1);
     expect(codes.filter((c) => c === 'sign_in_locked').length).toBeGreaterThanOrEqual(12 - MAX_FAILED_SIGN_INS);
@@ -129,7 +130,7 @@ describe('signIn', () => {
 
 describe('authenticateSession', () => {
   test('behavior: valid until the TTL, then gone; malformed and unknown tokens are undefined', async () => {
-    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD });
+    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     clock += SESSION_TTL_MS - 1;
     expect(authenticateSession(deps, s.token)).toBeDefined();
     clock += 1;
@@ -142,7 +143,7 @@ describe('authenticateSession', () => {
 
 describe('signOut', () => {
   test('behavior: deletes the session row; the token no longer authenticates', async () => {
-    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD });
+    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     signOut(deps, s);
     expect(authenticateSession(deps, s.token)).toBeUndefined();
     expect(store.db.prepare('SELECT COUNT(*) AS n FROM dashboard_sessions').get()).toEqual({ n: 0 });
@@ -151,7 +152,7 @@ describe('signOut', () => {
 
 describe('csrfTokenMatches', () => {
   test('behavior: only the exact token of the session matches', async () => {
-    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD });
+    const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     expect(csrfTokenMatches(s, s.csrfToken)).toBe(true);
     expect(csrfTokenMatches(s, undefined)).toBe(false);
     expect(csrfTokenMatches(s, '')).toBe(false);

@@ -66,13 +66,14 @@ export type SignInOutcome =
   | { ok: false; status: number; message: string; code: string };
 
 /** Runs the sign-in use case and turns its refusals into what the page shows. */
-export async function attemptSignIn(deps: Parameters<typeof signIn>[0], email: string, password: string): Promise<SignInOutcome> {
+export async function attemptSignIn(deps: Parameters<typeof signIn>[0], email: string, password: string, clientAddress: string | undefined): Promise<SignInOutcome> {
   try {
-    const r = await signIn(deps, { email, password });
+    const r = await signIn(deps, { email, password, clientAddress });
     return { ok: true, token: r.token, userId: r.user.id };
   } catch (err) {
     const e = toDomainError(err);
     if (e.kind !== 'unauthenticated') throw err;
-    return { ok: false, status: e.code === 'sign_in_locked' ? 429 : 401, message: e.shortMessage, code: e.code };
+    // Lockouts and a full password-hashing queue are "slow down", not "wrong password".
+    return { ok: false, status: e.code === 'invalid_credentials' ? 401 : 429, message: e.shortMessage, code: e.code };
   }
 }

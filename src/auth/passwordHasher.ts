@@ -1,0 +1,127 @@
+import { Worker } from 'node:worker_threads';
+import { workerUrl } from '../workerUrl.js';
+
+/**
+ * The one thread that runs scrypt for dashboard passwords, with a bounded queue for sign-ins.
+ *
+ * Why a thread of its own: node's async `crypto.scrypt` runs on libuv's thread pool (4 threads),
+ * the same pool the WAL fdatasync uses before any signature leaves. 64 concurrent sign-ins kept
+ * that pool busy for seconds and every payment waited behind them. Here scrypt runs synchronously
+ * inside one worker thread, so at most one core is ever spent on password hashing and the libuv
+ * pool never sees it.
+ *
+ * Why a bound: sign-ins are unauthenticated. At most MAX_WAITING_SIGN_INS of them may wait for or
+ * occupy the thread; beyond that `hashForSignIn` refuses at once (PasswordHasherBusyError) instead
+ * of queueing without limit. Hashes for account changes come from signed-in operators and owners
+ * and are never refused, but they wait in the same line.
+ *
+ * The thread is started on first use and shared by the whole process (it is a process resource,
+ * like the libuv pool it replaces). It holds the process open only while jobs are pending.
+ */
+
+/** Sign-ins that may be waiting for or running on the hashing thread at once; more are refused. */
+export const MAX_WAITING_SIGN_INS = 8;
+
+export type ScryptParams = { N: number; r: number; p: number };
+
+/** Message to the worker. */
+export type PasswordHashRequest = ScryptParams & { id: number; password: string; salt: Uint8Array; keyLength: number };
+/** Message from the worker; `threadId` is the worker's, so callers can see where the hash ran. */
+export type PasswordHashResponse = { id: number; threadId: number; ok: true; key: Uint8Array } | { id: number; threadId: number; ok: false; error: string };
+
+/** Thrown by `hashForSignIn` when MAX_WAITING_SIGN_INS sign-ins are already waiting. */
+export class PasswordHasherBusyError extends Error {
+  override name = 'PasswordHasherBusyError';
+  constructor() {
+    super('password hashing queue is full');
+  }
+}
+
+type Job = { request: PasswordHashRequest; signIn: boolean; resolve: (key: Buffer) => void; reject: (err: Error) => void };
+
+let worker: Worker | undefined;
+let running: Job | undefined;
+const queue: Job[] = [];
+let waitingSignIns = 0;
+let nextId = 1;
+let lastThreadId: number | undefined;
+
+function finish(job: Job): void {
+  if (job.signIn) waitingSignIns--;
+}
+
+function spawn(): Worker {
+  const w = new Worker(workerUrl('passwordHashWorker.js', import.meta.url, 'auth'));
+  w.on('message', (r: PasswordHashResponse) => {
+    const job = running;
+    if (!job || job.request.id !== r.id) return;
+    running = undefined;
+    finish(job);
+    lastThreadId = r.threadId;
+    if (r.ok) job.resolve(Buffer.from(r.key.buffer, r.key.byteOffset, r.key.byteLength));
+    else job.reject(new Error(`password hashing failed: ${r.error}`));
+    dispatch();
+  });
+  const fail = (err: Error) => {
+    if (worker !== w) return;
+    worker = undefined;
+    const job = running;
+    running = undefined;
+    if (job) {
+      finish(job);
+      job.reject(err);
+    }
+    dispatch();
+  };
+  w.on('error', fail);
+  w.on('exit', (code) => fail(new Error(`password hashing thread exited with code ${code}`)));
+  return w;
+}
+
+function dispatch(): void {
+  if (running) return;
+  const job = queue.shift();
+  if (!job) {
+    worker?.unref();
+    return;
+  }
+  worker ??= spawn();
+  worker.ref();
+  running = job;
+  worker.postMessage(job.request);
+}
+
+function enqueue(password: string, salt: Buffer, params: ScryptParams, keyLength: number, signIn: boolean): Promise<Buffer> {
+  if (signIn) {
+    if (waitingSignIns >= MAX_WAITING_SIGN_INS) return Promise.reject(new PasswordHasherBusyError());
+    waitingSignIns++;
+  }
+  return new Promise<Buffer>((resolve, reject) => {
+    queue.push({ request: { id: nextId++, password, salt, keyLength, ...params }, signIn, resolve, reject });
+    dispatch();
+  });
+}
+
+/** Whether a sign-in would be admitted now; checked before an attempt is counted against anyone. */
+export function hasRoomForSignIn(): boolean {
+  return waitingSignIns < MAX_WAITING_SIGN_INS;
+}
+
+/**
+ * scrypt for a sign-in check, on the hashing thread. Rejects at once with PasswordHasherBusyError
+ * when MAX_WAITING_SIGN_INS sign-ins are already waiting. The job is queued synchronously, so a
+ * `hasRoomForSignIn()` just before, with no await in between, guarantees admission.
+ */
+export function hashForSignIn(password: string, salt: Buffer, params: ScryptParams, keyLength: number): Promise<Buffer> {
+  return enqueue(password, salt, params, keyLength, true);
+}
+
+/** scrypt for a new or changed password, on the hashing thread; never refused for load. */
+export function hashForAccount(password: string, salt: Buffer, params: ScryptParams, keyLength: number): Promise<Buffer> {
+  return enqueue(password, salt, params, keyLength, false);
+}
+
+/** What the hasher is doing, for tests and diagnostics: the thread of the last finished hash, and the sign-ins waiting. */
+export function passwordHasherState(): { lastThreadId: number | undefined; waitingSignIns: number } {
+  return { lastThreadId, waitingSignIns };
+}
