@@ -57,10 +57,36 @@ export function expireIfDue(deps: AppDeps, approvalId: string): boolean {
   });
 }
 
-/** Expires every overdue approval; run periodically so holds are released without a read. */
+/**
+ * How long an approved paywall payment waits for its agent to collect it, counted from the
+ * decision. The approved row holds the cap from the decision time (its cap_at), so a window much
+ * shorter than the 24-hour cap window means the hold is released long before it would stop
+ * counting: a hold never outlives the cap's own accounting. Collection moves cap_at to the
+ * signing time, so the signed payment counts for a full window from its signature.
+ */
+export const COLLECTION_WINDOW_MS = 15 * 60 * 1000;
+
+export const COLLECTION_EXPIRED_REASON = 'Approved payment was not collected within 15 minutes of the approval; send a new request';
+
+/**
+ * Moves an approved paywall payment whose collection window has closed to `expired` and releases
+ * its hold. Runs in its own write transaction (or joins the caller's). True when it expired it.
+ */
+export function expireCollectionIfDue(deps: AppDeps, transactionId: string): boolean {
+  return writeTxn(deps.store.db, () => {
+    const now = deps.now();
+    return deps.store.payments.expireApproved(transactionId, now - COLLECTION_WINDOW_MS, COLLECTION_EXPIRED_REASON, now);
+  });
+}
+
+/**
+ * Expires every overdue approval and every approved payment left uncollected past its window;
+ * run periodically so holds are released without a read.
+ */
 export function sweepExpiredApprovals(deps: AppDeps): number {
   let expired = 0;
   for (const a of deps.store.approvals.due(deps.now())) if (expireIfDue(deps, a.id)) expired++;
+  for (const id of deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (expireCollectionIfDue(deps, id)) expired++;
   return expired;
 }
 

@@ -28,11 +28,14 @@ export function requireOfferChain(offer: Offer, mode: ApiKeyMode): void {
   throw invalidArgument(`MPP method ${offer.mpp?.challenge.method ?? 'tempo'} on chain ${offer.chainId} not supported yet (ak_${mode}_ keys pay on ${allowed.join(', ')})`, 'unsupported_method');
 }
 
+/** An offer with the chain of URLs that led to it (see SafeFetchResult): attribution needs both. */
+export type ProbedOffer = { offer: Offer; chain: string[] };
+
 /**
  * Probes a paywalled URL through the SSRF-safe client and parses its 402. A 405 to GET is
- * retried once with POST, as the wire protocol says.
+ * retried once with POST, as the wire protocol says; the chain is then the POST's.
  */
-export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod): Promise<{ offer: Offer; method: ProbeMethod }> {
+export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod): Promise<ProbedOffer & { method: ProbeMethod }> {
   let used = method;
   let res = await safeFetch(url, { method }, deps.probe);
   if (res.status === 405 && method === 'GET') {
@@ -40,13 +43,16 @@ export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod
     res = await safeFetch(url, { method: 'POST' }, deps.probe);
   }
   if (res.status !== 402) throw invalidArgument(`URL did not return a payment challenge (status ${res.status})`, 'no_payment_challenge');
-  return { offer: parsePaymentChallenge(res, new Date(deps.now())), method: used };
+  return { offer: parsePaymentChallenge(res, new Date(deps.now())), chain: res.chain, method: used };
 }
 
-/** Attributes a paid resource to a registered service, explaining failures of the agent's slug entries. */
-export function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, resourceUrl: string): Attribution {
+/**
+ * Attributes a paid resource to a registered service, explaining failures of the agent's slug
+ * entries. `chain` is the probe's whole redirect chain: the registry must vouch for every hop.
+ */
+export function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[]): Attribution {
   const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
-  return attributeResource(deps.store.services.visibleTo(agent.orgId), resourceUrl, offer.rail, offer.realm, slugs);
+  return attributeResource(deps.store.services.visibleTo(agent.orgId), chain, offer.rail, offer.realm, slugs);
 }
 
 /** An offer as JSON text for the ledger (bigints as decimal strings). */

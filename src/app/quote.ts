@@ -17,7 +17,8 @@ export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
  * POST /api/quote: probes a paywalled URL, parses its challenge and evaluates the agent's policy
  * in dry-run mode. Never signs, never writes. Cheap checks run first (agent, treasury, URL), so
  * a bad request costs no network work. Offers are cached per (organization, url, method) for 60
- * seconds; the verdict is always evaluated fresh for the asking agent.
+ * seconds with the redirect chain they came through; the verdict (and the attribution of that
+ * chain) is always evaluated fresh for the asking agent.
  */
 export async function quotePayment(deps: AppDeps, principal: Principal, input: QuoteInput): Promise<QuoteResult> {
   if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
@@ -31,14 +32,17 @@ export async function quotePayment(deps: AppDeps, principal: Principal, input: Q
   const method = parseMethod(input.method);
   checkUrl(input.url, deps.probe);
 
-  let offer = deps.offers.get(principal.orgId, input.url, method);
-  const cached = offer !== undefined;
-  if (!offer) {
-    offer = (await probeOffer(deps, input.url, method)).offer;
-    deps.offers.set(principal.orgId, input.url, method, offer);
+  let probed = deps.offers.get(principal.orgId, input.url, method);
+  const cached = probed !== undefined;
+  if (!probed) {
+    const { offer, chain } = await probeOffer(deps, input.url, method);
+    probed = { offer, chain };
+    deps.offers.set(principal.orgId, input.url, method, probed);
   }
+  const { offer } = probed;
   requireOfferChain(offer, principal.mode);
-  const attribution = attributeOffer(deps, agent, offer, input.url);
+  // The registry vouches for the URL that answered only if it covers every redirect hop too.
+  const attribution = attributeOffer(deps, agent, offer, probed.chain);
   const verdict = evaluatePolicy({
     ...policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
     otherRecipients: splitRecipients(offer),

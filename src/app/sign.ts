@@ -8,7 +8,7 @@ import type { Agent, Principal } from '../domain/types.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
 import { requireAgentInOrg } from './agents.js';
-import { expireIfDue } from './approvals.js';
+import { expireCollectionIfDue, expireIfDue } from './approvals.js';
 import type { AppDeps } from './deps.js';
 import { storeRequest, type SignedPayment } from './signedPayment.js';
 import { preparePayment, storedMppOffer, type StoredPaywallRequest } from './preparePayment.js';
@@ -114,12 +114,12 @@ async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, 
     };
   }
   const { resourceUrl, method } = req.payload;
-  const { offer } = await probeOffer(deps, resourceUrl, method);
+  const { offer, chain } = await probeOffer(deps, resourceUrl, method);
   if (offer.rail !== req.type) {
     throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
   }
   requireOfferChain(offer, principal.mode);
-  const attribution = attributeOffer(deps, agent, offer, resourceUrl);
+  const attribution = attributeOffer(deps, agent, offer, chain);
   const stored: StoredPaywallRequest = {
     type: offer.rail, chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros.toString(),
     payload: req.payload, offer: offerToJson(offer),
@@ -232,20 +232,47 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
 /**
  * Collects an approved paywall payment: the challenge is probed again (the one the human saw
  * may have expired), and signed only if it still pays the same recipient, token and chain no more
- * than was approved. Otherwise the approval cannot be used and the hold is released.
+ * than was approved, and only if the policy as it stands now still allows it. The write
+ * transaction that starts signing re-checks everything the human did not override (agent status,
+ * allowlist with the fresh probe's attribution, cap without this payment's own hold; not the
+ * threshold) and the collection window, like a direct approval is re-checked when decided.
+ * Otherwise the approval cannot be used: 403 with the reason, and the hold is released.
  */
 async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
+  const { payments, agents } = deps.store;
+  // An expired collection costs no probe.
+  if (await deps.store.writes.run(() => expireCollectionIfDue(deps, row.id))) return replay(deps, payments.get(row.id)!, row.requestHash, treasury);
   const stored = JSON.parse(row.request) as StoredPaywallRequest;
   const approved = offerFromJson(stored.offer);
-  const { offer } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
-  if (!sameOffer(offer, approved)) {
-    const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
-    await deps.store.writes.run(() => deps.store.payments.denyApproved(row.id, reason, deps.now()));
-    return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason, idempotent: true };
-  }
+  const { offer, chain } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
   const fresh = JSON.stringify({ ...stored, offer: offerToJson(offer) });
-  const started = await deps.store.writes.run(() => deps.store.payments.startSigningFromApproved(row.id, fresh, deps.now()));
-  if (!started) return replay(deps, deps.store.payments.get(row.id)!, row.requestHash, treasury);
+  const step = await deps.store.writes.run(() => {
+    const now = deps.now();
+    if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
+    if (!sameOffer(offer, approved)) {
+      const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
+      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+    }
+    const agent = agents.get(row.agentId);
+    if (!agent) return { kind: 'over' as const };
+    const attribution = attributeOffer(deps, agent, offer, chain);
+    // Within its collection window the approved row's hold is inside the cap window: count it
+    // once, as this payment.
+    const verdict = evaluatePolicy({
+      ...policyFacts(deps, agent, offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
+      otherRecipients: splitRecipients(offer),
+      attributedSlug: attribution.attributed ? attribution.slug : null,
+      attributionNote: attribution.note,
+    }, { skipThreshold: true });
+    if (verdict.outcome !== 'allowed') {
+      const reason = `Policy re-check at collection refused the approved payment: ${verdict.outcome === 'denied' ? verdict.reason : 'policy refused'}`;
+      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+    }
+    return { kind: payments.startSigningFromApproved(row.id, fresh, now) ? 'sign' as const : 'over' as const };
+  });
+  // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
+  if (step.kind === 'over') return replay(deps, payments.get(row.id)!, row.requestHash, treasury);
+  if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
   const signed = await signAndSettle(deps, row.id, row.orgId, treasury, fresh);
   return allowedResult(row, signed, true);
 }

@@ -25,20 +25,46 @@ function parse(url: string): URL | null {
   }
 }
 
+/** Whether a URL lies under one of the base URLs `service` registered for `rail`. */
+function coveredBy(service: ServiceRecord, rail: 'x402' | 'mpp', url: URL): boolean {
+  return service.paymentMethods.some((m) => {
+    if (m.protocol !== '' && m.protocol !== rail) return false;
+    const base = m.baseUrl === '' ? null : parse(m.baseUrl);
+    return base !== null && underBase(url, base);
+  });
+}
+
+/** Why `service` cannot vouch for a chain it does not cover hop by hop; null when it covers every hop. */
+function strayNote(service: ServiceRecord, rail: 'x402' | 'mpp', hops: readonly URL[], allowlistSlugs: readonly string[]): string | null {
+  const i = hops.findIndex((hop) => !coveredBy(service, rail, hop));
+  if (i < 0) return null;
+  const who = `${allowlistSlugs.includes(service.slug) ? 'allowlisted' : 'registered'} service ${service.slug}`;
+  const where = i === 0 ? `the request started at ${hops[i]!.href}` : `the request was redirected to ${hops[i]!.href}`;
+  return `${who} cannot vouch: ${where}, outside its registered base URL`;
+}
+
 /**
- * Finds the service a paid resource belongs to. `allowlistSlugs` only shapes the note that
- * explains why an allowlisted service did not cover this payment.
+ * Finds the service a paid resource belongs to. `chain` is every URL the probe requested, in
+ * order: the URL the agent gave, then each redirect target; the last one answered with the 402.
+ * The registry vouches only when one service covers the whole chain: the answering URL under a
+ * base URL (and realm) of the service for the rail, and every earlier hop under one of its base
+ * URLs for the rail too, so an open redirect under a registered base URL cannot lend the service's
+ * name to another paywall. `allowlistSlugs` only shapes the note that explains why an allowlisted
+ * service did not cover this payment.
  */
 export function attributeResource(
   services: readonly ServiceRecord[],
-  resourceUrl: string,
+  chain: readonly string[],
   rail: 'x402' | 'mpp',
   realm: string | null,
   allowlistSlugs: readonly string[],
 ): Attribution {
-  const resource = parse(resourceUrl);
-  if (!resource) return { attributed: false, note: null };
+  const parsed = chain.map(parse);
+  if (parsed.length === 0 || parsed.some((hop) => hop === null)) return { attributed: false, note: null };
+  const hops = parsed as URL[];
+  const resource = hops[hops.length - 1]!;
   const realmMismatches: string[] = [];
+  let strayed: string | null = null;
   for (const service of services) {
     for (const method of service.paymentMethods) {
       if (method.protocol !== '' && method.protocol !== rail) continue;
@@ -48,6 +74,11 @@ export function attributeResource(
         realmMismatches.push(`realm "${realm ?? ''}" does not match the registered realm "${method.realm}" of service ${service.slug}`);
         continue;
       }
+      const stray = strayNote(service, rail, hops, allowlistSlugs);
+      if (stray !== null) {
+        strayed ??= stray;
+        break;
+      }
       // Attributed, but possibly to a service the agent does not allow: say which ones it does.
       const others = allowlistSlugs.filter((slug) => slug !== service.slug);
       const note = others.length > 0 && !allowlistSlugs.includes(service.slug)
@@ -56,6 +87,15 @@ export function attributeResource(
       return { attributed: true, slug: service.slug, name: service.name, note };
     }
   }
+  // An allowlisted service that covers part of the chain is the one the agent trusted: name it.
+  for (const slug of allowlistSlugs) {
+    const service = services.find((s) => s.slug === slug);
+    if (service && hops.some((hop) => coveredBy(service, rail, hop))) {
+      const stray = strayNote(service, rail, hops, allowlistSlugs);
+      if (stray !== null) return { attributed: false, note: stray };
+    }
+  }
+  if (strayed !== null) return { attributed: false, note: strayed };
   if (realmMismatches.length > 0) return { attributed: false, note: realmMismatches[0]! };
   const listed = allowlistSlugs.filter((slug) => services.some((s) => s.slug === slug));
   const unknown = allowlistSlugs.filter((slug) => !services.some((s) => s.slug === slug));

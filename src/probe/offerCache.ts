@@ -1,11 +1,17 @@
 import type { Offer } from './offer.js';
 
+/**
+ * A cached probe: the offer and the redirect chain that led to it. The chain is cached with the
+ * offer because attribution on a cache hit must judge the same hops the offer came through.
+ */
+export type CachedOffer = { offer: Offer; chain: readonly string[] };
+
 /** Quote answers are reused for this long per (organization, url, method), as the wire protocol says. */
 export const OFFER_TTL_MS = 60_000;
 
 export type OfferCache = {
-  get(orgId: string, url: string, method: string): Offer | undefined;
-  set(orgId: string, url: string, method: string, offer: Offer): void;
+  get(orgId: string, url: string, method: string): CachedOffer | undefined;
+  set(orgId: string, url: string, method: string, probed: CachedOffer): void;
   readonly size: number;
 };
 
@@ -15,7 +21,7 @@ export type OfferCache = {
  * memory without bound. The verdict is not cached: it is re-evaluated for the asking agent.
  */
 export function createOfferCache(now: () => number, maxEntries = 1000, ttlMs = OFFER_TTL_MS): OfferCache {
-  const entries = new Map<string, { offer: Offer; expiresAt: number }>();
+  const entries = new Map<string, { probed: CachedOffer; expiresAt: number }>();
   const key = (orgId: string, url: string, method: string) => `${orgId}\u0000${method}\u0000${url}`;
   return {
     get(orgId, url, method) {
@@ -26,12 +32,12 @@ export function createOfferCache(now: () => number, maxEntries = 1000, ttlMs = O
         entries.delete(k);
         return undefined;
       }
-      return e.offer;
+      return e.probed;
     },
-    set(orgId, url, method, offer) {
+    set(orgId, url, method, probed) {
       const k = key(orgId, url, method);
       entries.delete(k);
-      entries.set(k, { offer, expiresAt: now() + ttlMs });
+      entries.set(k, { probed, expiresAt: now() + ttlMs });
       while (entries.size > maxEntries) entries.delete(entries.keys().next().value!);
     },
     get size() {

@@ -37,6 +37,13 @@ export type SafeFetchOptions = {
   maxHeaderBytes?: number;
 };
 
+/**
+ * A probe's answer plus the URLs it took to get there: `chain[0]` is the URL asked for, each later
+ * entry a redirect target, and the last one (always equal to `url`) the URL that answered. Whoever
+ * vouches for a URL must vouch for every hop of this chain, not only for the first.
+ */
+export type SafeFetchResult = ProbeResult & { chain: string[] };
+
 /** The request a probe sends. `headers` are dropped when a redirect leaves the original origin. */
 export type SafeFetchInit = { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string };
 
@@ -94,10 +101,12 @@ export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp
 
 /**
  * Fetches a URL for the probe: checks every hop, follows at most `maxRedirects` redirects, bounds
- * time and sizes, and returns the final response whatever its status (the caller interprets 402, 405…).
+ * time and sizes, and returns the final response whatever its status (the caller interprets 402, 405…)
+ * with the chain of URLs it followed.
  */
-export async function safeFetch(url: string, init: SafeFetchInit, options: SafeFetchOptions): Promise<ProbeResult> {
+export async function safeFetch(url: string, init: SafeFetchInit, options: SafeFetchOptions): Promise<SafeFetchResult> {
   let current = checkUrl(url, options);
+  const chain = [current.href];
   const origin = current.origin;
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), options.totalTimeoutMs);
@@ -108,9 +117,10 @@ export async function safeFetch(url: string, init: SafeFetchInit, options: SafeF
     for (let redirects = 0; ; redirects++) {
       const addresses = await resolveChecked(current, options, deadline.signal);
       const res = await sendOnce(current, { method, headers, body }, addresses, options, deadline.signal);
-      if (res.kind === 'final') return { status: res.status, headers: res.headers, body: res.body, url: current.href };
+      if (res.kind === 'final') return { status: res.status, headers: res.headers, body: res.body, url: current.href, chain };
       if (redirects >= options.maxRedirects) throw unreachable('too many redirects');
       current = nextHop(current, res.location, options);
+      chain.push(current.href);
       // 303 always becomes GET; 301/302 after POST do too, as browsers do. The body goes with the POST.
       if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
         method = 'GET';

@@ -7,8 +7,10 @@ import type { TransactionRecord } from '../domain/types.js';
  *
  * States: signing → signed | failed; pending_approval → signing (approved direct payment) |
  * approved (approved paywall payment, signed when the agent collects it) | denied | expired;
- * approved → signing | denied (the paywall's offer changed). holds_cap is 1 exactly in signing,
- * signed, approved and pending_approval.
+ * approved → signing | denied (the paywall's offer changed, or the policy re-check at collection
+ * refused it) | expired (not collected within the collection window). holds_cap is 1 exactly in
+ * signing, signed, approved and pending_approval. An approved row's cap_at is the decision time,
+ * which also starts its collection window; collection moves cap_at to the signing time.
  */
 export type PaymentRow = TransactionRecord & {
   resourceUrl: string;
@@ -66,7 +68,12 @@ export function createPaymentStore(db: Db) {
   // An approved payment is spent when it is signed, so its amount counts from then on.
   const approve = db.prepare(`UPDATE transactions SET status = 'signing', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const markApproved = db.prepare(`UPDATE transactions SET status = 'approved', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
-  const signApproved = db.prepare(`UPDATE transactions SET status = 'signing', request = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
+  // Collected: the hold starts counting again from now, so the signed payment sits inside the
+  // rolling window for a full 24 hours from its signature, however late in its window it was collected.
+  const signApproved = db.prepare(`UPDATE transactions SET status = 'signing', request = ?, cap_at = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
+  const expireApproved = db.prepare(`UPDATE transactions SET status = 'expired', holds_cap = 0, reason = ?, updated_at = ?
+    WHERE id = ? AND status = 'approved' AND cap_at <= ?`);
+  const overdueApproved = db.prepare(`SELECT id FROM transactions WHERE status = 'approved' AND cap_at <= ? LIMIT 1000`);
   const denyApproved = db.prepare(`UPDATE transactions SET status = 'denied', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
   const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
@@ -120,7 +127,15 @@ export function createPaymentStore(db: Db) {
     },
     /** Starts signing an approved paywall payment against the fresh challenge stored in `request`. */
     startSigningFromApproved(id: string, request: string, now: number): boolean {
-      return signApproved.run(request, now, id).changes === 1;
+      return signApproved.run(request, now, now, id).changes === 1;
+    },
+    /** Expires an approved paywall payment decided at or before `decidedBy` and releases its hold. */
+    expireApproved(id: string, decidedBy: number, reason: string, now: number): boolean {
+      return expireApproved.run(reason, now, id, decidedBy).changes === 1;
+    },
+    /** Approved paywall payments decided at or before `decidedBy` (uncollected past their window). */
+    overdueApproved(decidedBy: number): string[] {
+      return (overdueApproved.all(decidedBy) as { id: string }[]).map((r) => r.id);
     },
     denyApproved(id: string, reason: string, now: number): boolean {
       return denyApproved.run(reason, now, id).changes === 1;

@@ -173,6 +173,19 @@ export type X402Peer = Peer & {
   settlements: unknown[];
 };
 
+/**
+ * Where a peer sends a request instead of answering it: a `Location` for a 302, or null to answer
+ * normally. Lets tests put an open redirect anywhere on a paywall's origin.
+ */
+export type RedirectRule = (url: URL) => string | null;
+
+/** The open redirect tests use: `…/go?to=<location>` answers 302 to `<location>`. */
+export const openRedirect: RedirectRule = (url) => (url.pathname.endsWith('/go') ? url.searchParams.get('to') : null);
+
+function redirectResponse(location: string): Response {
+  return new Response(null, { status: 302, headers: { location } });
+}
+
 /** Paths of the v2 paywall. `/post-only` answers 405 to GET and 402 to POST. */
 export const X402_GET_ROUTES = ['/paid', '/svc/paid', '/changing', '/approval', '/unknown-asset'] as const;
 
@@ -181,7 +194,7 @@ export const X402_GET_ROUTES = ['/paid', '/svc/paid', '/changing', '/approval', 
  * `GET /paid` and friends cost $0.01 (see setPrice), `GET /free` is free, `/post-only` is paid
  * by POST only, `GET /unknown-asset` asks for a token nobody can price.
  */
-export async function startX402Peer(): Promise<X402Peer> {
+export async function startX402Peer(options: { payTo?: Address; redirect?: RedirectRule } = {}): Promise<X402Peer> {
   const chain = mockEvmChain();
   const facilitator = new x402Facilitator().register('eip155:84532', new ExactEvmFacilitatorScheme(chain.signer));
   const facilitatorClient = {
@@ -193,7 +206,7 @@ export async function startX402Peer(): Promise<X402Peer> {
 
   const prices = new Map<string, Price>([['/unknown-asset', { amount: '10000', asset: UNKNOWN_ASSET, extra: { name: 'Mystery', version: '1' } }]]);
   const priceOf = (path: string) => () => prices.get(path) ?? '$0.01';
-  const accepts = (path: string) => ({ scheme: 'exact', network: 'eip155:84532' as const, price: priceOf(path), payTo: PAY_TO });
+  const accepts = (path: string) => ({ scheme: 'exact', network: 'eip155:84532' as const, price: priceOf(path), payTo: options.payTo ?? PAY_TO });
   const routes: Record<string, { accepts: ReturnType<typeof accepts>; description: string }> = {};
   for (const path of X402_GET_ROUTES) routes[`GET ${path}`] = { accepts: accepts(path), description: `demo ${path}` };
   routes['POST /post-only'] = { accepts: accepts('/post-only'), description: 'demo /post-only' };
@@ -210,7 +223,8 @@ export async function startX402Peer(): Promise<X402Peer> {
     fetch: (request: Request) => {
       const url = new URL(request.url);
       requests.push({ method: request.method, path: `${url.pathname}${url.search}`, headers: headersOf(request.headers) });
-      return app.fetch(request);
+      const location = options.redirect?.(url) ?? null;
+      return location !== null ? redirectResponse(location) : app.fetch(request);
     },
     port: 0,
     hostname: '127.0.0.1',
@@ -293,7 +307,7 @@ export type MppPeer = Peer & {
  * server offers only `stripe/charge` (issued offline with a dummy secret key).
  */
 export async function startMppPeer(
-  options: { realm?: string; stripeOnly?: boolean; splits?: Array<{ amount: string; recipient: Address }> } = {},
+  options: { realm?: string; stripeOnly?: boolean; splits?: Array<{ amount: string; recipient: Address }>; recipient?: Address; redirect?: RedirectRule } = {},
 ): Promise<MppPeer> {
   const broadcasts: Hex[] = [];
   const getClient = () =>
@@ -324,11 +338,13 @@ export async function startMppPeer(
       realm,
       secretKey: MPP_SECRET,
       methods: [tempo.charge({
-        recipient: MPP_RECIPIENT, testnet: true, getClient, waitForConfirmation: false,
+        recipient: options.recipient ?? MPP_RECIPIENT, testnet: true, getClient, waitForConfirmation: false,
         ...(options.splits ? { splits: options.splits } : {}),
       })],
     });
   const peer = await startFetchPeer(async (request) => {
+    const location = options.redirect?.(new URL(request.url)) ?? null;
+    if (location !== null) return redirectResponse(location);
     const charge = options.stripeOnly ? { amount: '1' } : { amount, description: 'test item' };
     const result = await mppx.charge(charge)(request);
     if (result.status === 402) return result.challenge;

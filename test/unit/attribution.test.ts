@@ -18,7 +18,7 @@ describe('attributeResource', () => {
     'https://API.WEATHER.EXAMPLE/v1/today',
     'https://api.weather.example:443/v1/today',
   ])('behavior: %s is under the base URL', (url) => {
-    expect(attributeResource(registry, url, 'x402', null, [])).toEqual({ attributed: true, slug: 'weather', name: 'weather name', note: null });
+    expect(attributeResource(registry, [url], 'x402', null, [])).toEqual({ attributed: true, slug: 'weather', name: 'weather name', note: null });
   });
 
   test.each([
@@ -32,35 +32,102 @@ describe('attributeResource', () => {
     'https://user@api.weather.example.evil/v1',
     'not a url',
   ])('error: %s is not attributed', (url) => {
-    expect(attributeResource(registry, url, 'x402', null, []).attributed).toBe(false);
+    expect(attributeResource(registry, [url], 'x402', null, []).attributed).toBe(false);
   });
 
   test('error: the rail must match the payment method protocol', () => {
-    expect(attributeResource(registry, 'https://api.weather.example/v1/x', 'mpp', 'anything', []).attributed).toBe(false);
+    expect(attributeResource(registry, ['https://api.weather.example/v1/x'], 'mpp', 'anything', []).attributed).toBe(false);
   });
 
   test('behavior: MPP attribution needs the registered realm to match the challenge realm', () => {
-    expect(attributeResource(registry, 'https://maps.example/tiles', 'mpp', 'maps-realm', ['maps'])).toMatchObject({ attributed: true, slug: 'maps' });
-    expect(attributeResource(registry, 'https://maps.example/tiles', 'mpp', 'impostor', ['maps'])).toEqual({
+    expect(attributeResource(registry, ['https://maps.example/tiles'], 'mpp', 'maps-realm', ['maps'])).toMatchObject({ attributed: true, slug: 'maps' });
+    expect(attributeResource(registry, ['https://maps.example/tiles'], 'mpp', 'impostor', ['maps'])).toEqual({
       attributed: false,
       note: 'realm "impostor" does not match the registered realm "maps-realm" of service maps',
     });
   });
 
   test('error: a realm alone never attributes a URL outside the base URL', () => {
-    expect(attributeResource(registry, 'https://evil.example/tiles', 'mpp', 'maps-realm', ['maps'])).toEqual({
+    expect(attributeResource(registry, ['https://evil.example/tiles'], 'mpp', 'maps-realm', ['maps'])).toEqual({
       attributed: false,
       note: 'the resource URL is not under a registered base URL of allowlisted service maps',
     });
   });
 
   test('behavior: notes name allowlisted slugs that are unregistered or belong to another service', () => {
-    expect(attributeResource(registry, 'https://evil.example/x', 'x402', null, ['ghost'])).toEqual({
+    expect(attributeResource(registry, ['https://evil.example/x'], 'x402', null, ['ghost'])).toEqual({
       attributed: false, note: 'allowlisted service ghost is not in the registry',
     });
-    expect(attributeResource(registry, 'https://api.weather.example/v1/x', 'x402', null, ['maps'])).toEqual({
+    expect(attributeResource(registry, ['https://api.weather.example/v1/x'], 'x402', null, ['maps'])).toEqual({
       attributed: true, slug: 'weather', name: 'weather name',
       note: 'the resource URL belongs to registered service weather, not to allowlisted service maps',
+    });
+  });
+
+  describe('redirect chains', () => {
+    const sibling = service('weather', [
+      { realm: '', baseUrl: 'https://api.weather.example/v1', protocol: 'x402' },
+      { realm: '', baseUrl: 'https://api.weather.example/v2', protocol: 'x402' },
+    ]);
+
+    test('behavior: a chain wholly under the service\'s base URLs is attributed', () => {
+      expect(attributeResource(registry, ['https://api.weather.example/v1/old', 'https://api.weather.example/v1/new'], 'x402', null, ['weather']))
+        .toEqual({ attributed: true, slug: 'weather', name: 'weather name', note: null });
+      // A redirect between two base URLs the same service registered for the rail.
+      expect(attributeResource([sibling], ['https://api.weather.example/v1/a', 'https://api.weather.example/v2/b'], 'x402', null, ['weather']))
+        .toMatchObject({ attributed: true, slug: 'weather' });
+    });
+
+    test('error: a redirect out of the base URL names the allowlisted slug and the hop', () => {
+      expect(attributeResource(registry, ['https://api.weather.example/v1/go', 'https://other.example/pay'], 'x402', null, ['weather'])).toEqual({
+        attributed: false,
+        note: 'allowlisted service weather cannot vouch: the request was redirected to https://other.example/pay, outside its registered base URL',
+      });
+      // Same origin, outside the base path.
+      expect(attributeResource(registry, ['https://api.weather.example/v1/go', 'https://api.weather.example/admin/pay'], 'x402', null, ['weather'])).toMatchObject({
+        attributed: false,
+        note: 'allowlisted service weather cannot vouch: the request was redirected to https://api.weather.example/admin/pay, outside its registered base URL',
+      });
+    });
+
+    test('error: a chain that leaves and comes back is not attributed either', () => {
+      const chain = ['https://api.weather.example/v1/a', 'https://evil.example/b', 'https://api.weather.example/v1/c'];
+      expect(attributeResource(registry, chain, 'x402', null, ['weather'])).toEqual({
+        attributed: false,
+        note: 'allowlisted service weather cannot vouch: the request was redirected to https://evil.example/b, outside its registered base URL',
+      });
+    });
+
+    test('error: a chain that starts elsewhere and ends under the base URL is not attributed', () => {
+      expect(attributeResource(registry, ['https://evil.example/start', 'https://api.weather.example/v1/x'], 'x402', null, ['weather'])).toEqual({
+        attributed: false,
+        note: 'allowlisted service weather cannot vouch: the request started at https://evil.example/start, outside its registered base URL',
+      });
+    });
+
+    test('error: a redirect to another registered service is attributed to neither', () => {
+      const payer = service('payer', [{ realm: '', baseUrl: 'https://pay.example/', protocol: 'x402' }]);
+      const chain = ['https://api.weather.example/v1/go', 'https://pay.example/invoice'];
+      expect(attributeResource([weather, payer], chain, 'x402', null, ['weather'])).toEqual({
+        attributed: false,
+        note: 'allowlisted service weather cannot vouch: the request was redirected to https://pay.example/invoice, outside its registered base URL',
+      });
+      expect(attributeResource([weather, payer], chain, 'x402', null, ['payer'])).toEqual({
+        attributed: false,
+        note: 'allowlisted service payer cannot vouch: the request started at https://api.weather.example/v1/go, outside its registered base URL',
+      });
+    });
+
+    test('error: hops must be under base URLs of the same rail', () => {
+      const mixed = service('mixed', [
+        { realm: '', baseUrl: 'https://mixed.example/x402', protocol: 'x402' },
+        { realm: '', baseUrl: 'https://mixed.example/mpp', protocol: 'mpp' },
+      ]);
+      expect(attributeResource([mixed], ['https://mixed.example/mpp/a', 'https://mixed.example/x402/b'], 'x402', null, ['mixed']).attributed).toBe(false);
+    });
+
+    test('error: an empty chain is not attributed', () => {
+      expect(attributeResource(registry, [], 'x402', null, ['weather'])).toEqual({ attributed: false, note: null });
     });
   });
 });
