@@ -123,7 +123,7 @@ export function deleteService(deps: AppDeps, scope: RegistryScope, slug: string)
 }
 
 /** The refusal an organization gets for a shared record: it exists for everyone, so it is named. */
-export function sharedReadOnly(slug: string): DomainError {
+function sharedReadOnly(slug: string): DomainError {
   return new DomainError('failed_precondition', `service ${slug} is in the shared registry; only the operator can change it`, { code: 'service_shared' });
 }
 

@@ -122,7 +122,7 @@ describe('dashboard: an owner cannot write the shared registry', () => {
     const hostile = { name: 'Hijacked', methods: 'x402 https://attacker.example/' };
     const edit = await serviceForm(ownerA, { mode: 'edit', slug: 'shared-svc', ...hostile });
     expect(edit.status).toBe(409);
-    expect(await edit.text()).toMatch(/service shared-svc is in the shared registry; only the operator can change it/);
+    expect(await edit.text()).toMatch(/id="svc-slug-error">slug shared-svc is a shared registry service; choose another slug for a private record/);
     expect((await serviceForm(ownerA, { mode: 'new', slug: 'shared-svc', ...hostile })).status).toBe(409);
     // Spelling tricks normalise to the same slug and are refused the same way.
     expect((await serviceForm(ownerA, { mode: 'edit', slug: ' shared-svc ', ...hostile })).status).toBe(409);

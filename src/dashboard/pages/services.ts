@@ -1,5 +1,5 @@
 import { roleAllows } from '../../app/dashboardRoles.js';
-import { deleteService, findVisibleService, sharedReadOnly, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
+import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
 import { importServices } from '../../app/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
@@ -210,11 +210,9 @@ export const serviceRoutes: Route[] = [
       const v = readServiceForm(ctx);
       const mode = ctx.form.get('mode') === 'edit' ? 'edit' : 'new';
       try {
+        // A shared slug is refused by upsertService (conflict, shown below); this is about our own records.
         const existing = v.slug.trim() === '' ? undefined : registered(ctx, v.slug.trim());
-        if (existing?.orgId === null) {
-          return serviceFormPage(ctx, mode, v, { field: 'slug', text: sharedReadOnly(existing.slug).shortMessage, status: 409 });
-        }
-        if (mode === 'new' && existing) {
+        if (mode === 'new' && existing && existing.orgId !== null) {
           // A new-service form must not silently replace an existing record with the same slug.
           return serviceFormPage(ctx, mode, v, { field: 'slug', text: 'slug is already registered; edit that service instead' });
         }
@@ -237,7 +235,6 @@ export const serviceRoutes: Route[] = [
         return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${saved.slug} saved.` } };
       } catch (err) {
         const e = errorText(err);
-        // A slug taken in the meantime by a shared record is a refusal to show on the form.
         if (e.kind === 'conflict') return serviceFormPage(ctx, mode, v, { field: 'slug', text: e.text, status: e.status });
         if (e.kind !== 'invalid_argument') throw err;
         return serviceFormPage(ctx, mode, v, { field: fieldOf(e.text), text: e.text });
