@@ -1,5 +1,6 @@
 import type { Address } from 'viem';
 import { DomainError } from '../domain/errors.js';
+import { assertBoundedValidity } from '../signing/boundedValidity.js';
 import { DEFAULT_TEMPO_FEES, prepareMppPayment, type TempoFees } from '../signing/tempo.js';
 import { prepareX402Payment } from '../signing/x402Payment.js';
 import type { AppDeps } from './deps.js';
@@ -28,11 +29,19 @@ export function isPaywallRequest(stored: string): boolean {
 
 /**
  * Builds the signing job for any stored request: the direct types from their fields, x402 and
- * mpp from the offer parsed out of the live challenge.
+ * mpp from the offer parsed out of the live challenge. Every job's validity window is checked
+ * against the one bound (MAX_SIGNED_VALIDITY_SECONDS) before it can reach the signer.
  */
 export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
-  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
+  // One reading of the clock anchors both the window and its check.
   const nowMs = deps.now();
+  const prepared = buildPayment(orgId, treasury, stored, nowMs, nonce, fees);
+  assertBoundedValidity(prepared.job, Math.floor(nowMs / 1000));
+  return prepared;
+}
+
+function buildPayment(orgId: string, treasury: Address, stored: string, nowMs: number, nonce: number | undefined, fees: TempoFees): PreparedSignature {
+  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
   if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, loadRequest(stored), Math.floor(nowMs / 1000), nonce);
   const offer = offerFromJson((parsed as StoredPaywallRequest).offer);
   if (parsed.type === 'x402') {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { bytesToHex, isAddressEqual, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { Offer, PaymentHeader } from '../probe/offer.js';
+import { MAX_SIGNED_VALIDITY_SECONDS } from './boundedValidity.js';
 import type { SignJob, SignOutput } from './signJobs.js';
 
 /**
@@ -64,7 +65,9 @@ export function prepareX402Payment(orgId: string, treasury: Address, offer: Offe
   assertOfferConsistent(offer, details.accepted, details.version);
 
   const timeout = Number.isFinite(details.maxTimeoutSeconds) ? Math.floor(details.maxTimeoutSeconds) : 0;
-  const validBefore = BigInt(nowSeconds + Math.max(timeout, MIN_VALIDITY_SECONDS));
+  // maxTimeoutSeconds is the longest the paywall accepts, not a length it demands: a longer value
+  // is clamped to the direct types' 86,400 s, so a paywall cannot make a signature live for years.
+  const validBefore = BigInt(nowSeconds + Math.min(Math.max(timeout, MIN_VALIDITY_SECONDS), MAX_SIGNED_VALIDITY_SECONDS));
   // 2.27.0 v2 clients send 0; the v1 client backdates. Both satisfy validAfter ≤ now.
   const validAfter = details.version === 2 ? 0n : BigInt(Math.max(0, nowSeconds - V1_VALID_AFTER_BACKDATE_SECONDS));
   const domain = { name: details.domainName, version: details.domainVersion, chainId: offer.chainId, verifyingContract: offer.asset };
