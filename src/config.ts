@@ -20,6 +20,8 @@ export type Config = {
   probeAllowHosts: string[];
   /** JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. */
   tempoRpcUrl: string | undefined;
+  /** Skip the database's integrity check at start (for operators who run it offline). */
+  skipIntegrityCheck?: boolean;
 };
 
 export class ConfigError extends Error {
@@ -44,10 +46,15 @@ export function loadConfig(argv: string[], env: Env): Config {
   const raw: Partial<Record<keyof Config, string>> = {};
   for (const { env: name, key } of Object.values(FLAGS)) if (env[name] !== undefined && env[name] !== '') raw[key] = env[name];
   let dev = env.PAYPOLICY_DEV === '1' || env.PAYPOLICY_DEV === 'true';
+  let skipIntegrityCheck = env.PAYPOLICY_SKIP_INTEGRITY_CHECK === '1' || env.PAYPOLICY_SKIP_INTEGRITY_CHECK === 'true';
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--dev') {
       dev = true;
+      continue;
+    }
+    if (arg === '--skip-integrity-check') {
+      skipIntegrityCheck = true;
       continue;
     }
     const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
@@ -74,6 +81,7 @@ export function loadConfig(argv: string[], env: Env): Config {
   if (tempoRpcUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(tempoRpcUrl)) throw new ConfigError(`--tempo-rpc-url must be an http(s) URL, got "${tempoRpcUrl}"`);
   return {
     tempoRpcUrl,
+    skipIntegrityCheck,
     dev,
     probeAllowHosts,
     signerThreads,

@@ -14,6 +14,10 @@ export class FormFields {
   get(name: string): string {
     return this.fields.get(name)?.[0] ?? '';
   }
+  /** Every value the field was given, in order; none when it is missing. */
+  getAll(name: string): readonly string[] {
+    return this.fields.get(name) ?? [];
+  }
   has(name: string): boolean {
     return this.fields.has(name);
   }

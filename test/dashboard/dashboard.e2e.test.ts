@@ -148,6 +148,31 @@ describe('dashboard in a browser', () => {
     expect(repeat.json.reason).toMatch(/not in this month's budget/);
   });
 
+  test('behavior: Enter in the note field decides nothing; only the labelled button decides', async () => {
+    const r = await postSign(s.url, key, pay(demoAgent, '4.5', OTHER_RECIPIENT), 'dash-enter-1');
+    expect(r.status, r.text).toBe(202);
+    const id = r.json.approval_request_id as string;
+    await page.goto(`${s.url}/dashboard/approvals`);
+    const card = page.locator(`[data-approval-id="${id}"]`);
+    await card.waitFor({ state: 'visible', timeout: 10_000 });
+    // Every form submission the page starts, with the value of the button that started it.
+    await page.evaluate(`window.submits = [];
+      document.addEventListener('submit', function (e) { window.submits.push(e.submitter ? e.submitter.value : '(none)'); }, true);`);
+    const note = card.getByLabel(/Note/);
+    await note.fill('deny: looks like a duplicate');
+    await note.press('Enter');
+    // The key events are handled by the time press() returns: a submission would have fired.
+    expect(await page.evaluate("window.submits || 'the page was replaced: the form was submitted'")).toEqual([]);
+    const still = await admin.client.listApprovals({ orgId, status: 'pending' }, admin.auth);
+    expect(still.approvals.map((a) => a.id)).toContain(id);
+
+    await card.getByRole('button', { name: 'Deny' }).click();
+    await page.waitForURL(`${s.url}/dashboard/approvals`);
+    await expect(page.getByRole('status').textContent()).resolves.toMatch(/Denied \$4\.50/);
+    const decided = (await admin.client.listApprovals({ orgId }, admin.auth)).approvals.find((a) => a.id === id)!;
+    expect([decided.status, decided.note]).toEqual(['denied', 'deny: looks like a duplicate']);
+  });
+
   test('behavior: create an agent and set its policy, with validation next to the field', async () => {
     await page.goto(`${s.url}/dashboard/agents`);
     await page.getByLabel('Name').fill('travel-booker');

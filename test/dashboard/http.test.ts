@@ -162,6 +162,42 @@ describe('roles', () => {
     expect([a.status, a.decidedBy, a.note]).toEqual(['denied', 'approver@example.com', 'no']);
   });
 
+  test('error: a decision POST without exactly one decision from a button decides nothing', async () => {
+    const id = await pending('2.5', 'implicit-submit-1');
+    const forms: Array<Record<string, string> | URLSearchParams> = [
+      // What an implicit submission (Enter in the note) would send if no button supplied a value.
+      { _csrf: approver.csrf, note: 'deny: looks like a duplicate' },
+      { _csrf: approver.csrf, decision: '', note: 'deny: looks like a duplicate' },
+      { _csrf: approver.csrf, decision: 'Approve', note: '' },
+      // Two values: the first must not win.
+      new URLSearchParams([['_csrf', approver.csrf], ['decision', 'approve'], ['decision', 'deny'], ['note', '']]),
+    ];
+    for (const form of forms) {
+      const r = await fetch(`${s.url}/dashboard/approvals/${id}/decide`, {
+        method: 'POST', redirect: 'manual',
+        headers: { cookie: approver.cookie, 'content-type': 'application/x-www-form-urlencoded', connection: 'close' },
+        body: new URLSearchParams(form),
+      });
+      expect([r.status, r.headers.get('location')], String(new URLSearchParams(form))).toEqual([303, '/dashboard/approvals']);
+      expect(await approvalStatus(id)).toBe('pending');
+    }
+    const flash = await (await dashboardFetch(s.url, approver, '/dashboard/approvals')).text();
+    expect(flash).toMatch(/Nothing was decided/);
+  });
+
+  test('behavior: the first submit button of a decision form is inert, so Enter in the note cannot approve', async () => {
+    const id = await pending('2.25', 'implicit-submit-2');
+    const page = await (await dashboardFetch(s.url, approver, '/dashboard/approvals')).text();
+    const card = page.slice(page.indexOf(`data-approval-id="${id}"`));
+    const form = card.slice(card.indexOf('<form class="decide"'), card.indexOf('</form>'));
+    const buttons = [...form.matchAll(/<button\b[^>]*>/g)].map((m) => m[0]);
+    expect(buttons[0]).toMatch(/type="submit"/);
+    expect(buttons[0]).toMatch(/\bdisabled\b/);
+    expect(buttons[0]).not.toMatch(/name=/);
+    expect(buttons.slice(1).map((b) => /value="(\w+)"/.exec(b)?.[1])).toEqual(['approve', 'deny']);
+    await dashboardFetch(s.url, approver, `/dashboard/approvals/${id}/decide`, { form: { _csrf: approver.csrf, decision: 'deny', note: '' } });
+  });
+
   test('error: an approver cannot manage agents, keys or the registry (403)', async () => {
     const tries: Array<[string, Record<string, string>]> = [
       ['/dashboard/agents', { name: 'nope' }],

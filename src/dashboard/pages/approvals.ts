@@ -37,7 +37,10 @@ export function approvalCard(session: SessionContext, now: number, v: ApprovalVi
   const agent = names.agents.get(v.agentId) ?? v.agentId;
   const titleId = `approval-${v.id}`;
   const decide = roleAllows(session.user.role, 'decide')
+    // Enter in the note "clicks" the form's first submit button (implicit submission). That button
+    // is this disabled, hidden one, so Enter does nothing: only Approve or Deny decides. No script.
     ? html`<form class="decide" method="post" action="/dashboard/approvals/${v.id}/decide">
+<button type="submit" class="implicit-submit" disabled hidden aria-hidden="true" tabindex="-1"></button>
 ${csrfField({ session })}
 <label for="note-${v.id}">Note <span class="hint">(optional, kept with the decision)</span></label>
 <input type="text" id="note-${v.id}" name="note" maxlength="1000" autocomplete="off">
@@ -130,8 +133,13 @@ export const approvalRoutes: Route[] = [
     body: 'form',
     async handle(ctx) {
       const { deps, session, form } = ctx;
-      const choice = form.get('decision');
-      const decision = choice === 'approve' || choice === 'deny' ? choice : undefined;
+      // The decision is the value of the button pressed, given exactly once. Anything else (no
+      // value, an empty one, or two) decides nothing, whatever else the form carries.
+      const choices = form.getAll('decision');
+      if (choices.length !== 1 || (choices[0] !== 'approve' && choices[0] !== 'deny')) {
+        return { type: 'redirect', to: '/dashboard/approvals', flash: { kind: 'error', text: 'Nothing was decided: press Approve or Deny.' } };
+      }
+      const decision = choices[0];
       try {
         const a = describeApproval(deps, await decideApproval(deps, {
           id: ctx.params[0]!, decision, note: form.get('note'), decidedBy: session.user.email, orgId: session.user.orgId,

@@ -103,6 +103,8 @@ button:hover, .button:hover { background: var(--soft); }
 .approval dd { margin: 0; overflow-wrap: anywhere; }
 .approval .decide { display: grid; gap: .5rem; align-content: start; }
 .approval .decide .buttons { display: flex; gap: .5rem; }
+/* The inert first submit button that absorbs Enter in the note (see pages/approvals.ts). */
+.approval .decide .implicit-submit { display: none; }
 .countdown { font-weight: 600; color: var(--warn); }
 .countdown.is-expired { color: var(--bad); }
 .empty { padding: 1.25rem; text-align: center; color: var(--muted); background: var(--bg); border: 1px dashed var(--line); border-radius: 8px; }
