@@ -20,6 +20,12 @@ export type Config = {
   probeAllowHosts: string[];
   /** JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. */
   tempoRpcUrl: string | undefined;
+  /** Open client connections beyond which new ones are refused; default from the open-file limit (at most 4096). */
+  maxConnections?: number;
+  /** An HTTP/2 session with no open stream is closed after this (default 60 s). */
+  idleTimeoutMs?: number;
+  /** A request's headers and body must arrive within this (default 30 s), HTTP/1.1 and HTTP/2 alike. */
+  requestTimeoutMs?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
   skipIntegrityCheck?: boolean;
 };
@@ -39,6 +45,9 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--tls-key': { env: 'PAYPOLICY_TLS_KEY', key: 'tlsKey' },
   '--signer-threads': { env: 'PAYPOLICY_SIGNER_THREADS', key: 'signerThreads' },
   '--tempo-rpc-url': { env: 'PAYPOLICY_TEMPO_RPC_URL', key: 'tempoRpcUrl' },
+  '--max-connections': { env: 'PAYPOLICY_MAX_CONNECTIONS', key: 'maxConnections' },
+  '--idle-timeout-ms': { env: 'PAYPOLICY_IDLE_TIMEOUT_MS', key: 'idleTimeoutMs' },
+  '--request-timeout-ms': { env: 'PAYPOLICY_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs' },
 };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
@@ -80,6 +89,9 @@ export function loadConfig(argv: string[], env: Env): Config {
   const tempoRpcUrl = raw.tempoRpcUrl;
   if (tempoRpcUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(tempoRpcUrl)) throw new ConfigError(`--tempo-rpc-url must be an http(s) URL, got "${tempoRpcUrl}"`);
   return {
+    maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),
+    idleTimeoutMs: optionalInteger(raw.idleTimeoutMs, '--idle-timeout-ms', 100, 3_600_000),
+    requestTimeoutMs: optionalInteger(raw.requestTimeoutMs, '--request-timeout-ms', 100, 600_000),
     tempoRpcUrl,
     skipIntegrityCheck,
     dev,
@@ -94,4 +106,12 @@ export function loadConfig(argv: string[], env: Env): Config {
     tlsCert: raw.tlsCert,
     tlsKey: raw.tlsKey,
   };
+}
+
+/** An integer flag within [min, max], or undefined when it was not given. */
+function optionalInteger(text: string | undefined, flag: string, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) throw new ConfigError(`${flag} must be an integer from ${min} to ${max}, got "${text}"`);
+  return n;
 }

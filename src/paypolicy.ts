@@ -86,6 +86,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       // The dashboard for humans is served by the same listener, under /dashboard.
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
+      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs },
     });
   } catch (err) {
     await signer.close();

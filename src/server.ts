@@ -10,6 +10,7 @@ import { createRestHandler, createRestRoutes } from './rest/router.js';
 import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes } from './rpc/routes.js';
+import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
 
 type NodeRequest = IncomingMessage | Http2ServerRequest;
 type NodeResponse = ServerResponse | Http2ServerResponse;
@@ -26,6 +27,8 @@ export type ServerOptions = {
   port: number;
   adminTokenHash: () => Buffer;
   tls?: { cert: Buffer; key: Buffer };
+  /** Connection cap, timeouts and HTTP/2 stream limit; unset fields take their defaults. */
+  limits?: Partial<ServerLimits>;
   /** Extra handler tried before the 404 fallback (the dashboard mounts here). */
   extraHandler?: (req: NodeRequest, res: NodeResponse, log: Logger) => boolean;
 };
@@ -40,6 +43,7 @@ export type RunningServer = { port: number; url: string; close: (graceMs?: numbe
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const { deps, log } = opts;
+  const limits = resolveServerLimits(opts.limits);
   let draining = false;
   const restHandler = createRestHandler(deps, createRestRoutes(deps));
   const loggers = new WeakMap<object, Logger>();
@@ -78,10 +82,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     connect(req, res);
   };
 
-  const h1 = http.createServer(
-    { requestTimeout: 30_000, headersTimeout: 15_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: 5_000 },
-    handler,
-  );
+  const h1 = http.createServer(http1Timeouts(limits), handler);
   // h1 never listens itself (connections are handed to it), and Node only tracks an HTTP server's
   // connections (idle closing, header and request timeouts) from its 'listening' event on.
   h1.emit('listening');
@@ -93,14 +94,22 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
   let listener: net.Server;
   if (opts.tls) {
-    const secure = http2.createSecureServer({ cert: opts.tls.cert, key: opts.tls.key, allowHTTP1: true }, handler);
+    const secure = http2.createSecureServer(
+      { cert: opts.tls.cert, key: opts.tls.key, allowHTTP1: true, handshakeTimeout: headersTimeoutMs(limits), ...http2Settings(limits) },
+      handler,
+    );
+    // HTTP/1.1 over TLS is served by the secure server itself, which reads these like http.Server.
+    Object.assign(secure, http1Timeouts(limits));
+    limitHttp2Sessions(secure, limits);
     secure.on('session', trackSession);
     listener = secure;
   } else {
-    const h2 = http2.createServer({}, handler);
+    const h2 = http2.createServer(http2Settings(limits), handler);
+    limitHttp2Sessions(h2, limits);
     h2.on('session', trackSession);
-    listener = net.createServer((socket) => routeConnection(socket, h1, h2, unrouted));
+    listener = net.createServer((socket) => routeConnection(socket, h1, h2, unrouted, headersTimeoutMs(limits)));
   }
+  capConnections(listener, limits, log);
 
   await new Promise<void>((resolve, reject) => {
     listener.once('error', reject);
@@ -142,12 +151,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
 /**
  * Peeks at a cleartext connection until its first bytes either equal the HTTP/2 preface or
- * diverge from it, then gives the socket, bytes unread, to the right server.
+ * diverge from it, then gives the socket, bytes unread, to the right server. A connection that has
+ * not been routed `deadlineMs` after it opened (silent, or trickling the preface) is dropped.
  */
-function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server, unrouted: Set<Socket>): void {
+function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server, unrouted: Set<Socket>, deadlineMs: number): void {
   let seen = Buffer.alloc(0);
   unrouted.add(socket);
-  socket.once('close', () => unrouted.delete(socket));
+  // A fixed deadline, not an inactivity timeout: a byte every few seconds must not keep it alive.
+  const deadline = setTimeout(() => socket.destroy(), deadlineMs);
+  socket.once('close', () => {
+    clearTimeout(deadline);
+    unrouted.delete(socket);
+  });
   const onData = (chunk: Buffer) => {
     seen = Buffer.concat([seen, chunk]);
     const n = Math.min(seen.length, H2_PREFACE.length);
@@ -156,7 +171,7 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server,
     socket.off('data', onData);
     unrouted.delete(socket);
     // The chosen server applies its own timeouts from here on.
-    socket.setTimeout(0);
+    clearTimeout(deadline);
     socket.pause();
     socket.unshift(seen);
     if (isPrefix) {
@@ -170,7 +185,6 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server,
   };
   socket.on('data', onData);
   socket.on('error', () => socket.destroy());
-  socket.setTimeout(30_000, () => socket.destroy());
 }
 
 function sendJson(res: NodeResponse, status: number, body: unknown): void {
