@@ -1,4 +1,3 @@
-import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createApiKey } from './app/apiKeys.js';
 import { createAgent } from './app/agents.js';
@@ -8,6 +7,7 @@ import { generateAdminToken, hashSecret } from './auth/credentials.js';
 import { MICROS_PER_USD } from './domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from './domain/networkFee.js';
 import { writeTxn } from './store/db.js';
+import { writePrivateFile } from './store/dataDir.js';
 
 /** The file a first start writes (mode 0600), with exactly these keys. */
 export type BootstrapFile = {
@@ -49,8 +49,7 @@ export function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminToken: 
     settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));
     settings.set(BOOTSTRAPPED, String(now));
     const path = join(dataDir, 'bootstrap.json');
-    writeFileSync(path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
-    chmodSync(path, 0o600);
+    writePrivateFile(path, `${JSON.stringify(file, null, 2)}\n`);
     return file;
   });
 }

@@ -8,6 +8,9 @@ const USAGE = `usage: paypolicy <command> [options]
 
 ${ADMIN_USAGE}`;
 
+/** After a failed sync: how long every request (and /readyz) answers 503 before the process exits 1. */
+const FAIL_STOP_EXIT_MS = 1000;
+
 /** `paypolicy serve`: start, print the first-start banner once, stop cleanly on a signal. */
 async function serve(argv: string[]): Promise<number> {
   // Loaded here, not at the top: admin commands never need the server and start faster without it.
@@ -18,9 +21,18 @@ async function serve(argv: string[]): Promise<number> {
   let onSignal: (signal: string) => void = (signal) => (signalled = signal);
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
-  let app;
+  let app: Awaited<ReturnType<typeof startPaypolicy>> | undefined;
   try {
-    app = await startPaypolicy(loadConfig(argv, process.env));
+    app = await startPaypolicy(loadConfig(argv, process.env), {
+      // Fail-stop: answer 503 (and /readyz 503) for a moment so balancers take us out, then exit
+      // non-zero without closing the database, so a supervisor restarts on what is on disk.
+      onStorageFailure: () => {
+        setTimeout(() => {
+          app?.log.flush(() => process.exit(1));
+          setTimeout(() => process.exit(1), 200);
+        }, FAIL_STOP_EXIT_MS);
+      },
+    });
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     if (err instanceof ConfigError) process.stderr.write(`paypolicy: invalid configuration: ${e.message}\n`);

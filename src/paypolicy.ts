@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DestinationStream, Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
@@ -15,6 +15,7 @@ import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
+import { prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
 import { writeTxn } from './store/db.js';
 import { createDashboard } from './dashboard/dashboard.js';
@@ -36,11 +37,16 @@ export type Paypolicy = RunningServer & {
 export type StartOptions = {
   logDestination?: DestinationStream;
   now?: () => number;
+  /**
+   * Called once after a failed sync, when the service has stopped acknowledging (every request
+   * answers 503 from then on). `paypolicy serve` exits non-zero from here.
+   */
+  onStorageFailure?: (err: Error) => void;
 };
 
 /**
- * Composition root: config → logger → data directory → master key → database → vault → first-start
- * bootstrap → one listener. Everything a running instance needs is built here and nowhere else.
+ * Composition root: config → logger → data directory → database (integrity check) → master key →
+ * vault → first-start bootstrap → one listener. Everything a running instance needs is built here and nowhere else.
  */
 export async function startPaypolicy(config: Config, options: StartOptions = {}): Promise<Paypolicy> {
   if (config.adminToken !== undefined) {
@@ -48,17 +54,27 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     if (problem) throw new ConfigError(`PAYPOLICY_ADMIN_TOKEN ${problem}`);
   }
   const log = createLogger(config.logLevel, options.logDestination);
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const master = loadMasterKey(config.masterKey, config.dataDir);
-  if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
-  const store = openStore(join(config.dataDir, 'paypolicy.db'));
-  const vault = createTreasuryVault(store.organizations, master.key);
+  const { narrowed } = prepareDataDir(config.dataDir);
+  if (narrowed.length > 0) log.warn({ dataDir: config.dataDir, files: narrowed }, 'narrowed files readable by group or others to mode 0600');
+  const dbFile = join(config.dataDir, 'paypolicy.db');
+  if (config.skipIntegrityCheck) log.warn({ file: dbFile }, 'integrity check skipped (--skip-integrity-check)');
+  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  let vault: ReturnType<typeof createTreasuryVault>;
   try {
+    // A database that already holds sealed treasury keys never gets a freshly generated key.
+    const sealed = store.organizations.list().some((org) => org.treasuryAddress);
+    const master = loadMasterKey(config.masterKey, config.dataDir, !sealed);
+    if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
+    vault = createTreasuryVault(store.organizations, master.key);
     vault.verifyMasterKey();
   } catch (err) {
     await store.close();
     throw err;
   }
+  store.onFailure((err) => {
+    log.fatal({ err, file: dbFile }, 'storage failed: a sync or write of the database failed, so what is on disk is unknown; refusing every request and stopping (restart recovers from the disk)');
+    options.onStorageFailure?.(err);
+  });
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
   // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
   const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));

@@ -3,9 +3,10 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
 import net, { type Socket } from 'node:net';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { createContextValues } from '@connectrpc/connect';
+import { Code, ConnectError, createContextValues, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
+import { STORAGE_FAILED } from './rest/errors.js';
 import { createRestHandler, createRestRoutes } from './rest/router.js';
 import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
@@ -50,7 +51,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const connect = connectNodeAdapter({
     routes: createRoutes(deps, opts.adminTokenHash),
-    interceptors: [domainErrorInterceptor],
+    interceptors: [domainErrorInterceptor, failStopInterceptor(deps)],
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
     contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
     fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
@@ -69,11 +70,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       reqLog.info({ method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
     });
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
-    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    // Fail-stop after a failed sync: nothing is answered from a state that may not be on disk.
+    const failed = deps.store.failure() !== undefined;
+    if (path === '/healthz') return sendJson(res, failed ? 503 : 200, { status: failed ? 'failed' : 'ok' });
     if (path === '/readyz') {
-      const ready = !draining && deps.store.db.open;
+      const ready = !draining && !failed && deps.store.db.open;
       return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'unavailable' });
     }
+    if (failed) return sendJson(res, 503, STORAGE_FAILED);
     if (path.startsWith('/api/')) {
       void restHandler(req, res, reqLog);
       return;
@@ -185,6 +189,15 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server,
   };
   socket.on('data', onData);
   socket.on('error', () => socket.destroy());
+}
+
+/** An answer computed while a sync was failing is replaced: it may rest on rows that are not on disk. */
+function failStopInterceptor(deps: AppDeps): Interceptor {
+  return (next) => async (req) => {
+    const res = await next(req);
+    if (deps.store.failure()) throw new ConnectError(STORAGE_FAILED.error, Code.Unavailable);
+    return res;
+  };
 }
 
 function sendJson(res: NodeResponse, status: number, body: unknown): void {

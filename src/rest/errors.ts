@@ -15,6 +15,9 @@ export const HTTP_STATUSES = {
   internal: 500,
 } as const satisfies Record<ErrorKind, number>;
 
+/** Body of every answer after a failed sync (fail-stop, see store/db.ts): 503 until the process exits. */
+export const STORAGE_FAILED = { error: 'Storage failed; the service is stopping', code: 'storage_failed' } as const;
+
 export type RestResponse = { status: number; body: unknown; headers?: Record<string, string> };
 
 /**

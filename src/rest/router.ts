@@ -8,7 +8,7 @@ import { resolveServices } from '../app/registry.js';
 import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
 import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
-import { errorResponse, type RestResponse } from './errors.js';
+import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import { approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
@@ -134,6 +134,8 @@ export function createRestHandler(deps: AppDeps, routes: Route[]) {
     } catch (err) {
       result = errorResponse(err, log);
     }
+    // Computed while a sync failed: it may rest on rows that are not on disk (fail-stop).
+    if (deps.store.failure()) result = { status: 503, body: STORAGE_FAILED };
     if (bodyAbandoned(req) && req.httpVersion.startsWith('1')) result = { ...result, headers: { ...result.headers, connection: 'close' } };
     if (!res.headersSent) send(res, result);
   };

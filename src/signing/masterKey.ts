@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { writePrivateFile } from '../store/dataDir.js';
 
 export type MasterKeySource = 'env' | 'file-created' | 'file';
 
@@ -8,25 +9,26 @@ export type MasterKeySource = 'env' | 'file-created' | 'file';
  * The 32-byte key that encrypts treasury keys at rest. From PAYPOLICY_MASTER_KEY (64 hex chars or
  * base64) when set, else `<dataDir>/master.key`, created with mode 0600 on first start. The key
  * is returned to the caller, who must keep it in a closure and never log it.
+ *
+ * `mayCreate` is false when the database already holds encrypted treasury keys: a missing file is
+ * then an error (restore the backup), never a reason to write a new key that decrypts nothing.
  */
-export function loadMasterKey(envValue: string | undefined, dataDir: string): { key: Buffer; source: MasterKeySource } {
+export function loadMasterKey(envValue: string | undefined, dataDir: string, mayCreate = true): { key: Buffer; source: MasterKeySource } {
   if (envValue !== undefined && envValue !== '') return { key: decodeKey(envValue, 'PAYPOLICY_MASTER_KEY'), source: 'env' };
   const file = join(dataDir, 'master.key');
-  let fd: number;
+  if (!mayCreate && !existsSync(file)) {
+    throw new Error(`${file} is missing but ${join(dataDir, 'paypolicy.db')} holds treasury keys encrypted with it; restore master.key from your backup or set PAYPOLICY_MASTER_KEY (no new key was created)`);
+  }
+  const key = randomBytes(32);
   try {
-    // 'wx' fails if the file exists, so two processes can never write different keys.
-    fd = openSync(file, 'wx', 0o600);
+    // 'wx' fails if the file exists, so two processes can never write different keys. Synced
+    // before any treasury key is sealed with it: a power cut must not keep those and lose this.
+    writePrivateFile(file, `${key.toString('hex')}\n`, 'wx');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     const mode = statSync(file).mode & 0o777;
     if ((mode & 0o077) !== 0) throw new Error(`${file} must not be readable by group or others (mode ${mode.toString(8)}); run chmod 600`);
     return { key: decodeKey(readFileSync(file, 'utf8').trim(), file), source: 'file' };
-  }
-  const key = randomBytes(32);
-  try {
-    writeSync(fd, `${key.toString('hex')}\n`);
-  } finally {
-    closeSync(fd);
   }
   return { key, source: 'file-created' };
 }

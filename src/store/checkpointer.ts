@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { workerUrl } from '../workerUrl.js';
 
-export type Checkpointer = { close(): Promise<void> };
+export type Checkpointer = { close(opts?: { checkpoint?: boolean }): Promise<void> };
 
 /**
  * Starts the background checkpointer for a database whose own auto-checkpoint is turned off.
@@ -17,8 +17,9 @@ export function startCheckpointer(file: string, onFailure: (err: unknown) => voi
     if (!closing) onFailure(new Error(`checkpoint thread exited with code ${code}`));
   });
   return {
-    close() {
+    close({ checkpoint = true } = {}) {
       closing = true;
+      if (!checkpoint) return worker.terminate().then(() => undefined);
       return new Promise<void>((resolve) => {
         const done = () => resolve();
         worker.once('message', () => void worker.terminate().then(done));

@@ -1,7 +1,13 @@
+import { chmodSync, closeSync, fchmodSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type Db = Database.Database;
+
+export type OpenOptions = {
+  /** Skip `PRAGMA quick_check` at open (operators who check offline); default false. */
+  skipIntegrityCheck?: boolean;
+};
 
 /**
  * Opens the database file with the settings every writer relies on: WAL so reads never block the
@@ -10,8 +16,69 @@ export type Db = Database.Database;
  * itself); the group-commit queue commits with NORMAL and syncs the WAL off the event loop
  * (walSync.ts). Applies pending migrations forward, each in its own transaction.
  */
-export function openDatabase(file: string): Db {
-  const db = new Database(file);
+export function openDatabase(file: string, options: OpenOptions = {}): Db {
+  createPrivate(file);
+  let db: Db | undefined;
+  try {
+    db = new Database(file);
+    if (!options.skipIntegrityCheck) checkIntegrity(db, file);
+    configure(db);
+    migrate(db);
+    return db;
+  } catch (err) {
+    db?.close();
+    throw damaged(err, file);
+  }
+}
+
+/**
+ * Creates the database file, if missing, with mode 0600 whatever the umask, and narrows an
+ * existing one (and its -wal and -shm) to 0600. SQLite creates -wal and -shm itself with the mode
+ * of the database file, so they are private from the first byte too.
+ */
+function createPrivate(file: string): void {
+  const fd = openSync(file, 'a', 0o600);
+  try {
+    fchmodSync(fd, 0o600);
+  } finally {
+    closeSync(fd);
+  }
+  for (const side of [`${file}-wal`, `${file}-shm`]) {
+    try {
+      chmodSync(side, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
+}
+
+/**
+ * `PRAGMA quick_check`: every page and every record is read and checked, indexes against their
+ * tables are not (that is integrity_check's extra cost). About 1 s per million payment rows.
+ */
+function checkIntegrity(db: Db, file: string): void {
+  const rows = db.pragma('quick_check(5)') as Array<{ quick_check: string }>;
+  const problems = rows.map((r) => r.quick_check).filter((r) => r !== 'ok');
+  if (problems.length > 0) throw new IntegrityError(file, problems.join('; '));
+}
+
+export class IntegrityError extends Error {
+  override name = 'IntegrityError';
+  constructor(file: string, detail: string) {
+    super(`${file} is damaged (${detail}); restore it from a backup. Refusing to start on it (--skip-integrity-check skips this check)`);
+  }
+}
+
+/** SQLite's corruption errors, wherever they surface while opening, name the file. */
+function damaged(err: unknown, file: string): unknown {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
+    return new IntegrityError(file, (err as Error).message);
+  }
+  return err;
+}
+
+function configure(db: Db): void {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
   // Checkpoints run on a background connection (checkpointer.ts), never inside a commit here.
@@ -20,8 +87,6 @@ export function openDatabase(file: string): Db {
   db.pragma('journal_size_limit = 67108864');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  migrate(db);
-  return db;
 }
 
 function migrate(db: Db): void {
@@ -50,10 +115,51 @@ function migrate(db: Db): void {
 export function writeTxn<T>(db: Db, fn: () => T): T {
   // Inside another transaction this is a savepoint: durability is the outer commit's business.
   if (db.inTransaction) return db.transaction(fn)();
+  assertWritable(db);
   db.pragma('synchronous = FULL');
   try {
     return db.transaction(fn).immediate();
+  } catch (err) {
+    if (isIoError(err)) failStop(db, err);
+    throw err;
   } finally {
-    db.pragma('synchronous = NORMAL');
+    if (db.open) db.pragma('synchronous = NORMAL');
   }
+}
+
+/**
+ * Fail-stop. After a failed sync (or any I/O error under a commit) what is on disk is unknown:
+ * Linux may already have dropped the unsynced pages while the page cache still shows them. From
+ * the first such error on, the database refuses every write and the owner is told once (it stops
+ * answering and exits); nothing read from that state is ever acknowledged.
+ */
+const failures = new WeakMap<Db, Error>();
+const failureListeners = new WeakMap<Db, Array<(err: Error) => void>>();
+
+export function failStop(db: Db, err: unknown): void {
+  if (failures.has(db)) return;
+  const e = err instanceof Error ? err : new Error(String(err));
+  failures.set(db, e);
+  for (const listener of failureListeners.get(db) ?? []) listener(e);
+}
+
+/** The error that stopped this database, if any. */
+export function storageFailure(db: Db): Error | undefined {
+  return failures.get(db);
+}
+
+export function onStorageFailure(db: Db, listener: (err: Error) => void): void {
+  failureListeners.set(db, [...(failureListeners.get(db) ?? []), listener]);
+}
+
+/** Throws once the database has been stopped by a failed sync. */
+export function assertWritable(db: Db): void {
+  const failure = failures.get(db);
+  if (failure) throw new Error(`storage failed earlier (${failure.message}); writes are refused until restart`, { cause: failure });
+}
+
+/** SQLite's I/O errors (a failed write, read or fsync under a commit), e.g. SQLITE_IOERR_FSYNC. */
+export function isIoError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_IOERR');
 }

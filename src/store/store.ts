@@ -1,4 +1,4 @@
-import { openDatabase, type Db } from './db.js';
+import { failStop, onStorageFailure, openDatabase, storageFailure, type Db, type OpenOptions } from './db.js';
 import { createAgentStore } from './agents.js';
 import { createApiKeyStore } from './apiKeys.js';
 import { createApprovalStore } from './approvals.js';
@@ -16,13 +16,14 @@ import { createWalSync } from './walSync.js';
 import { startCheckpointer } from './checkpointer.js';
 
 /** All table groups over one connection: the single writer every transaction goes through. */
-export function openStore(file: string) {
-  const db: Db = openDatabase(file);
-  const wal = createWalSync(`${file}-wal`);
+export function openStore(file: string, options: OpenOptions = {}) {
+  const db: Db = openDatabase(file, options);
+  const wal = createWalSync(`${file}-wal`, undefined, (err) => failStop(db, err));
   // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
   const checkpointer = startCheckpointer(file, () => {
-    if (db.open) db.pragma('wal_autocheckpoint = 1000');
+    if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
   });
+  onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
   return {
     db,
     /** Group-committed writes for hot paths; see writeQueue.ts. */
@@ -39,10 +40,16 @@ export function openStore(file: string) {
     dashboardUsers: createDashboardUserStore(db),
     dashboardSessions: createDashboardSessionStore(db),
     loginFailures: createLoginFailureStore(db),
+    /** The error that stopped the store (fail-stop after a failed sync), if any. */
+    failure: (): Error | undefined => storageFailure(db),
+    /** Runs once, on the first failed sync or I/O error under a commit. */
+    onFailure: (listener: (err: Error) => void) => onStorageFailure(db, listener),
     async close(): Promise<void> {
-      await checkpointer.close();
+      // After a failed sync nothing more is written: no last checkpoint of unknown state.
+      await checkpointer.close({ checkpoint: storageFailure(db) === undefined });
       wal.close();
-      if (db.open) db.close();
+      // Closing the last connection checkpoints; after a failure the process just exits instead.
+      if (db.open && storageFailure(db) === undefined) db.close();
     },
   };
 }

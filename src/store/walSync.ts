@@ -17,8 +17,12 @@ export type WalSync = {
 export function createWalSync(
   walPath: string,
   sync: (fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void = fdatasync,
+  onFailure: (err: Error) => void = () => {},
 ): WalSync {
   let fd: number | undefined;
+  // A failed sync is final: a later sync that succeeds proves nothing about the pages the failed
+  // one lost (Linux marks them clean), so every commit from then on is refused as not durable.
+  let failed: Error | undefined;
   let committed = 0;
   let running = false;
   let waiters: Array<{ generation: number; resolve: () => void; reject: (e: unknown) => void }> = [];
@@ -31,9 +35,13 @@ export function createWalSync(
     fd ??= openSync(walPath, 'r+');
     sync(fd, (err) => {
       running = false;
-      const done = waiters.filter((w) => w.generation <= target);
-      waiters = waiters.filter((w) => w.generation > target);
-      for (const w of done) (err ? w.reject(err) : w.resolve());
+      if (err) {
+        failed ??= new Error(`fdatasync of ${walPath} failed: ${err.code ?? err.message}`, { cause: err });
+        onFailure(failed);
+      }
+      const done = failed ? waiters : waiters.filter((w) => w.generation <= target);
+      waiters = failed ? [] : waiters.filter((w) => w.generation > target);
+      for (const w of done) (failed ? w.reject(failed) : w.resolve());
       kick();
     });
   }
@@ -41,6 +49,7 @@ export function createWalSync(
   return {
     afterCommit() {
       const generation = ++committed;
+      if (failed) return Promise.reject(failed);
       return new Promise<void>((resolve, reject) => {
         waiters.push({ generation, resolve, reject });
         kick();

@@ -1,4 +1,4 @@
-import type { Db } from './db.js';
+import { assertWritable, failStop, isIoError, type Db } from './db.js';
 import type { WalSync } from './walSync.js';
 
 type Item = { fn: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
@@ -33,6 +33,7 @@ export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
     queue = [];
     const outcomes: Array<{ ok: boolean; value: unknown }> = [];
     try {
+      assertWritable(db);
       db.transaction(() => {
         for (const item of batch) {
           try {
@@ -43,6 +44,8 @@ export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
         }
       }).immediate();
     } catch (err) {
+      // A commit that failed on I/O leaves the disk in an unknown state: stop (db.ts failStop).
+      if (isIoError(err)) failStop(db, err);
       for (const item of batch) item.reject(err);
       return;
     }
@@ -55,6 +58,7 @@ export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
   return {
     run<T>(fn: () => T): Promise<T> {
       return new Promise<T>((resolve, reject) => {
+        assertWritable(db);
         queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
         if (!scheduled) {
           scheduled = true;
