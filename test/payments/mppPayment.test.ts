@@ -11,7 +11,7 @@ import { DomainError } from '../../src/domain/errors.js';
 import type { MppChallengeParams, MppChargeRequest, Offer } from '../../src/probe/offer.js';
 import { loadSigningKey, runSignJob } from '../../src/signing/signJob.js';
 import type { SignJob } from '../../src/signing/signJobs.js';
-import { DEFAULT_TEMPO_FEES, attributionMemo, prepareMppPayment } from '../../src/signing/tempo.js';
+import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, attributionMemo, prepareMppPayment } from '../../src/signing/tempo.js';
 
 /**
  * MPP tempo/charge credentials from prepareMppPayment + runSignJob, presented to a real mppx
@@ -332,6 +332,15 @@ describe('prepareMppPayment refusals', () => {
 
   test('error: internal for fee settings that no chain would accept', () => {
     for (const fees of [{ ...DEFAULT_TEMPO_FEES, gas: 0n }, { ...DEFAULT_TEMPO_FEES, maxPriorityFeePerGas: DEFAULT_TEMPO_FEES.maxFeePerGas + 1n }]) {
+      expect(() => prepareMppPayment('org', treasury, base, Date.now(), fees)).toThrow(expect.objectContaining({ kind: 'internal' }));
+    }
+  });
+
+  test('error: internal for fees whose worst case exceeds MAX_TEMPO_FEE ($0.05); exactly at it is signed', () => {
+    const atBound = { gas: 2_000_000n, maxFeePerGas: 25_000_000_000n, maxPriorityFeePerGas: 1n };
+    expect(atBound.gas * atBound.maxFeePerGas).toBe(MAX_TEMPO_FEE);
+    expect(prepareMppPayment('org', treasury, base, Date.now(), atBound).job).toMatchObject({ kind: 'tempo', tx: { gas: 2_000_000n, maxFeePerGas: 25_000_000_000n } });
+    for (const fees of [{ ...atBound, maxFeePerGas: atBound.maxFeePerGas + 1n }, { ...atBound, gas: atBound.gas + 1n }]) {
       expect(() => prepareMppPayment('org', treasury, base, Date.now(), fees)).toThrow(expect.objectContaining({ kind: 'internal' }));
     }
   });
