@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -8,17 +7,7 @@ import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PingRequestSchema, PingResponseSchema, type PingResponse } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
-
-/** A self-signed certificate for 127.0.0.1, made with the openssl CLI that Debian ships. */
-function selfSigned(dir: string): { cert: string; key: string } {
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert,
-  ], { stdio: 'ignore' });
-  return { cert, key };
-}
+import { selfSigned } from './helpers/tls.js';
 
 function httpsJson(url: string, ca: Buffer, body: unknown, key: string): Promise<{ status: number; json: unknown; alpn: string | false | null }> {
   return new Promise((resolve, reject) => {

@@ -1,18 +1,24 @@
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http2, { type ClientHttp2Session } from 'node:http2';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import tls from 'node:tls';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { grpcChannel, grpcUnary } from '../helpers/clients.js';
 import { rest, startTestServer, type TestServer } from '../helpers/server.js';
+import { selfSigned } from '../helpers/tls.js';
 
 /**
  * Resource exhaustion through the one listener: idle HTTP/2 sessions, unbounded streams, half-sent
  * requests, silent connections and connection floods. Each runs against a real server configured
  * with small limits so the tests take milliseconds: `fast` has a 300 ms idle and 400 ms request
- * timeout, `capped` accepts 3 connections, `defaults` runs the shipped configuration.
+ * timeout, `capped` accepts 3 connections, `defaults` runs the shipped configuration, and
+ * `secure` is `fast` behind TLS (where ALPN, not the peek, picks the protocol).
  */
 
 const IDLE_MS = 300;
@@ -22,22 +28,30 @@ const PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
 let fast: TestServer;
 let capped: TestServer;
 let defaults: TestServer;
+let secure: TestServer;
+let certDir: string;
+let ca: Buffer;
 
 beforeAll(async () => {
-  [fast, capped, defaults] = await Promise.all([
+  certDir = mkdtempSync(join(tmpdir(), 'paypolicy-h2-tls-'));
+  const pems = selfSigned(certDir);
+  ca = readFileSync(pems.cert);
+  [fast, capped, defaults, secure] = await Promise.all([
     startTestServer({ limits: { idleTimeoutMs: IDLE_MS, requestTimeoutMs: REQUEST_MS } }),
     startTestServer({ limits: { maxConnections: 3 } }),
     startTestServer(),
+    startTestServer({ tls: pems, limits: { idleTimeoutMs: IDLE_MS, requestTimeoutMs: REQUEST_MS } }),
   ]);
 });
 
 afterAll(async () => {
-  await Promise.all([fast?.close(), capped?.close(), defaults?.close()]);
+  await Promise.all([fast?.close(), capped?.close(), defaults?.close(), secure?.close()]);
+  if (certDir) rmSync(certDir, { recursive: true, force: true });
 });
 
-/** An h2c session (prior knowledge) whose SETTINGS have arrived. */
+/** An HTTP/2 session (h2c by prior knowledge, or h2 over TLS) whose SETTINGS have arrived. */
 async function h2c(server: TestServer): Promise<ClientHttp2Session> {
-  const session = http2.connect(server.url);
+  const session = http2.connect(server.url, { ca });
   session.on('error', () => {});
   await once(session, 'remoteSettings');
   return session;
@@ -54,17 +68,17 @@ async function request(session: ClientHttp2Session, headers: http2.OutgoingHttpH
   return { status: Number(response[':status']), text };
 }
 
-/** A raw TCP connection; resolves when the server closes it, with everything it sent. */
-async function rawConnection(server: TestServer): Promise<{ socket: net.Socket; closed: Promise<string> }> {
+/** A raw TCP (or TLS with HTTP/1.1 in ALPN) connection; `closed` resolves when the server closes it, with everything it sent. */
+async function rawConnection(server: TestServer, overTls = false): Promise<{ socket: net.Socket; closed: Promise<string> }> {
   const { port } = new URL(server.url);
-  const socket = net.connect(Number(port), '127.0.0.1');
+  const socket = overTls ? tls.connect({ port: Number(port), host: '127.0.0.1', ca, ALPNProtocols: ['http/1.1'] }) : net.connect(Number(port), '127.0.0.1');
   let received = '';
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => (received += chunk));
   socket.on('error', () => {});
   // 'close', not once(): a reset (the server closing with our bytes unread) is a close here too.
   const closed = new Promise<string>((resolve) => socket.once('close', () => resolve(received)));
-  await once(socket, 'connect');
+  await once(socket, overTls ? 'secureConnect' : 'connect');
   return { socket, closed };
 }
 
@@ -173,6 +187,28 @@ describe('connection cap', () => {
     } finally {
       for (const session of held) session.destroy();
     }
+  });
+});
+
+describe('the same limits behind TLS', () => {
+  test('behavior: h2 over TLS advertises the stream limit and closes an idle session with GOAWAY', async () => {
+    const session = await h2c(secure);
+    expect(session.remoteSettings.maxConcurrentStreams).toBe(100);
+    expect((await request(session, { ':path': '/healthz' })).status).toBe(200);
+    const goaway = once(session, 'goaway');
+    await once(session, 'close');
+    expect(((await goaway) as [number])[0]).toBe(http2.constants.NGHTTP2_NO_ERROR);
+  });
+
+  test('behavior: a half-sent HTTP/1.1 body over TLS is answered 408 and the connection closed', async () => {
+    const { socket, closed } = await rawConnection(secure, true);
+    socket.write(`POST /api/quote HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${secure.bootstrap.api_key}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"agent_id":`);
+    expect(await closed).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  test('behavior: a TCP connection that never starts the TLS handshake is closed', async () => {
+    const { closed } = await rawConnection(secure);
+    expect(await closed).toBe('');
   });
 });
 
