@@ -474,12 +474,22 @@ describe('safeFetch', () => {
       const res = await safeFetch(`${paywall.origin}/to-paid`, { method: 'GET' }, dev);
       expect(res.status).toBe(402);
       expect(res.url).toBe(`${paywall.origin}/paid`);
+      // Every hop is reported, so attribution can judge all of them, not only the first.
+      expect(res.chain).toEqual([`${paywall.origin}/to-paid`, `${paywall.origin}/paid`]);
+    });
+
+    test('behavior: a probe that is not redirected reports a chain of one', async () => {
+      const res = await safeFetch(`${paywall.origin}/paid`, { method: 'GET' }, dev);
+      expect(res.chain).toEqual([`${paywall.origin}/paid`]);
     });
 
     test('behavior: follows exactly maxRedirects redirects', async () => {
       const res = await safeFetch(`${paywall.origin}/chain/2`, { method: 'GET' }, dev);
       expect(res.status).toBe(402);
       expect(res.url).toBe(`${paywall.origin}/paid`);
+      expect(res.chain).toHaveLength(dev.maxRedirects + 1);
+      expect(res.chain[0]).toBe(`${paywall.origin}/chain/2`);
+      expect(res.chain.at(-1)).toBe(res.url);
     });
 
     test('error: a redirect chain longer than maxRedirects fails', async () => {
@@ -517,6 +527,7 @@ describe('safeFetch', () => {
       );
       expect(res.status).toBe(402);
       expect(res.url).toBe(`${other.origin}/echo`);
+      expect(res.chain).toEqual([`${paywall.origin}/cross-origin`, `${other.origin}/echo`]);
       const sent = other.seen.at(-1);
       expect(sent?.method).toBe('POST');
       expect(sent?.body).toBe('');
