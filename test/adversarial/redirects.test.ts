@@ -178,6 +178,18 @@ describe('redirect chain corpus: an agent allowed only the slug redir-weather', 
     await expectSignedOnlyTo(agentId, [PAY_TO.toLowerCase()]);
   });
 
+  test('behavior: a cached offer keeps its chain: the cache hit is refused for the same hop', async () => {
+    const agentId = await agentWith(['redir-weather']);
+    const url = `${go(weatherPeer.url, '/svc/go', otherPeer.url('/paid'))}&case=cached`;
+    const first = await quote(agentId, url);
+    const second = await quote(agentId, url);
+    expect([first.json.cached, second.json.cached]).toEqual([false, true]);
+    for (const r of [first, second]) {
+      expect(r.status, r.text).toBe(403);
+      expect(r.json.reason).toBe(`Recipient ${OTHER_PAYEE.toLowerCase()} is not on the agent's allowlist: ${strayed('redir-weather', otherPeer.url('/paid'))}`);
+    }
+  });
+
   test('behavior: an agent allowed only redir-other cannot be paid through weather\'s redirect either', async () => {
     const agentId = await agentWith(['redir-other']);
     const start = go(weatherPeer.url, '/svc/go', otherPeer.url('/svc/paid'));
