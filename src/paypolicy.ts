@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DestinationStream, Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
@@ -58,12 +58,14 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (narrowed.length > 0) log.warn({ dataDir: config.dataDir, files: narrowed }, 'narrowed files readable by group or others to mode 0600');
   const dbFile = join(config.dataDir, 'paypolicy.db');
   if (config.skipIntegrityCheck) log.warn({ file: dbFile }, 'integrity check skipped (--skip-integrity-check)');
+  // An existing key (its mode, its format) is checked before anything is created next to it.
+  let master = config.masterKey || existsSync(join(config.dataDir, 'master.key')) ? loadMasterKey(config.masterKey, config.dataDir) : undefined;
   const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
   let vault: ReturnType<typeof createTreasuryVault>;
   try {
     // A database that already holds sealed treasury keys never gets a freshly generated key.
     const sealed = store.organizations.list().some((org) => org.treasuryAddress);
-    const master = loadMasterKey(config.masterKey, config.dataDir, !sealed);
+    master ??= loadMasterKey(config.masterKey, config.dataDir, !sealed);
     if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
     vault = createTreasuryVault(store.organizations, master.key);
     vault.verifyMasterKey();

