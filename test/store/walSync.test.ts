@@ -76,6 +76,21 @@ describe('createWalSync', () => {
     wal.close();
   });
 
+  test('error: a failed sync is final: later commits are refused even when a sync would succeed, and the owner is told once', async () => {
+    const m = manualSync();
+    const failures: Error[] = [];
+    const wal = createWalSync(tempFile(), m.sync, (err) => failures.push(err));
+    const first = wal.afterCommit();
+    const during = wal.afterCommit(); // waits for the next sync, which never comes
+    m.complete(0, Object.assign(new Error('EIO'), { code: 'EIO' }));
+    await expect(first).rejects.toThrow('EIO');
+    await expect(during).rejects.toThrow('EIO');
+    await expect(wal.afterCommit()).rejects.toThrow('EIO');
+    expect(m.calls()).toBe(1);
+    expect(failures).toHaveLength(1);
+    wal.close();
+  });
+
   test('behavior: with the real fdatasync, group-committed writes resolve and are readable', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'paypolicy-wal-'));
     dirs.push(dir);
