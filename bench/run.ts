@@ -142,6 +142,24 @@ async function referenceClientRate(seconds: number): Promise<number> {
   return n / ((performance.now() - start) / 1000);
 }
 
+/** The flood's answers by status, for the report line. */
+type FloodResult = { total: number; byStatus: Array<[status: number, count: number]> };
+
+/** Starts bench/signInFlood.ts in its own process, so it does not share the load generator's event loop. */
+async function startSignInFlood(base: string): Promise<{ stop: () => Promise<FloodResult> }> {
+  const child = spawn(process.execPath, [join(root, 'dist/bench/signInFlood.js'), base, String(CONNECTIONS)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  await waitForLine(child, /^flooding$/m);
+  return {
+    async stop() {
+      const result = waitForLine(child, /^result (.+)$/m);
+      child.stdin!.end();
+      const [, json] = await result;
+      await new Promise((r) => child.once('exit', r));
+      return JSON.parse(json!) as FloodResult;
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
   const paywall = await startPaywall();
@@ -178,7 +196,8 @@ async function main(): Promise<void> {
     };
     const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
-    // BENCH_ONLY=sign or quote skips the baselines and the other phase (for profiling the server).
+    // BENCH_ONLY=sign, quote or flood skips the baselines and the other phases (for profiling the
+    // server, or for measuring only the sign-in flood line).
     const only = process.env.BENCH_ONLY;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
@@ -189,8 +208,16 @@ async function main(): Promise<void> {
     const sign = await run(base!, signSpec, only === 'quote' ? 1 : DURATION_S);
     process.stderr.write('bare node:http JSON echo, same load…\n');
     const bare = only ? sign : await run(`http://127.0.0.1:${echoPort}`, echoSpec);
+    // /api/sign again, same load, while 64 loops flood the dashboard's sign-in with random emails.
+    let flooded: { sign: Load; flood: FloodResult } | undefined;
+    if (!only || only === 'flood') {
+      process.stderr.write(`POST /api/sign during a ${CONNECTIONS}-way sign-in flood…\n`);
+      const flood = await startSignInFlood(base!);
+      const during = await run(base!, signSpec);
+      flooded = { sign: during, flood: await flood.stop() };
+    }
     let quote: Load | undefined;
-    if (only !== 'sign') {
+    if (only !== 'sign' && only !== 'flood') {
       // One miss fills the cache; everything measured afterwards is a cache hit.
       await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
       process.stderr.write('POST /api/quote (cache hits), same load…\n');
@@ -199,6 +226,7 @@ async function main(): Promise<void> {
 
     const rows: Array<[string, string, string, string]> = [
       ['POST /api/sign (eip3009, allowed, 256 agents)', sign.rps.toFixed(0), `${sign.p50} / ${sign.p99}`, `${sign.non2xx + sign.errors} of ${sign.total}`],
+      ...(flooded ? [[`POST /api/sign during a ${CONNECTIONS}-way sign-in flood`, flooded.sign.rps.toFixed(0), `${flooded.sign.p50} / ${flooded.sign.p99}`, `${flooded.sign.non2xx + flooded.sign.errors} of ${flooded.sign.total}`] as [string, string, string, string]] : []),
       ...(quote ? [['POST /api/quote (x402 offer, cache hit)', quote.rps.toFixed(0), `${quote.p50} / ${quote.p99}`, `${quote.non2xx + quote.errors} of ${quote.total}`] as [string, string, string, string]] : []),
       ['bare node:http JSON echo (baseline)', bare.rps.toFixed(0), `${bare.p50} / ${bare.p99}`, `${bare.non2xx + bare.errors} of ${bare.total}`],
       ['x402 reference client, in-process signing (baseline)', reference.toFixed(0), '-', '-'],
@@ -214,9 +242,14 @@ async function main(): Promise<void> {
       `sign vs bare node:http:   ${(sign.rps / bare.rps).toFixed(2)}x`,
       ...(quote ? [`quote (cache hit) vs bare node:http: ${(quote.rps / bare.rps).toFixed(2)}x`] : []),
       `sign p99: ${sign.p99} ms (target <= 20 ms)`,
+      ...(flooded ? [
+        `sign p50 under a ${CONNECTIONS}-way sign-in flood: ${flooded.sign.p50} ms vs ${sign.p50} ms unflooded = ${(flooded.sign.p50 / sign.p50).toFixed(2)}x (target <= 3x); ` +
+          `flood answers: ${flooded.flood.byStatus.map(([status, n]) => `${n} x ${status}`).join(', ')}`,
+      ] : []),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
     if (sign.non2xx + sign.errors > 0 || (quote && quote.non2xx + quote.errors > 0)) process.exitCode = 1;
+    if (flooded && flooded.sign.non2xx + flooded.sign.errors > 0) process.exitCode = 1;
   } finally {
     await Promise.all([stop(server), stop(echo)]);
     paywall.close();
