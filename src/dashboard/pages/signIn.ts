@@ -1,4 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import { signIn, SESSION_TTL_MS } from '../../app/dashboardSessions.js';
 import { toDomainError } from '../../domain/errors.js';
 import { html, type Html } from '../html.js';
@@ -61,6 +62,14 @@ export function signInTokenMatches(req: NodeRequest, presented: string): boolean
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/**
+ * A refused sign-in (a lockout, or the hashing queue full) is answered after this delay. It costs
+ * the server a timer, not CPU, and keeps a client that waits for each answer (most guessing tools,
+ * with a fixed number of connections) to one refusal per connection per second instead of
+ * thousands: without it a 64-connection flood of instant 429s took most of the event loop.
+ */
+export const REFUSAL_DELAY_MS = 1000;
+
 export type SignInOutcome =
   | { ok: true; token: string; userId: string }
   | { ok: false; status: number; message: string; code: string };
@@ -74,6 +83,8 @@ export async function attemptSignIn(deps: Parameters<typeof signIn>[0], email: s
     const e = toDomainError(err);
     if (e.kind !== 'unauthenticated') throw err;
     // Lockouts and a full password-hashing queue are "slow down", not "wrong password".
-    return { ok: false, status: e.code === 'invalid_credentials' ? 401 : 429, message: e.shortMessage, code: e.code };
+    if (e.code === 'invalid_credentials') return { ok: false, status: 401, message: e.shortMessage, code: e.code };
+    await delay(REFUSAL_DELAY_MS);
+    return { ok: false, status: 429, message: e.shortMessage, code: e.code };
   }
 }
