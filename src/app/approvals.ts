@@ -1,13 +1,14 @@
 import type { Address } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import { evaluatePolicy } from '../domain/policy.js';
-import type { Principal } from '../domain/types.js';
+import { evaluatePolicy, type Verdict } from '../domain/policy.js';
+import type { Agent, Principal } from '../domain/types.js';
 import { UUID, optionalText, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import type { ApprovalRow } from '../store/approvals.js';
+import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import { requireOrganization } from './organizations.js';
-import { CAP_WINDOW_MS, policyFacts, signAndSettle } from './sign.js';
+import { CAP_WINDOW_MS, policyFacts, releaseStranded, signAndSettle } from './sign.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson, splitRecipients } from './paywall.js';
 import { loadRequest } from './signedPayment.js';
@@ -84,10 +85,49 @@ export function expireCollectionIfDue(deps: AppDeps, transactionId: string): boo
  * run periodically so holds are released without a read.
  */
 export function sweepExpiredApprovals(deps: AppDeps): number {
+  // Rows a failed write left in signing go first: an approved one may then expire right here.
+  releaseStranded(deps);
   let expired = 0;
   for (const a of deps.store.approvals.due(deps.now())) if (expireIfDue(deps, a.id)) expired++;
   for (const id of deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (expireCollectionIfDue(deps, id)) expired++;
   return expired;
+}
+
+/**
+ * The policy re-check of an approved payment (when decided, and when a direct payment is
+ * collected again): everything but the threshold, which the human overrides. `ownMicros` is the
+ * payment's own hold inside the cap window, counted once, as this payment. The registry
+ * attribution made when the payment was requested still vouches for a slug entry; the network fee
+ * is checked again because the ceiling may have been lowered while the payment waited.
+ */
+export function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Verdict {
+  return evaluatePolicy({
+    ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros),
+    attributedSlug: tx.serviceSlug || null,
+    otherRecipients: storedSplitRecipients(tx.request),
+    networkFee: storedNetworkFee(tx.request),
+  }, { skipThreshold: true });
+}
+
+export const INTERRUPTED_EXPIRED_REASON = 'Signing the approved payment was interrupted and it was not collected within 15 minutes of the approval; send a new request';
+
+/**
+ * Start-up repair of what a crash cut off while signing, in one write transaction. No signature
+ * of a row still in `signing` was ever returned (it leaves only after the settling commit), so:
+ * a row whose approval is approved goes back to `approved` (hold kept, nonce handed back, its
+ * collection window counted from the decision) and the agent's repeat collects it; every other
+ * row is `failed` and releases its hold and nonce. Rows an older build failed although their
+ * approval was approved are reopened the same way within the collection window, else `expired`
+ * with INTERRUPTED_EXPIRED_REASON.
+ */
+export function repairInterrupted(deps: AppDeps): { reapproved: number; failed: number; reopened: number; expired: number } {
+  const { payments } = deps.store;
+  return writeTxn(deps.store.db, () => {
+    const now = deps.now();
+    const reapproved = payments.reapproveInterrupted(now);
+    const failed = payments.failInterrupted(now);
+    return { reapproved, failed, ...payments.reopenFailedApprovals(now - COLLECTION_WINDOW_MS, INTERRUPTED_EXPIRED_REASON, now) };
+  });
 }
 
 /**
@@ -116,7 +156,9 @@ export type Decision = 'approve' | 'deny';
 /**
  * A human's decision. Approval re-checks agent status, allowlist and cap in the same write
  * transaction that marks it approved (the human overrides only the threshold), then signs; the
- * agent collects the signature by repeating its request. Denial releases the reservation.
+ * agent collects the signature by repeating its request. If that signing fails or is cut off, the
+ * decision stands: the payment goes back to `approved` and the agent's repeat signs it (sign.ts
+ * collectApproved). Denial releases the reservation.
  * `orgId`, when given, confines the decision to that organization (the dashboard's users).
  */
 export async function decideApproval(
@@ -148,15 +190,7 @@ export async function decideApproval(
     const agent = agents.get(a.agentId)!;
     // The pending row already holds its amount against the cap; count it once, as this payment.
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
-    // The registry attribution made when the payment was requested still vouches for a slug entry.
-    const facts = {
-      ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, own),
-      attributedSlug: tx.serviceSlug || null,
-      otherRecipients: storedSplitRecipients(tx.request),
-      // The ceiling may have been lowered while the payment waited: the fee is checked again.
-      networkFee: storedNetworkFee(tx.request),
-    };
-    const verdict = evaluatePolicy(facts, { skipThreshold: true });
+    const verdict = recheckApproved(deps, agent, tx, own);
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
     approvals.decide(a.id, 'approved', now, decidedBy, note);
     // A paywall's challenge may have expired while the human decided: it is probed and signed
@@ -179,7 +213,15 @@ export async function decideApproval(
       throw new DomainError('failed_precondition', `Policy re-check refused the approval: ${step.reason}`, { code: 'policy_recheck_failed' });
     case 'sign': {
       const treasury = deps.vault.address(step.tx.orgId) as Address;
-      await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.tx.request, step.nonce);
+      try {
+        await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.tx.request, step.nonce);
+      } catch (err) {
+        // The decision stands: the payment went back to `approved` (or will, see releaseStranded)
+        // and the agent's repeat signs it within the collection window. Only a stopped store is
+        // reported, since nothing is acknowledged then.
+        if (deps.store.failure()) throw err;
+        deps.log.warn({ err, transactionId: step.tx.id }, 'signing an approved payment failed; the agent collects it by repeating its request');
+      }
       break;
     }
     case 'done':

@@ -18,6 +18,13 @@ export type AppDeps = {
    * and then replay its stored outcome, so they never race to create a second transaction.
    */
   inflight: Map<string, Promise<unknown>>;
+  /**
+   * Payments (id → reason) left in `signing` because the write that should have ended them (settling
+   * the signature, or releasing the reservation) failed, e.g. on a full disk. The sweep and the
+   * next successful settle release them (sign.ts releaseStranded), so they do not hold the cap
+   * until a restart.
+   */
+  stranded: Map<string, string>;
   /** Outbound probe settings: SSRF rules, timeouts, the test-only host allow-list. */
   probe: SafeFetchOptions;
   /** Parsed offers reused by quote for 60 s per (organization, url, method). */

@@ -5,15 +5,17 @@ import type { NetworkFee } from '../domain/networkFee.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
 import type { Agent, Principal } from '../domain/types.js';
+import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
 import { requireAgentInOrg } from './agents.js';
-import { expireCollectionIfDue, expireIfDue } from './approvals.js';
+import { expireCollectionIfDue, expireIfDue, recheckApproved } from './approvals.js';
 import type { AppDeps } from './deps.js';
 import { storeRequest, type SignedPayment } from './signedPayment.js';
-import { preparePayment, storedMppOffer, type StoredPaywallRequest } from './preparePayment.js';
+import { isPaywallRequest, preparePayment, storedMppOffer, type StoredPaywallRequest } from './preparePayment.js';
 import { attributeOffer, offerFromJson, offerToJson, probeOffer, requireOfferChain, sameOffer, splitRecipients } from './paywall.js';
 import { checkUrl } from '../probe/safeFetch.js';
+import type { Offer } from '../probe/offer.js';
 
 /** The rolling window of the spend cap. */
 export const CAP_WINDOW_MS = 24 * 3600 * 1000;
@@ -213,68 +215,135 @@ async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, store
 }
 
 /**
- * Signs a reserved row (status `signing`) and records the result. A signing failure releases the
- * reservation; the signature only leaves the process after the settling commit.
+ * Signs a reserved row (status `signing`) and records the result; the signature only leaves the
+ * process after the settling commit. If signing fails, or the settling commit fails (a full disk
+ * surfaces as SQLITE_FULL and rolls back, so the row is certainly still `signing`), the signature
+ * is dropped unseen and the reservation ends: `failed`, or back to `approved` when a human
+ * approved it (payments.ts releaseSigning). If even that write fails, the row is remembered in
+ * deps.stranded and released by the sweep or the next successful settle. A failed sync is not
+ * retried here: it stops the service (db.ts failStop) and the restart repairs the row.
  */
 export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
   let signed: SignedPayment;
   try {
     signed = await signOrFail(deps, orgId, treasury, stored, nonce);
   } catch (err) {
-    await deps.store.writes.run(() => deps.store.payments.markFailed(rowId, 'Signing failed', deps.now()));
+    await endSigning(deps, rowId, 'Signing failed');
     throw err;
   }
-  const settled = await deps.store.writes.run(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
+  let settled: boolean;
+  try {
+    settled = await deps.store.writes.run(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
+  } catch (err) {
+    await endSigning(deps, rowId, 'Recording the signature failed; it was discarded unsent');
+    throw err;
+  }
   if (!settled) throw new DomainError('internal', 'Payment changed state while signing', { meta: { rowId } });
+  // Writes succeed again: release what a failed write left behind.
+  releaseStranded(deps);
   return signed;
 }
 
+/** Ends a `signing` row that will not be signed now; on a failed write, leaves it to releaseStranded. */
+async function endSigning(deps: AppDeps, rowId: string, reason: string): Promise<void> {
+  try {
+    await deps.store.writes.run(() => deps.store.payments.releaseSigning(rowId, reason, deps.now()));
+  } catch (err) {
+    // After a failed sync the service is stopping: the restart repairs the row.
+    if (deps.store.failure()) return;
+    if (deps.stranded.size === 0) {
+      deps.log.error({ err }, 'a write failed, leaving payments in signing; they are released once writes succeed again');
+    }
+    deps.stranded.set(rowId, reason);
+  }
+}
+
 /**
- * Collects an approved paywall payment: the challenge is probed again (the one the human saw
- * may have expired), and signed only if it still pays the same recipient, token and chain no more
- * than was approved, and only if the policy as it stands now still allows it. The write
- * transaction that starts signing re-checks everything the human did not override (agent status,
- * allowlist with the fresh probe's attribution, cap without this payment's own hold; not the
+ * Releases the rows in deps.stranded (payments.ts releaseSigning) in one write; called by the
+ * sweep and after each successful settle. Returns how many it released; on another failed write
+ * they stay for the next attempt.
+ */
+export function releaseStranded(deps: AppDeps): number {
+  if (deps.stranded.size === 0 || deps.store.failure()) return 0;
+  const rows = [...deps.stranded];
+  let outcomes: Array<'approved' | 'failed' | undefined>;
+  try {
+    outcomes = writeTxn(deps.store.db, () => rows.map(([id, reason]) => deps.store.payments.releaseSigning(id, reason, deps.now())));
+  } catch {
+    return 0;
+  }
+  for (const [id] of rows) deps.stranded.delete(id);
+  deps.log.warn({
+    failed: rows.filter((_, i) => outcomes[i] === 'failed').map(([id]) => id),
+    approved: rows.filter((_, i) => outcomes[i] === 'approved').map(([id]) => id),
+  }, 'released payments a failed write had left in signing');
+  return rows.length;
+}
+
+/**
+ * Collects an approved payment. A paywall payment is signed only now: the challenge is probed
+ * again (the one the human saw may have expired), and signed only if it still pays the same
+ * recipient, token and chain no more than was approved. A direct payment is approved only after
+ * its signing at decision time failed or was cut off by a crash; it is signed from its stored
+ * request (a raw transaction gets its nonce here). Either way the write transaction that starts
+ * signing re-checks everything the human did not override (agent status, allowlist with the
+ * fresh probe's attribution, network fee ceiling, cap without this payment's own hold; not the
  * threshold) and the collection window, like a direct approval is re-checked when decided.
  * Otherwise the approval cannot be used: 403 with the reason, and the hold is released.
  */
 async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
   const { payments, agents } = deps.store;
+  const paywall = isPaywallRequest(row.request);
   // An expired collection costs no probe.
-  if (await deps.store.writes.run(() => expireCollectionIfDue(deps, row.id))) return replay(deps, payments.get(row.id)!, row.requestHash, treasury);
-  const stored = JSON.parse(row.request) as StoredPaywallRequest;
-  const approved = offerFromJson(stored.offer);
-  const { offer, chain } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
-  const fresh = JSON.stringify({ ...stored, offer: offerToJson(offer) });
+  if (paywall && await deps.store.writes.run(() => expireCollectionIfDue(deps, row.id))) return replay(deps, payments.get(row.id)!, row.requestHash, treasury);
+  const probed = paywall ? await probeApproved(deps, row) : undefined;
+  const request = probed?.request ?? row.request;
   const step = await deps.store.writes.run(() => {
     const now = deps.now();
     if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
-    if (!sameOffer(offer, approved)) {
+    if (probed && !sameOffer(probed.offer, probed.approved)) {
+      const { offer } = probed;
       const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
       return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
     const agent = agents.get(row.agentId);
     if (!agent) return { kind: 'over' as const };
-    const attribution = attributeOffer(deps, agent, offer, chain);
     // Within its collection window the approved row's hold is inside the cap window: count it
     // once, as this payment.
-    const verdict = evaluatePolicy({
-      ...policyFacts(deps, agent, offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
-      otherRecipients: splitRecipients(offer),
-      attributedSlug: attribution.attributed ? attribution.slug : null,
-      attributionNote: attribution.note,
-    }, { skipThreshold: true });
+    const verdict = probed ? recheckProbed(deps, agent, row, probed) : recheckApproved(deps, agent, row, row.amountMicros);
     if (verdict.outcome !== 'allowed') {
       const reason = `Policy re-check at collection refused the approved payment: ${verdict.outcome === 'denied' ? verdict.reason : 'policy refused'}`;
       return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
-    return { kind: payments.startSigningFromApproved(row.id, fresh, now) ? 'sign' as const : 'over' as const };
+    if (!payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
+    const nonce = row.type === 'raw_transaction' ? payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
+    return { kind: 'sign' as const, nonce };
   });
   // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
   if (step.kind === 'over') return replay(deps, payments.get(row.id)!, row.requestHash, treasury);
   if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
-  const signed = await signAndSettle(deps, row.id, row.orgId, treasury, fresh);
+  const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
   return allowedResult(row, signed, true);
+}
+
+type Probed = { offer: Offer; chain: readonly string[]; approved: Offer; request: string };
+
+/** The approved paywall payment's challenge as the paywall answers now; `request` stores it. */
+async function probeApproved(deps: AppDeps, row: PaymentRow): Promise<Probed> {
+  const stored = JSON.parse(row.request) as StoredPaywallRequest;
+  const { offer, chain } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
+  return { offer, chain, approved: offerFromJson(stored.offer), request: JSON.stringify({ ...stored, offer: offerToJson(offer) }) };
+}
+
+/** The collection re-check of a paywall payment against the fresh offer and its attribution now. */
+function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: Probed): Verdict {
+  const attribution = attributeOffer(deps, agent, probed.offer, probed.chain);
+  return evaluatePolicy({
+    ...policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
+    otherRecipients: splitRecipients(probed.offer),
+    attributedSlug: attribution.attributed ? attribution.slug : null,
+    attributionNote: attribution.note,
+  }, { skipThreshold: true });
 }
 
 function allowedResult(row: PaymentRow, signed: SignedPayment, idempotent: boolean): SignResult {

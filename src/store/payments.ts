@@ -5,12 +5,15 @@ import type { TransactionRecord } from '../domain/types.js';
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
  * leaves (`WHERE status = …`), so a transition can happen once no matter who races for it.
  *
- * States: signing → signed | failed; pending_approval → signing (approved direct payment) |
+ * States: signing → signed | failed | approved; pending_approval → signing (approved direct payment) |
  * approved (approved paywall payment, signed when the agent collects it) | denied | expired;
  * approved → signing | denied (the paywall's offer changed, or the policy re-check at collection
- * refused it) | expired (not collected within the collection window). holds_cap is 1 exactly in
+ * refused it) | expired (not collected within the collection window). A row whose approval is
+ * `approved` never becomes `failed`: a signing error, a failed write or a crash sends it from
+ * signing back to approved, for the agent to collect again. holds_cap is 1 exactly in
  * signing, signed, approved and pending_approval. An approved row's cap_at is the decision time,
- * which also starts its collection window; collection moves cap_at to the signing time.
+ * which also starts its collection window; collection moves cap_at to the signing time, and the
+ * way back to approved moves it back to the decision time.
  */
 export type PaymentRow = TransactionRecord & {
   resourceUrl: string;
@@ -76,6 +79,20 @@ export function createPaymentStore(db: Db) {
   const overdueApproved = db.prepare(`SELECT id FROM transactions WHERE status = 'approved' AND cap_at <= ? LIMIT 1000`);
   const denyApproved = db.prepare(`UPDATE transactions SET status = 'denied', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
   const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  // Back from signing to approved, for a row whose approval is approved: the hold stays, the
+  // nonce is handed back (before this, by releaseNonceOf), and cap_at returns to the decision time
+  // so the collection window still counts from the decision, however often signing is retried.
+  const approvedOnly = `approval_id IN (SELECT id FROM approvals WHERE status = 'approved')`;
+  const decisionTime = `COALESCE((SELECT a.decided_at FROM approvals a WHERE a.id = transactions.approval_id), cap_at)`;
+  const reapprove = db.prepare(`UPDATE transactions SET status = 'approved', nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
+    WHERE id = ? AND status = 'signing' AND ${approvedOnly}`);
+  const reapproveAllSigning = db.prepare(`UPDATE transactions SET status = 'approved', nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
+    WHERE status = 'signing' AND ${approvedOnly}`);
+  // Rows an older build failed although their approval was approved (a crash while signing).
+  const reopenFailed = db.prepare(`UPDATE transactions SET status = 'approved', holds_cap = 1, nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
+    WHERE status = 'failed' AND approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND decided_at > ?)`);
+  const expireFailed = db.prepare(`UPDATE transactions SET status = 'expired', reason = ?, updated_at = ?
+    WHERE status = 'failed' AND approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND COALESCE(decided_at, 0) <= ?)`);
   const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
   const newest = db.prepare('SELECT MAX(COALESCE(MAX(created_at), 0), COALESCE(MAX(updated_at), 0)) AS t FROM transactions');
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
@@ -118,6 +135,17 @@ export function createPaymentStore(db: Db) {
       releaseNonceOf.run(id);
       return fail.run(reason, now, id).changes === 1;
     },
+    /**
+     * Ends a `signing` row that will not be signed now (signing failed, or recording it failed):
+     * a row whose approval is approved goes back to `approved` and keeps its hold (the agent's
+     * repeat collects it again), any other row becomes `failed` and releases its hold. Either way
+     * its nonce is handed back. Undefined when the row was no longer signing.
+     */
+    releaseSigning(id: string, reason: string, now: number): 'approved' | 'failed' | undefined {
+      releaseNonceOf.run(id);
+      if (reapprove.run(now, id).changes === 1) return 'approved';
+      return fail.run(reason, now, id).changes === 1 ? 'failed' : undefined;
+    },
     startSigningApproved(id: string, now: number): boolean {
       return approve.run(now, now, id).changes === 1;
     },
@@ -143,6 +171,22 @@ export function createPaymentStore(db: Db) {
     /** Ends a pending row as denied or expired and releases its hold on the cap. */
     releasePending(id: string, status: 'denied' | 'expired', reason: string, now: number): boolean {
       return release.run(status, reason, now, id).changes === 1;
+    },
+    /**
+     * At start-up, rows left in `signing` whose approval is approved go back to `approved`: the
+     * crash must not consume the approval. Call before failInterrupted.
+     */
+    reapproveInterrupted(now: number): number {
+      releaseInterruptedNonces.run();
+      return reapproveAllSigning.run(now).changes;
+    },
+    /**
+     * Repairs rows an older build marked `failed` although their approval was approved: decided
+     * after `decidedAfter` they are `approved` again (holding the cap, collectable); older ones are
+     * `expired` with `expiredReason`.
+     */
+    reopenFailedApprovals(decidedAfter: number, expiredReason: string, now: number): { reopened: number; expired: number } {
+      return { reopened: reopenFailed.run(now, decidedAfter).changes, expired: expireFailed.run(expiredReason, now, decidedAfter).changes };
     },
     /** At start-up nothing can still be signing: those rows were cut off by a crash. */
     failInterrupted(now: number): number {
