@@ -13,7 +13,7 @@ import { defaultSafeFetchOptions } from './probe/safeFetch.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
-import { sweepExpiredApprovals } from './app/approvals.js';
+import { repairInterrupted, sweepExpiredApprovals } from './app/approvals.js';
 import { openStore } from './store/store.js';
 import { prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
@@ -86,14 +86,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
   }
   const deps: AppDeps = {
-    store, vault, signer, now, log, inflight: new Map(),
+    store, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
     probe: { ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts) },
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
-  const interrupted = writeTxn(store.db, () => store.payments.failInterrupted(deps.now()));
-  if (interrupted > 0) log.warn({ interrupted }, 'released payments interrupted while signing');
+  // Approved ones become collectable again; the rest fail (approvals.ts repairInterrupted).
+  const repaired = repairInterrupted(deps);
+  if (Object.values(repaired).some((n) => n > 0)) log.warn(repaired, 'repaired payments interrupted while signing');
   let server: RunningServer;
   let bootstrap: BootstrapFile | undefined;
   try {
