@@ -26,6 +26,12 @@ export type Config = {
   idleTimeoutMs?: number;
   /** A request's headers and body must arrive within this (default 30 s), HTTP/1.1 and HTTP/2 alike. */
   requestTimeoutMs?: number;
+  /** Requests in flight on REST /api/* and PaymentPolicyService beyond which new ones get 503 overloaded (default 512). */
+  maxInFlight?: number;
+  /** Payments in the signing stage beyond which a new payment is refused before anything is written (default 256). */
+  maxSignQueue?: number;
+  /** Outbound paywall probes in flight beyond which a new one is refused (default 32). */
+  maxProbes?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
   skipIntegrityCheck?: boolean;
 };
@@ -48,6 +54,9 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--max-connections': { env: 'PAYPOLICY_MAX_CONNECTIONS', key: 'maxConnections' },
   '--idle-timeout-ms': { env: 'PAYPOLICY_IDLE_TIMEOUT_MS', key: 'idleTimeoutMs' },
   '--request-timeout-ms': { env: 'PAYPOLICY_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs' },
+  '--max-in-flight': { env: 'PAYPOLICY_MAX_IN_FLIGHT', key: 'maxInFlight' },
+  '--max-sign-queue': { env: 'PAYPOLICY_MAX_SIGN_QUEUE', key: 'maxSignQueue' },
+  '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
 };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
@@ -92,6 +101,9 @@ export function loadConfig(argv: string[], env: Env): Config {
     maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),
     idleTimeoutMs: optionalInteger(raw.idleTimeoutMs, '--idle-timeout-ms', 100, 3_600_000),
     requestTimeoutMs: optionalInteger(raw.requestTimeoutMs, '--request-timeout-ms', 100, 600_000),
+    maxInFlight: optionalInteger(raw.maxInFlight, '--max-in-flight', 1, 1_000_000),
+    maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
+    maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
     tempoRpcUrl,
     skipIntegrityCheck,
     dev,

@@ -10,6 +10,7 @@ import { startServer, type RunningServer } from './server.js';
 import { loadMasterKey } from './signing/masterKey.js';
 import { createSignerPool } from './signing/signerPool.js';
 import { defaultSafeFetchOptions } from './probe/safeFetch.js';
+import { createGate, DEFAULT_MAX_PROBES } from './admission.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
@@ -77,7 +78,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     log.fatal({ err, file: dbFile }, 'storage failed: a sync or write of the database failed, so what is on disk is unknown; refusing every request and stopping (restart recovers from the disk)');
     options.onStorageFailure?.(err);
   });
-  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId));
+  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue);
   // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
   const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
@@ -87,7 +88,10 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   }
   const deps: AppDeps = {
     store, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
-    probe: { ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts) },
+    probe: {
+      ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
+      slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
+    },
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
   };
@@ -105,7 +109,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       // The dashboard for humans is served by the same listener, under /dashboard.
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
-      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs },
+      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxInFlight: config.maxInFlight },
     });
   } catch (err) {
     await signer.close();

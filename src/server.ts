@@ -7,6 +7,8 @@ import { Code, ConnectError, createContextValues, type Interceptor } from '@conn
 import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
+import { createGate, type Gate } from './admission.js';
+import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { createRestHandler, createRestRoutes } from './rest/router.js';
 import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
@@ -46,12 +48,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const { deps, log } = opts;
   const limits = resolveServerLimits(opts.limits);
   let draining = false;
-  const restHandler = createRestHandler(deps, createRestRoutes(deps));
+  // The agent surface (REST /api/*, PaymentPolicyService) shares one bound on requests in flight;
+  // health checks, the dashboard and AdminService (operators, who must be able to suspend a
+  // flooding agent) stay outside it.
+  const admission = createGate(limits.maxInFlight, 'too many requests in flight');
+  const restHandler = createRestHandler(deps, createRestRoutes(deps), admission);
   const loggers = new WeakMap<object, Logger>();
 
   const connect = connectNodeAdapter({
     routes: createRoutes(deps, opts.adminTokenHash),
-    interceptors: [domainErrorInterceptor, failStopInterceptor(deps)],
+    interceptors: [domainErrorInterceptor, admissionInterceptor(admission), failStopInterceptor(deps)],
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
     contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
     fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
@@ -189,6 +195,19 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server,
   };
   socket.on('data', onData);
   socket.on('error', () => socket.destroy());
+}
+
+/** Agent RPCs enter the admission gate after decoding (beyond it: Unavailable, `overloaded`); AdminService does not. */
+function admissionInterceptor(gate: Gate): Interceptor {
+  return (next) => async (req) => {
+    if (req.service.typeName !== PaymentPolicyService.typeName) return next(req);
+    const release = gate.enter();
+    try {
+      return await next(req);
+    } finally {
+      release();
+    }
+  };
 }
 
 /** An answer computed while a sync was failing is replaced: it may rest on rows that are not on disk. */

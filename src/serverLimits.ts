@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import http2, { type Http2Server, type Http2SecureServer, type ServerHttp2Stream } from 'node:http2';
 import type { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
+import { DEFAULT_MAX_IN_FLIGHT } from './admission.js';
 
 /**
  * The bounds one listener keeps so that no client, whatever it opens and however slowly it writes,
@@ -19,6 +20,8 @@ export type ServerLimits = {
   requestTimeoutMs: number;
   /** Streams one HTTP/2 session may have open at once, advertised in SETTINGS. */
   maxConcurrentStreams: number;
+  /** Requests in flight on the agent surface (REST /api/*, PaymentPolicyService) beyond which new ones are refused at once. */
+  maxInFlight: number;
 };
 
 /** Default stream limit: gRPC clients multiplex well below it; a flood of half-open streams stops here. */
@@ -51,6 +54,7 @@ export function resolveServerLimits(partial: Partial<ServerLimits> = {}): Server
     idleTimeoutMs: partial.idleTimeoutMs ?? IDLE_TIMEOUT_MS,
     requestTimeoutMs: partial.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     maxConcurrentStreams: partial.maxConcurrentStreams ?? MAX_CONCURRENT_STREAMS,
+    maxInFlight: partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
   };
 }
 

@@ -142,8 +142,19 @@ function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
 }
 
 async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
-  const { payments, approvals, agents, organizations } = deps.store;
   const intent = await resolveIntent(deps, principal, agent, req);
+  // The signing stage is bounded: beyond it the payment is refused (503 overloaded) here, before
+  // anything is signed or written. The slot is held until the outcome is settled.
+  const release = deps.signer.admit();
+  try {
+    return await decide(deps, principal, agent, req, requestHash, treasury, intent);
+  } finally {
+    release();
+  }
+}
+
+async function decide(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent): Promise<SignResult> {
+  const { payments, approvals, agents, organizations } = deps.store;
 
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
   // says the payment will pass they are signed first and recorded in the same commit as the

@@ -13,7 +13,11 @@ export type ErrorKind =
   | 'treasury_unavailable'
   | 'payload_too_large'
   | 'unimplemented'
+  | 'overloaded'
   | 'internal';
+
+/** Seconds a caller refused with `overloaded` is told to wait (REST `Retry-After`, RPC `retry-after` metadata). */
+export const OVERLOADED_RETRY_AFTER_SECONDS = 1;
 
 export type DomainErrorOptions = {
   /** Machine-readable snake_case code sent to callers, e.g. `agent_not_found`. */

@@ -5,6 +5,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { isBlockedAddress, isBlockedHostname } from './addressPolicy.js';
 import type { ProbeResult } from './offer.js';
+import type { Gate } from '../admission.js';
 
 /**
  * The one outbound HTTP client of paypolicy. Quote and sign probe URLs that callers choose, so
@@ -35,6 +36,8 @@ export type SafeFetchOptions = {
   maxRedirects: number;
   /** Largest response header block; defaults to 16 KiB. */
   maxHeaderBytes?: number;
+  /** Bound on probes in flight at once; a probe beyond it is refused (`overloaded`) before any network work. */
+  slots?: Gate;
 };
 
 /**
@@ -106,6 +109,7 @@ export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp
  */
 export async function safeFetch(url: string, init: SafeFetchInit, options: SafeFetchOptions): Promise<SafeFetchResult> {
   let current = checkUrl(url, options);
+  const release = options.slots?.enter();
   const chain = [current.href];
   const origin = current.origin;
   const deadline = new AbortController();
@@ -135,6 +139,7 @@ export async function safeFetch(url: string, init: SafeFetchInit, options: SafeF
     }
   } finally {
     clearTimeout(timer);
+    release?.();
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { toDomainError, type ErrorKind } from '../domain/errors.js';
+import { OVERLOADED_RETRY_AFTER_SECONDS, toDomainError, type ErrorKind } from '../domain/errors.js';
 
 /** DomainError kind → HTTP status: the only place the REST transport decides a status. */
 export const HTTP_STATUSES = {
@@ -12,6 +12,7 @@ export const HTTP_STATUSES = {
   treasury_unavailable: 503,
   payload_too_large: 413,
   unimplemented: 501,
+  overloaded: 503,
   internal: 500,
 } as const satisfies Record<ErrorKind, number>;
 
@@ -22,10 +23,12 @@ export type RestResponse = { status: number; body: unknown; headers?: Record<str
 
 /**
  * Error body of every non-policy REST error: `{"error": <text>, "code": <machine code>}`.
- * Unknown errors answer 500 with no detail; the cause goes to the request log only.
+ * Unknown errors answer 500 with no detail; the cause goes to the request log only. `overloaded`
+ * (503) also carries `Retry-After`.
  */
 export function errorResponse(err: unknown, log: Logger | undefined): RestResponse {
   const e = toDomainError(err);
   if (e.kind === 'internal') log?.error({ err: e.cause ?? e }, 'unhandled error in rest handler');
-  return { status: HTTP_STATUSES[e.kind], body: { error: e.shortMessage, code: e.code } };
+  const headers = e.kind === 'overloaded' ? { 'retry-after': String(OVERLOADED_RETRY_AFTER_SECONDS) } : undefined;
+  return { status: HTTP_STATUSES[e.kind], body: { error: e.shortMessage, code: e.code }, headers };
 }

@@ -9,6 +9,7 @@ import { DomainError } from '../domain/errors.js';
 import type { Principal } from '../domain/types.js';
 import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
+import type { Gate } from '../admission.js';
 import { approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
@@ -105,11 +106,13 @@ function send(res: NodeResponse, r: RestResponse): void {
 
 /**
  * Handles one /api/* request: match, authenticate (before the body is read, so unauthenticated
- * callers cannot make us buffer anything), run, and write JSON. Never lets an error escape.
+ * callers cannot make us buffer anything), read the body, enter the admission gate, run, and
+ * write JSON. Never lets an error escape.
  */
-export function createRestHandler(deps: AppDeps, routes: Route[]) {
+export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Gate) {
   return async (req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> => {
     let result: RestResponse;
+    let release: (() => void) | undefined;
     try {
       const url = new URL(req.url ?? '/', 'http://localhost');
       const matching = routes.filter((r) => r.pattern.test(url.pathname));
@@ -122,9 +125,13 @@ export function createRestHandler(deps: AppDeps, routes: Route[]) {
         const principal = authenticateApiKey(deps.store.apiKeys, req.headers.authorization);
         const m = chosen.pattern.exec(url.pathname)!;
         const params = Object.fromEntries(chosen.keys.map((k, i) => [k, safeDecode(m[i + 1]!)]));
+        const raw = chosen.method === 'POST' ? await readBody(req) : Buffer.alloc(0);
+        // In flight from here (authenticated, request read in full) until the answer is computed,
+        // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
+        release = admission?.enter();
         result = await chosen.handle({
           principal, url, params, log,
-          body: async () => parseJsonObject(await readBody(req)),
+          body: async () => parseJsonObject(raw),
           header: (name) => {
             const v = req.headers[name];
             return Array.isArray(v) ? v[0] : v;
@@ -133,6 +140,8 @@ export function createRestHandler(deps: AppDeps, routes: Route[]) {
       }
     } catch (err) {
       result = errorResponse(err, log);
+    } finally {
+      release?.();
     }
     // Computed while a sync failed: it may rest on rows that are not on disk (fail-stop).
     if (deps.store.failure()) result = { status: 503, body: STORAGE_FAILED };

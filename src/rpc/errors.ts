@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from 'pino';
-import { toDomainError, type ErrorKind } from '../domain/errors.js';
+import { OVERLOADED_RETRY_AFTER_SECONDS, toDomainError, type ErrorKind } from '../domain/errors.js';
 import { requestLoggerKey } from './context.js';
 
 /** DomainError kind → Connect code: the only place the RPC transport decides a code. */
@@ -14,6 +14,9 @@ export const CONNECT_CODES = {
   treasury_unavailable: Code.Unavailable,
   payload_too_large: Code.ResourceExhausted,
   unimplemented: Code.Unimplemented,
+  // Unavailable, not ResourceExhausted (a caller's quota): the condition is the server's and
+  // passes; gRPC retry policies retry Unavailable.
+  overloaded: Code.Unavailable,
   internal: Code.Internal,
 } as const satisfies Record<ErrorKind, Code>;
 
@@ -28,6 +31,7 @@ export function toConnectError(err: unknown, log: Logger | undefined): ConnectEr
   if (e.kind === 'internal') log?.error({ err: e.cause ?? e }, 'unhandled error in rpc handler');
   const ce = new ConnectError(e.shortMessage, CONNECT_CODES[e.kind]);
   ce.metadata.set('x-error-code', e.code);
+  if (e.kind === 'overloaded') ce.metadata.set('retry-after', String(OVERLOADED_RETRY_AFTER_SECONDS));
   return ce;
 }
 

@@ -2,12 +2,19 @@ import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
 import { workerUrl } from '../workerUrl.js';
+import { createGate, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
 type Slot = { worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }> };
 
 export type SignerPool = {
   sign: (job: SignJob) => Promise<SignOutput>;
+  /**
+   * Admits one payment into the signing stage (pre-sign, reservation commit, signing thread,
+   * settling commit) and returns its release; throws `overloaded` when `maxQueue` payments are
+   * already in it. Sign calls it before anything is signed or written, so a refusal leaves no trace.
+   */
+  admit: () => () => void;
   close: () => Promise<void>;
 };
 
@@ -15,7 +22,8 @@ export type SignerPool = {
  * A fixed set of signing threads. Jobs queued in the same tick go to a thread as one batch, which
  * keeps message overhead low under load; keys are sent to a thread once, on first use.
  */
-export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex): SignerPool {
+export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex, maxQueue = DEFAULT_MAX_SIGN_QUEUE): SignerPool {
+  const stage = createGate(maxQueue, 'too many payments being signed');
   let nextId = 1;
   let turn = 0;
   let closed = false;
@@ -68,6 +76,7 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
         if (slot.queue.push({ id, job }) === 1) setImmediate(() => flush(slot));
       });
     },
+    admit: stage.enter,
     async close() {
       closed = true;
       await Promise.all(slots.map((s) => s.worker.terminate()));

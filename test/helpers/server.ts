@@ -31,7 +31,7 @@ export type TestServerOptions = {
   /** Tempo JSON-RPC endpoint for MPP fee estimates. */
   tempoRpcUrl?: string;
   /** Connection cap and timeouts (small values keep limit tests fast). */
-  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs'>;
+  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxProbes'>;
 };
 
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
