@@ -4,6 +4,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createWalSync } from '../../src/store/walSync.js';
 import { createWriteQueue } from '../../src/store/writeQueue.js';
@@ -270,5 +271,15 @@ describe('admission bound on the agent surface (4 in flight)', () => {
       else expect(row).toBeUndefined();
     }
     expect(payments.committedSince(agentId, 0, s.app.deps.now())).toBe(4_000_000n);
+  });
+});
+
+describe('configuration of the bounds', () => {
+  test('behavior: flags win over the environment, unset bounds keep their defaults, and a bound of 0 is refused', () => {
+    const c = loadConfig(['--max-in-flight', '8', '--max-probes=2'], { PAYPOLICY_MAX_IN_FLIGHT: '99', PAYPOLICY_MAX_SIGN_QUEUE: '3' });
+    expect([c.maxInFlight, c.maxSignQueue, c.maxProbes]).toEqual([8, 3, 2]);
+    expect(loadConfig([], {}).maxInFlight).toBeUndefined();
+    expect(() => loadConfig(['--max-sign-queue', '0'], {})).toThrow(ConfigError);
+    expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES: '-1' })).toThrow(/--max-probes must be an integer/);
   });
 });
