@@ -11,10 +11,33 @@ export type Attribution =
   | { attributed: true; slug: string; name: string; note: string | null }
   | { attributed: false; note: string | null };
 
+function underPath(path: string, base: string): boolean {
+  const basePath = base.endsWith('/') ? base : `${base}/`;
+  return path === base || path.startsWith(basePath);
+}
+
+/**
+ * The path as the most lenient front end could route it: escapes decoded (twice, for proxies
+ * that decode again), `\` read as `/`, `;params` dropped from segments (Tomcat), slashes merged
+ * (nginx), dot segments resolved. WHATWG URL leaves `/a/..%2Fb` and `/a/..;/b` under `/a`, but
+ * nginx or Tomcat serve them from `/b`.
+ */
+function leniently(pathname: string): string {
+  let path = pathname;
+  for (let i = 0; i < 2; i++) path = path.replace(/%([0-9a-f]{2})/gi, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  const segments: string[] = [];
+  for (const raw of path.replace(/\\/g, '/').split('/').slice(1)) {
+    const segment = raw.split(';')[0]!;
+    if (segment === '..') segments.pop();
+    else if (segment !== '.' && segment !== '') segments.push(segment);
+  }
+  return `/${segments.join('/')}`;
+}
+
+/** Same origin and under the base path, both as parsed and as a lenient front end would route it. */
 function underBase(resource: URL, base: URL): boolean {
   if (resource.origin !== base.origin) return false;
-  const basePath = base.pathname.endsWith('/') ? base.pathname : `${base.pathname}/`;
-  return resource.pathname === base.pathname || resource.pathname.startsWith(basePath);
+  return underPath(resource.pathname, base.pathname) && underPath(leniently(resource.pathname), leniently(base.pathname));
 }
 
 function parse(url: string): URL | null {
