@@ -1,5 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { UsageError } from './cli/errors.js';
+import { parseFlags, type Flags, type FlagSpecs } from './cli/parseFlags.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
 
 /** Everything the service reads from its environment, validated once at start-up. */
@@ -59,29 +61,21 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
 };
 
+/** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
+export const SERVE_FLAGS: FlagSpecs = { ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, 'list' as const])), '--dev': 'switch', '--skip-integrity-check': 'switch' };
+
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
 export function loadConfig(argv: string[], env: Env): Config {
-  const raw: Partial<Record<keyof Config, string>> = {};
-  for (const { env: name, key } of Object.values(FLAGS)) if (env[name] !== undefined && env[name] !== '') raw[key] = env[name];
-  let dev = env.PAYPOLICY_DEV === '1' || env.PAYPOLICY_DEV === 'true';
-  let skipIntegrityCheck = env.PAYPOLICY_SKIP_INTEGRITY_CHECK === '1' || env.PAYPOLICY_SKIP_INTEGRITY_CHECK === 'true';
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--dev') {
-      dev = true;
-      continue;
-    }
-    if (arg === '--skip-integrity-check') {
-      skipIntegrityCheck = true;
-      continue;
-    }
-    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
-    const spec = FLAGS[flag];
-    if (!spec) throw new ConfigError(`unknown option ${flag}`);
-    const value = inline ?? argv[++i];
-    if (value === undefined) throw new ConfigError(`${flag} needs a value`);
-    raw[spec.key] = value;
+  let flags: Flags;
+  try {
+    flags = parseFlags(argv, SERVE_FLAGS);
+  } catch (err) {
+    throw err instanceof UsageError ? new ConfigError(err.message) : err;
   }
+  const raw: Partial<Record<keyof Config, string>> = {};
+  for (const [flag, { env: name, key }] of Object.entries(FLAGS)) raw[key] = flags.get(flag) ?? (env[name] || undefined);
+  const dev = flags.has('--dev') || env.PAYPOLICY_DEV === '1' || env.PAYPOLICY_DEV === 'true';
+  const skipIntegrityCheck = flags.has('--skip-integrity-check') || env.PAYPOLICY_SKIP_INTEGRITY_CHECK === '1' || env.PAYPOLICY_SKIP_INTEGRITY_CHECK === 'true';
   const portText = raw.port ?? '8080';
   const port = Number(portText);
   if (!/^\d+$/.test(portText) || port > 65535) throw new ConfigError(`--port must be an integer from 0 to 65535, got "${portText}"`);

@@ -4,7 +4,11 @@ import { ConfigError, loadConfig } from './config.js';
 const USAGE = `usage: paypolicy <command> [options]
 
   serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
-      Start the service (default port 8080, host 127.0.0.1, data dir ./data).
+        [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--max-connections N]
+        [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
+        [--max-sign-queue N] [--max-probes N] [--skip-integrity-check]
+      Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
+      PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.
 
 ${ADMIN_USAGE}`;
 

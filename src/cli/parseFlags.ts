@@ -1,3 +1,4 @@
+import { parseArgs } from 'node:util';
 import { UsageError } from './errors.js';
 
 /** How a flag takes values: `value` once, `list` any number of times, `switch` never. */
@@ -26,31 +27,28 @@ export function describeArgument(arg: string): string {
   return arg.length < 24 ? `"${arg}"` : `of ${arg.length} characters`;
 }
 
-/** Parses `--flag value`, `--flag=value` and `--switch` against `specs`; anything else is a UsageError. */
+/**
+ * Parses `--flag value`, `--flag=value` and `--switch` against `specs` with `node:util` parseArgs;
+ * anything else is a UsageError. parseArgs runs non-strict so the checks below keep this CLI's own
+ * messages and rules: a value may start with one dash (`--approval-window -5` reaches its validator),
+ * a following `--option` means the value was forgotten (`--flag=--x` still passes such a value), and
+ * only `list` flags may repeat.
+ */
 export function parseFlags(argv: readonly string[], specs: FlagSpecs): Flags {
+  const options = Object.fromEntries(Object.entries(specs).map(([flag, kind]) => [flag.slice(2), { type: kind === 'switch' ? ('boolean' as const) : ('string' as const) }]));
+  const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true });
   const values = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const name = arg === '-h' ? '--help' : eq > 0 ? arg.slice(0, eq) : arg;
-    if (!name.startsWith('--')) throw new UsageError(`unexpected argument ${describeArgument(arg)}; options start with --`);
-    const kind = specs[name];
-    if (kind === undefined) throw new UsageError(`unknown option ${name}`);
-    let value = '';
-    if (kind === 'switch') {
-      if (eq > 0) throw new UsageError(`${name} takes no value`);
-    } else if (eq > 0) {
-      value = arg.slice(eq + 1);
-    } else {
-      const next = argv[i + 1];
-      // A following option means the value was forgotten; `--flag=--x` still passes such a value.
-      if (next === undefined || next.startsWith('--')) throw new UsageError(`${name} needs a value`);
-      value = next;
-      i++;
-    }
+  for (const token of tokens) {
+    const arg = argv[token.index]!;
+    const name = arg === '-h' ? '--help' : token.kind === 'option' && token.rawName.startsWith('--') ? token.rawName : undefined;
+    if (name === undefined) throw new UsageError(`unexpected argument ${describeArgument(arg)}; options start with --`);
+    const kind = Object.hasOwn(specs, name) ? specs[name] : undefined;
+    if (kind === undefined || token.kind !== 'option') throw new UsageError(`unknown option ${name}`);
+    if (kind === 'switch' && token.value !== undefined) throw new UsageError(`${name} takes no value`);
+    if (kind !== 'switch' && (token.value === undefined || (!token.inlineValue && token.value.startsWith('--')))) throw new UsageError(`${name} needs a value`);
     const seen = values.get(name);
     if (seen && kind !== 'list') throw new UsageError(`${name} given more than once`);
-    values.set(name, [...(seen ?? []), value]);
+    values.set(name, [...(seen ?? []), token.value ?? '']);
   }
   const get = (name: string): string | undefined => values.get(name)?.at(-1);
   return {
