@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { encodeFunctionData, type Address } from 'viem';
+import { BaseError, createPublicClient, encodeFunctionData, http, type Address } from 'viem';
 import { Abis } from 'viem/tempo';
 import type { Offer } from '../probe/offer.js';
 import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, type TempoFees } from './tempo.js';
@@ -13,21 +13,22 @@ const LIMITS = { maxGas: 2_000_000n, minGas: 21_000n, maxFeePerGas: 100_000_000_
 const GAS_BUFFER = 5_000n;
 const PRICE_TTL_MS = 5_000;
 
-type RpcCall = (method: string, params: unknown[]) => Promise<unknown>;
+/** Tempo fee answers are a few hex words; a node sending more is broken or hostile. */
+const MAX_RPC_RESPONSE_BYTES = 64 * 1024;
 
-function jsonRpc(url: string, timeoutMs: number): RpcCall {
-  let id = 0;
-  return async (method, params) => {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    const body = (await res.json()) as { result?: unknown; error?: { message?: string } };
-    if (!res.ok || body.error || body.result === undefined) throw new Error(`${method}: ${body.error?.message ?? `HTTP ${res.status}`}`);
-    return body.result;
-  };
+/**
+ * viem's public client for the raw JSON-RPC calls: no retries (a slow node must not hold a payment
+ * past `timeoutMs`), the body read within the timeout and capped. Results are still checked by
+ * `quantity`, since viem types them but does not validate them.
+ */
+function rpcClient(url: string, timeoutMs: number) {
+  return createPublicClient({ transport: http(url, { timeout: timeoutMs, retryCount: 0, maxResponseBodySize: MAX_RPC_RESPONSE_BYTES }) });
+}
+
+/** A one-line reason for the log: viem's full message also names the URL, which may carry a provider key. */
+function reason(err: unknown): string {
+  const text = err instanceof BaseError ? [err.shortMessage, err.details].filter(Boolean).join(' ') : String((err as Error)?.message ?? err);
+  return text.replace(/\s+/g, ' ').slice(0, 200);
 }
 
 function quantity(value: unknown, what: string): bigint {
@@ -45,13 +46,13 @@ function quantity(value: unknown, what: string): bigint {
  */
 export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, timeoutMs = 2_000): TempoFeeSource {
   if (!rpcUrl) return { feesFor: async () => DEFAULT_TEMPO_FEES };
-  const call = jsonRpc(rpcUrl, timeoutMs);
+  const rpc = rpcClient(rpcUrl, timeoutMs);
   let chainId: Promise<number> | undefined;
   let prices: { at: number; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
 
   async function currentPrices() {
     if (prices && Date.now() - prices.at < PRICE_TTL_MS) return prices;
-    const [gasPrice, tip] = await Promise.all([call('eth_gasPrice', []), call('eth_maxPriorityFeePerGas', [])]);
+    const [gasPrice, tip] = await Promise.all([rpc.request({ method: 'eth_gasPrice' }), rpc.request({ method: 'eth_maxPriorityFeePerGas' })]);
     let maxFeePerGas = 2n * quantity(gasPrice, 'eth_gasPrice');
     if (maxFeePerGas > LIMITS.maxFeePerGas) maxFeePerGas = LIMITS.maxFeePerGas;
     let maxPriorityFeePerGas = quantity(tip, 'eth_maxPriorityFeePerGas');
@@ -63,11 +64,11 @@ export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, ti
   return {
     async feesFor(offer, treasury) {
       try {
-        chainId ??= call('eth_chainId', []).then((v) => Number(quantity(v, 'eth_chainId')));
+        chainId ??= rpc.request({ method: 'eth_chainId' }).then((v) => Number(quantity(v, 'eth_chainId')));
         if ((await chainId) !== offer.chainId) return DEFAULT_TEMPO_FEES;
         const request = offer.mpp!.request;
         const data = encodeFunctionData({ abi: Abis.tip20, functionName: 'transferWithMemo', args: [offer.payTo, offer.amountAtomic, `0x${'00'.repeat(32)}`] });
-        const [estimate, p] = await Promise.all([call('eth_estimateGas', [{ from: treasury, to: request.currency, data }]), currentPrices()]);
+        const [estimate, p] = await Promise.all([rpc.request({ method: 'eth_estimateGas', params: [{ from: treasury, to: request.currency, data }] }), currentPrices()]);
         const transfers = BigInt(1 + (request.methodDetails.splits?.length ?? 0));
         let gas = (quantity(estimate, 'eth_estimateGas') + GAS_BUFFER) * transfers;
         if (gas < LIMITS.minGas) gas = LIMITS.minGas;
@@ -77,7 +78,7 @@ export function createTempoFeeSource(rpcUrl: string | undefined, log: Logger, ti
         return { gas, maxFeePerGas, maxPriorityFeePerGas };
       } catch (err) {
         chainId = undefined;
-        log.warn({ err: (err as Error).message }, 'Tempo fee estimate failed; using the default fees');
+        log.warn({ err: reason(err) }, 'Tempo fee estimate failed; using the default fees');
         return DEFAULT_TEMPO_FEES;
       }
     },
