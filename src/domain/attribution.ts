@@ -16,18 +16,49 @@ function underPath(path: string, base: string): boolean {
   return path === base || path.startsWith(basePath);
 }
 
+/** Decodes `%XX` runs (as UTF-8 where they form it, else byte by byte) and IIS-style `%uXXXX`. */
+function decodeOnce(path: string): string {
+  return path
+    .replace(/%u([0-9a-f]{4})/gi, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)))
+    .replace(/(?:%[0-9a-f]{2})+/gi, (run) => {
+      try {
+        return decodeURIComponent(run);
+      } catch {
+        return run.replace(/%([0-9a-f]{2})/gi, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+      }
+    });
+}
+
 /**
- * The path as the most lenient front end could route it: escapes decoded (twice, for proxies
- * that decode again), `\` read as `/`, `;params` dropped from segments (Tomcat), slashes merged
+ * The path as the most lenient front end could route it: escapes decoded until nothing changes
+ * (proxies that decode again), Unicode compatibility forms folded (fullwidth `．` and `／`), `\`
+ * read as `/`, `;params` and anything after a NUL dropped from segments (Tomcat), slashes merged
  * (nginx), dot segments resolved. WHATWG URL leaves `/a/..%2Fb` and `/a/..;/b` under `/a`, but
  * nginx or Tomcat serve them from `/b`.
  */
 function leniently(pathname: string): string {
+  let routed = lenientPaths.get(pathname);
+  if (routed === undefined) {
+    // Attribution asks once per registered base URL; the memo keeps that linear in the path.
+    if (lenientPaths.size >= 1_000) lenientPaths.clear();
+    routed = routeLeniently(pathname);
+    lenientPaths.set(pathname, routed);
+  }
+  return routed;
+}
+
+const lenientPaths = new Map<string, string>();
+
+function routeLeniently(pathname: string): string {
   let path = pathname;
-  for (let i = 0; i < 2; i++) path = path.replace(/%([0-9a-f]{2})/gi, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  for (let i = 0; i < 10; i++) {
+    const decoded = decodeOnce(path);
+    if (decoded === path) break;
+    path = decoded;
+  }
   const segments: string[] = [];
-  for (const raw of path.replace(/\\/g, '/').split('/').slice(1)) {
-    const segment = raw.split(';')[0]!;
+  for (const raw of path.normalize('NFKC').replace(/\\/g, '/').split('/').slice(1)) {
+    const segment = raw.split(/[;\0]/)[0]!;
     if (segment === '..') segments.pop();
     else if (segment !== '.' && segment !== '') segments.push(segment);
   }

@@ -35,6 +35,23 @@ describe('attributeResource', () => {
     expect(attributeResource(registry, [url], 'x402', null, []).attributed).toBe(false);
   });
 
+  // A lenient front end (nginx, Tomcat, IIS, a proxy that decodes twice) would route these out of
+  // /v1 although WHATWG URL keeps them under it; see test/adversarial/pathConfusion.test.ts.
+  test.each([
+    '/v1/..%2Fother', '/v1/..%2fother', '/v1/%2E%2E%2Fother', '/v1/..%5Cother', '/v1/..;/other', '/v1/..;x=1/other',
+    '/v1/%252e%252e/other', '/v1/%25252e%25252e%25252fother', '/v1/..%00/other', '/v1/%u002e%u002e%u002fother',
+    '/v1/%EF%BC%8E%EF%BC%8E/other', '/v1/..%EF%BC%8Fother', '/v1/x%2F..%2F..%2Fother',
+  ])('error: https://api.weather.example%s leaves the base path for a lenient front end → not attributed', (path) => {
+    expect(attributeResource(registry, [`https://api.weather.example${path}`], 'x402', null, ['weather']).attributed).toBe(false);
+  });
+
+  test.each(['/v1/a%20b', '/v1/x%2Fy', '/v1/x/..%2Fy', '/v1/caf%C3%A9', '/v1/%ZZ', '/v1/%E0%A4%A', '/v1/x;jsessionid=1'])(
+    'behavior: https://api.weather.example%s stays under /v1 however it is read → attributed',
+    (path) => {
+      expect(attributeResource(registry, [`https://api.weather.example${path}`], 'x402', null, ['weather'])).toMatchObject({ attributed: true, slug: 'weather' });
+    },
+  );
+
   test('error: the rail must match the payment method protocol', () => {
     expect(attributeResource(registry, ['https://api.weather.example/v1/x'], 'mpp', 'anything', []).attributed).toBe(false);
   });
