@@ -275,7 +275,7 @@ async function readForm(req: NodeRequest, kind: 'form' | 'multipart'): Promise<{
   const boundary = kind === 'multipart' ? multipartBoundary(type) : undefined;
   if (boundary !== undefined) {
     const body = await readBodyLimited(req, MAX_MULTIPART_BYTES);
-    for (const part of parseMultipart(body, boundary)) {
+    for (const part of await parseMultipart(body, boundary)) {
       if (part.filename !== undefined) files.set(part.name, part.data);
       else add(part.name, part.data.toString('utf8'));
     }

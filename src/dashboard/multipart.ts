@@ -1,7 +1,9 @@
+import { Busboy } from '@fastify/busboy';
+
 /**
- * A small multipart/form-data parser for the one form that uploads a file (the registry import).
- * It works on a body already read within its size limit, accepts at most MAX_PARTS parts, and
- * reads only the `name` and `filename` of each part's Content-Disposition.
+ * multipart/form-data for the one form that uploads a file (the registry import), parsed by
+ * @fastify/busboy. It works on a body already read within its size limit, accepts at most
+ * MAX_PARTS parts, and keeps only the `name` and `filename` of each part's Content-Disposition.
  */
 export type FormPart = { name: string; filename: string | undefined; data: Buffer };
 
@@ -20,38 +22,43 @@ export function multipartBoundary(contentType: string | undefined): string | und
   return m ? (m[1] ?? m[2]) : undefined;
 }
 
-function headerParam(header: string, param: string): string | undefined {
-  // `(^|;)` keeps `name` from matching inside `filename`.
-  const m = new RegExp(`(?:^|;)\\s*${param}="([^"]*)"`, 'i').exec(header);
-  return m?.[1];
-}
-
-/** Splits a body into its parts; throws MultipartError on anything malformed. */
-export function parseMultipart(body: Buffer, boundary: string): FormPart[] {
-  const delimiter = Buffer.from(`--${boundary}`);
-  const CRLF = Buffer.from('\r\n');
-  const HEADER_END = Buffer.from('\r\n\r\n');
-  let pos = body.indexOf(delimiter);
-  if (pos < 0) throw new MultipartError('no multipart boundary in the body');
-  const parts: FormPart[] = [];
-  for (;;) {
-    pos += delimiter.length;
-    if (body.subarray(pos, pos + 2).toString('latin1') === '--') return parts;
-    if (!body.subarray(pos, pos + 2).equals(CRLF)) throw new MultipartError('malformed multipart delimiter');
-    pos += 2;
-    const headerEnd = body.indexOf(HEADER_END, pos);
-    if (headerEnd < 0 || headerEnd - pos > MAX_HEADER_BYTES) throw new MultipartError('malformed multipart part headers');
-    const headers = body.subarray(pos, headerEnd).toString('utf8').split('\r\n');
-    const disposition = headers.find((h) => /^content-disposition\s*:/i.test(h));
-    if (!disposition) throw new MultipartError('multipart part without Content-Disposition');
-    const value = disposition.slice(disposition.indexOf(':') + 1);
-    const name = headerParam(value, 'name');
-    if (name === undefined) throw new MultipartError('multipart part without a name');
-    const dataStart = headerEnd + HEADER_END.length;
-    const next = body.indexOf(Buffer.concat([CRLF, delimiter]), dataStart);
-    if (next < 0) throw new MultipartError('multipart body ends inside a part');
-    parts.push({ name, filename: headerParam(value, 'filename'), data: body.subarray(dataStart, next) });
-    if (parts.length > MAX_PARTS) throw new MultipartError(`at most ${MAX_PARTS} form fields`);
-    pos = next + CRLF.length;
-  }
+/**
+ * Splits a body into its parts, in order; rejects with MultipartError on a body that ends inside a
+ * part, a part without a name, or more than MAX_PARTS parts. Parts that are not form-data (no
+ * Content-Disposition) are skipped, as browsers never send them.
+ */
+export function parseMultipart(body: Buffer, boundary: string): Promise<FormPart[]> {
+  return new Promise((resolve, reject) => {
+    const parts: FormPart[] = [];
+    const fail = (message: string) => reject(new MultipartError(message));
+    // The body is already bounded, so no field or file is ever cut short: the limits are its length.
+    const parser = new Busboy({
+      headers: { 'content-type': `multipart/form-data; boundary="${boundary}"` },
+      limits: { parts: MAX_PARTS, headerSize: MAX_HEADER_BYTES, fieldSize: body.length, fileSize: body.length },
+      // A part is a file when it has a filename, whatever its Content-Type.
+      isPartAFile: (_name, _type, filename) => filename !== undefined,
+    });
+    parser.on('field', (name: string | undefined, value: string, _nameCut: boolean, valueCut: boolean) => {
+      if (!name) return fail('multipart part without a name');
+      if (valueCut) return fail('multipart field too large');
+      parts.push({ name, filename: undefined, data: Buffer.from(value, 'utf8') });
+    });
+    parser.on('file', (name: string | undefined, stream, filename: string) => {
+      if (!name) {
+        stream.resume();
+        return fail('multipart part without a name');
+      }
+      const part: FormPart = { name, filename, data: Buffer.alloc(0) };
+      parts.push(part);
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => (part.data = Buffer.concat(chunks)));
+      stream.on('limit', () => fail('multipart file too large'));
+    });
+    parser.on('partsLimit', () => fail(`at most ${MAX_PARTS} form fields`));
+    parser.on('error', (err: unknown) => fail(`malformed multipart body (${(err as Error).message})`));
+    // 'finish' comes after every part's stream has ended; a promise settles once, so an earlier failure stands.
+    parser.on('finish', () => resolve(parts));
+    parser.end(body);
+  });
 }

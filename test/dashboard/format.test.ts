@@ -88,15 +88,23 @@ describe('parseMultipart', () => {
   const boundary = '----formBoundaryX7';
   const body = (parts: string[]) => Buffer.from(`${parts.map((p) => `--${boundary}\r\n${p}\r\n`).join('')}--${boundary}--\r\n`, 'utf8');
 
-  test('behavior: fields and files by name, file bytes exactly as sent (CRLF inside kept)', () => {
-    const parts = parseMultipart(body([
+  test('behavior: fields and files by name, file bytes exactly as sent (CRLF inside kept)', async () => {
+    const parts = await parseMultipart(body([
       'Content-Disposition: form-data; name="_csrf"\r\n\r\ntok',
       'Content-Disposition: form-data; name="file"; filename="registry.json"\r\nContent-Type: application/json\r\n\r\n[{"slug":"a"}]\r\n',
       'Content-Disposition: form-data; name="json"\r\n\r\n',
+      'Content-Disposition: form-data; name="file"; filename=""\r\nContent-Type: application/octet-stream\r\n\r\n',
+      'Content-Disposition: form-data; name="note"\r\nContent-Type: application/octet-stream\r\n\r\nh\u00e9',
     ]), boundary);
     expect(parts.map((p) => [p.name, p.filename, p.data.toString('utf8')])).toEqual([
-      ['_csrf', undefined, 'tok'], ['file', 'registry.json', '[{"slug":"a"}]\r\n'], ['json', undefined, ''],
+      ['_csrf', undefined, 'tok'], ['file', 'registry.json', '[{"slug":"a"}]\r\n'], ['json', undefined, ''], ['file', '', ''], ['note', undefined, 'h\u00e9'],
     ]);
+  });
+
+  test('behavior: a field or file as large as the body allows is kept whole', async () => {
+    const big = 'x'.repeat(1024 * 1024 + 10);
+    const parts = await parseMultipart(body([`Content-Disposition: form-data; name="json"\r\n\r\n${big}`, `Content-Disposition: form-data; name="file"; filename="r.json"\r\n\r\n${big}`]), boundary);
+    expect(parts.map((p) => p.data.length)).toEqual([big.length, big.length]);
   });
 
   test('behavior: boundary read from the Content-Type, quoted or not; other types give none', () => {
@@ -105,12 +113,13 @@ describe('parseMultipart', () => {
     expect(multipartBoundary('application/x-www-form-urlencoded')).toBeUndefined();
   });
 
-  test('error: truncated bodies, parts without a name and too many parts are refused', () => {
-    expect(() => parseMultipart(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="x"\r\n\r\nno end`), boundary)).toThrow(MultipartError);
-    expect(() => parseMultipart(body(['Content-Disposition: form-data; filename="f"\r\n\r\nx']), boundary)).toThrow(/without a name/);
-    expect(() => parseMultipart(Buffer.from('nothing here'), boundary)).toThrow(/no multipart boundary/);
+  test('error: truncated bodies, parts without a name and too many parts are refused', async () => {
+    await expect(parseMultipart(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="x"\r\n\r\nno end`), boundary)).rejects.toThrow(MultipartError);
+    await expect(parseMultipart(body(['Content-Disposition: form-data; filename="f"\r\n\r\nx']), boundary)).rejects.toThrow(/without a name/);
+    await expect(parseMultipart(body(['Content-Disposition: form-data\r\n\r\nx']), boundary)).rejects.toThrow(/without a name/);
+    await expect(parseMultipart(Buffer.from('nothing here'), boundary)).rejects.toThrow(/malformed multipart body/);
     const many = Array.from({ length: 25 }, (_, i) => `Content-Disposition: form-data; name="f${i}"\r\n\r\nx`);
-    expect(() => parseMultipart(body(many), boundary)).toThrow(/at most 20/);
+    await expect(parseMultipart(body(many), boundary)).rejects.toThrow(/at most 20/);
   });
 });
 
