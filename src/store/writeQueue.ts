@@ -19,7 +19,8 @@ export type WriteQueue = {
  * Each still sees everything written before it, so decisions stay serialized; a write that throws
  * rolls back only its own savepoint. Callers hear back only after the commit is synced to disk
  * (walSync.ts does that off the event loop), so every answer that depends on a write is sent
- * after that write is durable.
+ * after that write is durable. Kept by hand because it is measured: the first version, two
+ * `synchronous=FULL` commits per payment, signed 472/s; grouping led the way to ~2,900/s (README, Speed).
  */
 export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
   let queue: Item[] = [];
