@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { getAddress, parseTransaction, recoverTransactionAddress, type Address, type Hex } from 'viem';
 import { afterEach, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -219,20 +220,20 @@ describe('kill -9 of the real server while approvals are decided', () => {
       approvalOf.set(key, r.json.approval_request_id);
     }));
 
-    // Every approval decided at once; the process is killed as soon as the first few answered,
-    // with the rest committed-but-unsigned, mid-decision, or not yet read.
-    let answered = 0;
-    let killed = false;
-    const decisions = [...approvalOf.values()].map((id) =>
-      admin.client.decideApproval({ id, decision: Decision.APPROVE }, admin.auth).then(() => {
-        if (++answered >= 3 && !killed) {
-          killed = true;
-          p.child.kill('SIGKILL');
-        }
-      }, () => undefined));
-    await Promise.all(decisions);
-    expect(killed).toBe(true);
+    // Every approval decided at once. A reader on the same files (WAL readers see every commit)
+    // watches for decided payments whose signature is not settled yet; the process is killed as
+    // soon as a few are, with the rest settled, mid-decision or not yet read.
+    const reader = new Database(join(dataDir, 'paypolicy.db'), { readonly: true, fileMustExist: true });
+    cleanups.push(() => reader.close());
+    const cutOff = reader.prepare(`SELECT COUNT(*) AS n FROM transactions t JOIN approvals a ON a.id = t.approval_id
+      WHERE t.status = 'signing' AND a.status = 'approved'`);
+    let settled = false;
+    const decisions = Promise.all([...approvalOf.values()].map((id) =>
+      admin.client.decideApproval({ id, decision: Decision.APPROVE }, admin.auth).catch(() => undefined))).finally(() => (settled = true));
+    while (!settled && (cutOff.get() as { n: number }).n < 3) await new Promise((r) => setImmediate(r));
+    p.child.kill('SIGKILL');
     expect(await p.exited).toMatchObject({ signal: 'SIGKILL' });
+    await decisions;
 
     ({ p, url } = await serve(dataDir));
     admin = adminFor({ url, bootstrap } as TestServer);
