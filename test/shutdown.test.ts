@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -17,29 +18,23 @@ function tryConnect(port: number): Promise<string> {
   });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Waits up to `ms` for `event` on `emitter`; resolves whether it fired. */
-function fired(emitter: NodeJS.EventEmitter, event: string, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    emitter.once(event, () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
+/**
+ * A grace period longer than any test's timeout: a stop() given it that resolves at all was held by
+ * nothing, so no test needs a wall-clock bound on how long stop() took.
+ */
+const NO_DEADLINE = 10 * 60_000;
 
 /**
  * POST /api/ping whose body is sent in two parts, so the request is in flight until `finish()`.
- * `Connection: close`, so the socket ends with the response.
+ * `Connection: close`, so the socket ends with the response. `Expect: 100-continue` makes the
+ * server answer 100 when it dispatches the request, so `started` is an event, not a guess.
  */
 function slowPing(s: TestServer) {
   const body = JSON.stringify({ agent_id: s.bootstrap.agent_id });
   const req = http.request(`${s.url}/api/ping`, {
     method: 'POST',
     agent: false,
-    headers: { authorization: `Bearer ${s.bootstrap.api_key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' },
+    headers: { authorization: `Bearer ${s.bootstrap.api_key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close', expect: '100-continue' },
   });
   const response = new Promise<{ status: number; body: string } | { error: string }>((resolve) => {
     req.on('response', (res) => {
@@ -49,11 +44,12 @@ function slowPing(s: TestServer) {
     });
     req.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
   });
-  const connected = new Promise<void>((resolve) => req.on('socket', (sock) => sock.once('connect', () => resolve())));
-  req.write(body.slice(0, 5));
+  // Node's server writes 100 Continue and emits 'request' in the same step: the handler has it.
+  const started = once(req, 'continue').then(() => void req.write(body.slice(0, 5)));
+  req.flushHeaders();
   return {
-    /** Resolves once the headers and the first body bytes have had time to reach the handler. */
-    started: connected.then(() => sleep(150)),
+    /** Resolves once the server has dispatched the request to its handler. */
+    started,
     finish: () => req.end(body.slice(5)),
     response,
     abort: () => req.destroy(),
@@ -85,12 +81,10 @@ describe('startPaypolicy', () => {
       try {
         expect(await tryConnect(s.app.port)).toBe('connected');
         expect(s.app.deps.store.db.open).toBe(true);
-        const started = Date.now();
-        const first = s.app.stop(2000);
-        const second = s.app.stop(2000);
+        const first = s.app.stop(NO_DEADLINE);
+        const second = s.app.stop(NO_DEADLINE);
         expect(second).toBe(first);
         await first;
-        expect(Date.now() - started).toBeLessThan(1000);
         expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
         expect(s.app.deps.store.db.open).toBe(false);
         expect(s.logs.some((l) => l.includes('"msg":"paypolicy stopped"'))).toBe(true);
@@ -104,22 +98,19 @@ describe('startPaypolicy', () => {
       const slow = slowPing(s);
       try {
         await slow.started;
-        const stopping = s.app.stop(3000);
+        const stopping = s.app.stop(NO_DEADLINE);
         let stopped = false;
         void stopping.then(() => (stopped = true));
-        await sleep(100);
-        // Still draining: the database is open for the request, new connections are refused.
+        // Still draining once the listener refuses: the database is open for the request.
+        expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
         expect(stopped).toBe(false);
         expect(s.app.deps.store.db.open).toBe(true);
-        expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
 
         slow.finish();
         const r = await slow.response;
         expect(r).toMatchObject({ status: 200 });
         expect(JSON.parse((r as { body: string }).body)).toMatchObject({ ok: true, agent_id: s.bootstrap.agent_id });
-        const t = Date.now();
         await stopping;
-        expect(Date.now() - t).toBeLessThan(1000);
         expect(s.app.deps.store.db.open).toBe(false);
       } finally {
         slow.abort();
@@ -133,9 +124,7 @@ describe('startPaypolicy', () => {
       try {
         const g = await grpcUnary(ch, PaymentPolicyService, PaymentPolicyService.method.ping, { agentId: s.bootstrap.agent_id }, s.bootstrap.api_key);
         expect(g.ok).toBe(true);
-        const started = Date.now();
-        await s.app.stop(5000);
-        expect(Date.now() - started).toBeLessThan(1000);
+        await s.app.stop(NO_DEADLINE);
         expect(s.app.deps.store.db.open).toBe(false);
       } finally {
         ch.close();
@@ -161,12 +150,9 @@ describe('startPaypolicy', () => {
         // The response is done and the socket is parked in the agent, idle but open.
         expect(socket.destroyed).toBe(false);
         expect(Object.values(agent.freeSockets).flat()).toContain(socket);
-        const closed = fired(socket, 'close', 500);
-        const grace = 300;
-        const started = Date.now();
-        await s.app.stop(grace);
-        expect(Date.now() - started).toBeLessThan(grace);
-        expect(await closed).toBe(true);
+        const closed = once(socket, 'close');
+        await s.app.stop(NO_DEADLINE);
+        await closed;
       } finally {
         agent.destroy();
         await s.close();
@@ -180,12 +166,9 @@ describe('startPaypolicy', () => {
       const sock = net.connect(s.app.port, '127.0.0.1');
       try {
         await new Promise((r) => sock.once('connect', r));
-        const closed = fired(sock, 'close', 500);
-        const grace = 300;
-        const started = Date.now();
-        await s.app.stop(grace);
-        expect(Date.now() - started).toBeLessThan(grace);
-        expect(await closed).toBe(true);
+        const closed = once(sock, 'close');
+        await s.app.stop(NO_DEADLINE);
+        await closed;
       } finally {
         sock.destroy();
         await s.close();
@@ -202,7 +185,7 @@ describe('startPaypolicy', () => {
         await s.app.stop(200);
         expect(s.app.deps.store.db.open).toBe(false);
         slow.finish();
-        const r = await Promise.race([slow.response, sleep(2000).then(() => ({ error: 'no answer within 2 s' }))]);
+        const r = await slow.response;
         expect(r).toHaveProperty('error');
         expect((r as { error: string }).error).toMatch(/ECONNRESET|EPIPE|socket hang up/);
       } finally {

@@ -10,7 +10,10 @@ export type CliProcess = {
   stderr: () => string;
   /** Resolves when the process has exited. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** Resolves with all stdout so far once it matches `pattern`; rejects on exit or timeout. */
+  /**
+   * Resolves with all stdout so far once it matches `pattern`; rejects when the process exits first.
+   * No clock by default (the test's own timeout bounds a hang); `timeoutMs` adds one.
+   */
   waitForStdout: (pattern: RegExp, timeoutMs?: number) => Promise<string>;
 };
 
@@ -42,14 +45,14 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): CliP
     stdout: () => out,
     stderr: () => err,
     exited,
-    waitForStdout(pattern, timeoutMs = 10_000) {
+    waitForStdout(pattern, timeoutMs) {
       return new Promise((resolve, reject) => {
         const check = () => {
           if (!pattern.test(out)) return;
           done();
           resolve(out);
         };
-        const timer = setTimeout(() => {
+        const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
           done();
           reject(new Error(`timed out waiting for ${pattern}; stdout: ${out}\nstderr: ${err}`));
         }, timeoutMs);

@@ -7,37 +7,40 @@ export type RawResponse = {
   body: string;
   /** True when the server closed the connection without answering anything. */
   closedWithoutAnswer: boolean;
+  /** What ended the read: a whole response, the socket closing, or the helper's own timeout. */
+  ended?: 'response' | 'closed' | 'timeout';
 };
 
 /**
  * Writes raw bytes to the server and reads one HTTP/1.1 response. Resolves as soon as a whole
  * response (headers plus content-length bytes) has arrived, when the socket closes, or after
- * timeoutMs; the socket is then destroyed. For requests fetch refuses to send.
+ * timeoutMs (a safety net: `ended` says which); the socket is then destroyed. With `end`, the
+ * write is followed by a FIN, as a client that gives up would send. For requests fetch refuses to send.
  */
-export function rawHttp(baseUrl: string, request: string | Buffer, timeoutMs = 5000): Promise<RawResponse> {
+export function rawHttp(baseUrl: string, request: string | Buffer, timeoutMs = 5000, opts: { end?: boolean } = {}): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve) => {
     const socket = net.connect({ host: hostname, port: Number(port) });
     let data = Buffer.alloc(0);
     let done = false;
-    const finish = () => {
+    const finish = (ended: RawResponse['ended']) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       socket.destroy();
-      resolve(parse(data));
+      resolve({ ...parse(data), ended });
     };
-    const timer = setTimeout(finish, timeoutMs);
-    socket.on('connect', () => socket.write(request));
+    const timer = setTimeout(() => finish('timeout'), timeoutMs);
+    socket.on('connect', () => (opts.end ? socket.end(request) : socket.write(request)));
     socket.on('data', (chunk: Buffer) => {
       data = Buffer.concat([data, chunk]);
       const parsed = parse(data);
       const end = data.indexOf('\r\n\r\n');
       const length = Number(parsed.headers['content-length']);
-      if (end >= 0 && Number.isFinite(length) && data.length - end - 4 >= length) finish();
+      if (end >= 0 && Number.isFinite(length) && data.length - end - 4 >= length) finish('response');
     });
-    socket.on('error', finish);
-    socket.on('close', finish);
+    socket.on('error', () => finish('closed'));
+    socket.on('close', () => finish('closed'));
   });
 }
 

@@ -1,3 +1,4 @@
+import { EventEmitter, once } from 'node:events';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -34,6 +35,30 @@ async function startServer(handler: Handler): Promise<{ server: Server; port: nu
 }
 
 const servers: Array<Server | net.Server> = [];
+
+/** Emits 'hang' when the paywall has received a request it will never answer. */
+const hangs = new EventEmitter();
+
+/**
+ * Runs `start` under a test clock for safeFetch's own timers, and shows the timeout of `ms` fires
+ * exactly then: still pending at ms − 1, rejected at ms. `ready` is awaited on real time first (the
+ * peer has the connection or request), so the clock starts with the request really in flight.
+ */
+async function timesOutAt<T>(ms: number, ready: Promise<unknown>, start: () => Promise<T>): Promise<DomainError> {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  try {
+    let settled = false;
+    const result = start();
+    void result.then(() => (settled = true), () => (settled = true));
+    await ready;
+    await vi.advanceTimersByTimeAsync(ms - 1);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    return await domainError(result);
+  } finally {
+    vi.useRealTimers();
+  }
+}
 
 afterAll(async () => {
   for (const server of servers) {
@@ -357,10 +382,11 @@ describe('safeFetch', () => {
           res.end();
         } else if (url === '/cut') {
           res.writeHead(402, { 'content-length': '1000' });
-          res.write('partial');
-          setTimeout(() => res.socket?.destroy(), 20);
+          // Cut once the partial body has reached the socket, so the client has seen it start.
+          res.write('partial', () => res.socket?.destroy());
         } else if (url === '/hang') {
           // Never answers: the probe's total timeout must end it.
+          hangs.emit('hang');
         } else {
           res.writeHead(404);
           res.end();
@@ -566,12 +592,10 @@ describe('safeFetch', () => {
       expect(err.shortMessage).toMatch(/^Could not reach URL: (connection closed before the response ended|connection reset)$/);
     });
 
-    test('error: a server that never answers times out within the bound', async () => {
-      const started = Date.now();
-      const err = await domainError(safeFetch(`${paywall.origin}/hang`, { method: 'GET' }, { ...dev, totalTimeoutMs: 300 }));
+    test('error: a server that never answers times out at the total bound, not before', async () => {
+      const err = await timesOutAt(300, once(hangs, 'hang'), () => safeFetch(`${paywall.origin}/hang`, { method: 'GET' }, { ...dev, totalTimeoutMs: 300 }));
       expect(err.shortMessage).toBe('Could not reach URL: request timed out');
       expect(err.code).toBe('unreachable');
-      expect(Date.now() - started).toBeLessThan(1_500);
     });
   });
 
@@ -581,12 +605,9 @@ describe('safeFetch', () => {
     servers.push(silent);
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const port = (silent.address() as AddressInfo).port;
-    const started = Date.now();
-    const err = await domainError(
-      safeFetch(`https://127.0.0.1:${port}/`, { method: 'GET' }, options({ allowHosts: new Set([`127.0.0.1:${port}`]), connectTimeoutMs: 200 })),
-    );
+    const err = await timesOutAt(200, once(silent, 'connection'), () =>
+      safeFetch(`https://127.0.0.1:${port}/`, { method: 'GET' }, options({ allowHosts: new Set([`127.0.0.1:${port}`]), connectTimeoutMs: 200 })));
     expect(err.shortMessage).toBe('Could not reach URL: connect timed out');
-    expect(Date.now() - started).toBeLessThan(1_500);
   });
 
   test('error: TLS to a plain-HTTP server is a TLS error with no raw message', async () => {
