@@ -4,6 +4,7 @@ import { createAgent } from './app/agents.js';
 import type { AppDeps } from './app/deps.js';
 import { createOrganization, provisionTreasury } from './app/organizations.js';
 import { generateAdminToken, hashSecret } from './auth/credentials.js';
+import { OPERATOR } from './domain/types.js';
 import { MICROS_PER_USD } from './domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from './domain/networkFee.js';
 import { writeTxn } from './store/db.js';
@@ -36,11 +37,11 @@ export function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminToken: 
   // One transaction (the use cases' own transactions nest as savepoints) that also writes the
   // file: if anything fails, nothing is committed and the next start bootstraps again.
   return writeTxn(deps.store.db, () => {
-    const org = createOrganization(deps, { name: 'default' });
-    const treasuryAddress = provisionTreasury(deps, org.id);
-    const key = createApiKey(deps, { orgId: org.id, mode: 'test', label: 'bootstrap' });
+    const org = createOrganization(deps, OPERATOR, { name: 'default' });
+    const treasuryAddress = provisionTreasury(deps, OPERATOR, org.id);
+    const key = createApiKey(deps, OPERATOR, { orgId: org.id, mode: 'test', label: 'bootstrap' });
     const now = deps.now();
-    const agent = createAgent(deps, {
+    const agent = createAgent(deps, OPERATOR, {
       orgId: org.id,
       name: 'demo-agent',
       policy: { allowlist: [], ...DEMO_POLICY, updatedAt: now },

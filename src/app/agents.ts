@@ -1,12 +1,13 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { parseUsd } from '../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../domain/networkFee.js';
-import type { Agent, Policy } from '../domain/types.js';
+import type { Agent, Policy, Principal } from '../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
+import { requireAccess, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
-import { requireOrganization } from './organizations.js';
+import { requireOrgAccess } from './organizations.js';
 
 const MAX_ALLOWLIST = 1000;
 
@@ -15,24 +16,32 @@ export function denyAllPolicy(now: number): Policy {
   return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, updatedAt: now };
 }
 
+const agentNotFound = () => new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
+
 /** Agent of the given organization, or 404. Other organizations' agents look exactly unknown. */
 export function requireAgentInOrg(deps: AppDeps, orgId: string, agentId: string): Agent {
   const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
-  if (!agent || agent.orgId !== orgId) throw new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
+  if (!agent || agent.orgId !== orgId) throw agentNotFound();
   return agent;
 }
 
-/** Any agent by id, for operators; 404 when unknown. */
-export function requireAgent(deps: AppDeps, agentId: string): Agent {
+/** An agent the principal may act on with `permission`; unknown and out-of-scope ids are the same 404. */
+function requireAgentAccess(deps: AppDeps, principal: Principal, permission: Permission, agentId: string): Agent {
   const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
-  if (!agent) throw new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
+  if (!agent) throw agentNotFound();
+  requireAccess(principal, permission, agent.orgId, agentNotFound);
   return agent;
 }
 
-export function createAgent(deps: AppDeps, input: { orgId: string; name: string; policy?: Policy }): Agent {
+/** One agent with its policy. */
+export function getAgent(deps: AppDeps, principal: Principal, agentId: string): Agent {
+  return requireAgentAccess(deps, principal, 'read', agentId);
+}
+
+export function createAgent(deps: AppDeps, principal: Principal, input: { orgId: string; name: string; policy?: Policy }): Agent {
   const name = requireName(input.name, 'name');
   return writeTxn(deps.store.db, () => {
-    requireOrganization(deps, input.orgId);
+    requireOrgAccess(deps, principal, 'manage', input.orgId);
     const now = deps.now();
     const agent: Agent = {
       id: newId('agt'), orgId: input.orgId, name, status: 'active', createdAt: now, updatedAt: now,
@@ -43,12 +52,12 @@ export function createAgent(deps: AppDeps, input: { orgId: string; name: string;
   });
 }
 
-export function updateAgent(deps: AppDeps, input: { agentId: string; name?: string; status?: string }): Agent {
+export function updateAgent(deps: AppDeps, principal: Principal, input: { agentId: string; name?: string; status?: string }): Agent {
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const status = input.status;
   if (status !== undefined && !isAgentStatus(status)) throw invalidArgument('status must be one of active, paused, revoked');
   return writeTxn(deps.store.db, () => {
-    const agent = requireAgent(deps, input.agentId);
+    const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
     // Revocation is final: a revoked agent's id may have leaked, so it never comes back.
     if (agent.status === 'revoked' && status !== undefined && status !== 'revoked') {
       throw new DomainError('failed_precondition', 'A revoked agent cannot be reactivated', { code: 'agent_revoked' });
@@ -58,8 +67,8 @@ export function updateAgent(deps: AppDeps, input: { agentId: string; name?: stri
   });
 }
 
-export function listAgents(deps: AppDeps, orgId: string): Agent[] {
-  requireOrganization(deps, orgId);
+export function listAgents(deps: AppDeps, principal: Principal, orgId: string): Agent[] {
+  requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.agents.listByOrg(orgId);
 }
 
@@ -96,11 +105,11 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
  * changes nothing. Leaving the fee ceiling unset keeps the agent's current one: a client that
  * predates the field cannot lift or reset it by omission.
  */
-export function setPolicy(deps: AppDeps, input: PolicyInput & { agentId: string }): Policy {
+export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Policy {
   requireId(input.agentId, AGENT_ID, 'agent_id');
   const parsed = parsePolicy(input, deps.now());
   return writeTxn(deps.store.db, () => {
-    const agent = requireAgent(deps, input.agentId);
+    const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
     const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
     deps.store.agents.setPolicy(input.agentId, policy);
     return policy;

@@ -1,18 +1,20 @@
-import { generateApiKey } from '../auth/credentials.js';
+import { timingSafeEqual } from 'node:crypto';
+import { bearerToken, generateApiKey, hashSecret, isApiKeyShaped, unauthenticated } from '../auth/credentials.js';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { ApiKeyMode, ApiKeyRecord } from '../domain/types.js';
+import type { ApiKeyMode, ApiKeyPrincipal, ApiKeyRecord, Principal } from '../domain/types.js';
 import { KEY_ID, optionalText, requireId } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
+import { requireAccess } from './access.js';
 import type { AppDeps } from './deps.js';
-import { requireOrganization } from './organizations.js';
+import { requireOrgAccess } from './organizations.js';
 
-export function createApiKey(deps: AppDeps, input: { orgId: string; mode: ApiKeyMode | undefined; label: string }): { key: ApiKeyRecord; plaintext: string } {
+export function createApiKey(deps: AppDeps, principal: Principal, input: { orgId: string; mode: ApiKeyMode | undefined; label: string }): { key: ApiKeyRecord; plaintext: string } {
   if (input.mode !== 'live' && input.mode !== 'test') throw invalidArgument('mode must be live or test');
   const label = optionalText(input.label.trim(), 'label', 200);
   const generated = generateApiKey(input.mode);
   return writeTxn(deps.store.db, () => {
-    requireOrganization(deps, input.orgId);
+    requireOrgAccess(deps, principal, 'manage', input.orgId);
     const key: ApiKeyRecord = {
       id: newId('key'), orgId: input.orgId, mode: input.mode!, prefix: generated.prefix, label,
       createdAt: deps.now(), revokedAt: null,
@@ -22,17 +24,35 @@ export function createApiKey(deps: AppDeps, input: { orgId: string; mode: ApiKey
   });
 }
 
+const keyNotFound = () => new DomainError('not_found', 'API key not found', { code: 'api_key_not_found' });
+
+/**
+ * `Authorization: Bearer ak_…` → the organization's principal. Unknown and revoked keys get the
+ * same answer so a caller cannot tell them apart; the key row is read on every request so
+ * revocation is immediate.
+ */
+export function authenticateApiKey(deps: AppDeps, header: string | null | undefined): ApiKeyPrincipal {
+  const token = bearerToken(header);
+  if (!isApiKeyShaped(token)) throw unauthenticated('Malformed API key');
+  const hash = hashSecret(token);
+  const row = deps.store.apiKeys.findByHash(hash);
+  if (!row || !timingSafeEqual(row.hash, hash) || row.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
+  return { kind: 'api_key', orgId: row.orgId, mode: row.mode, keyId: row.id };
+}
+
 /** Revokes a key; revoking twice is harmless and keeps the first revocation time. */
-export function revokeApiKey(deps: AppDeps, keyId: string): ApiKeyRecord {
+export function revokeApiKey(deps: AppDeps, principal: Principal, keyId: string): ApiKeyRecord {
   requireId(keyId, KEY_ID, 'id');
   return writeTxn(deps.store.db, () => {
-    if (!deps.store.apiKeys.get(keyId)) throw new DomainError('not_found', 'API key not found', { code: 'api_key_not_found' });
+    const key = deps.store.apiKeys.get(keyId);
+    if (!key) throw keyNotFound();
+    requireAccess(principal, 'manage', key.orgId, keyNotFound);
     deps.store.apiKeys.revoke(keyId, deps.now());
     return deps.store.apiKeys.get(keyId)!;
   });
 }
 
-export function listApiKeys(deps: AppDeps, orgId: string): ApiKeyRecord[] {
-  requireOrganization(deps, orgId);
+export function listApiKeys(deps: AppDeps, principal: Principal, orgId: string): ApiKeyRecord[] {
+  requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.apiKeys.listByOrg(orgId);
 }

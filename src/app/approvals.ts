@@ -1,13 +1,14 @@
 import type { Address } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
-import type { Agent, Principal } from '../domain/types.js';
+import type { Agent, ApiKeyPrincipal, Principal } from '../domain/types.js';
 import { UUID, optionalText, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import type { ApprovalRow } from '../store/approvals.js';
 import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
-import { requireOrganization } from './organizations.js';
+import { inScope, requirePermission } from './access.js';
+import { requireOrgAccess } from './organizations.js';
 import { CAP_WINDOW_MS, policyFacts, releaseStranded, signAndSettle } from './sign.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson, splitRecipients } from './paywall.js';
@@ -134,7 +135,7 @@ export function repairInterrupted(deps: AppDeps): { reapproved: number; failed: 
  * GET /api/approvals/{id}/status: scoped to the key's organization. Unknown ids, malformed ids
  * and other organizations' approvals are the same 404, so nothing leaks across organizations.
  */
-export function getApprovalStatus(deps: AppDeps, principal: Principal, id: string): ApprovalRow {
+export function getApprovalStatus(deps: AppDeps, principal: ApiKeyPrincipal, id: string): ApprovalRow {
   if (!UUID.test(id)) throw notFound();
   const a = deps.store.approvals.get(id);
   if (!a || a.orgId !== principal.orgId) throw notFound();
@@ -142,8 +143,8 @@ export function getApprovalStatus(deps: AppDeps, principal: Principal, id: strin
   return deps.store.approvals.get(id)!;
 }
 
-export function listApprovals(deps: AppDeps, orgId: string, status: string): ApprovalRow[] {
-  requireOrganization(deps, orgId);
+export function listApprovals(deps: AppDeps, principal: Principal, orgId: string, status: string): ApprovalRow[] {
+  requireOrgAccess(deps, principal, 'read', orgId);
   if (status !== '' && !['pending', 'approved', 'denied', 'expired'].includes(status)) {
     throw invalidArgument('status must be one of pending, approved, denied, expired');
   }
@@ -159,21 +160,26 @@ export type Decision = 'approve' | 'deny';
  * agent collects the signature by repeating its request. If that signing fails or is cut off, the
  * decision stands: the payment goes back to `approved` and the agent's repeat signs it (sign.ts
  * collectApproved). Denial releases the reservation.
- * `orgId`, when given, confines the decision to that organization (the dashboard's users).
+ * Needs `decide`; an organization-bound principal reaches its own organization's approvals only
+ * (another's are the same 404 as unknown ids). A dashboard user is recorded as its email; only
+ * the operator names the decider (`decidedBy`, 'operator' when blank).
  */
 export async function decideApproval(
   deps: AppDeps,
-  input: { id: string; decision: Decision | undefined; note: string; decidedBy: string; orgId?: string },
+  principal: Principal,
+  input: { id: string; decision: Decision | undefined; note: string; decidedBy?: string },
 ): Promise<ApprovalRow> {
+  requirePermission(principal, 'decide');
   if (input.decision !== 'approve' && input.decision !== 'deny') throw invalidArgument('decision must be approve or deny');
   const note = optionalText(input.note.trim(), 'note', 1000);
-  const decidedBy = input.decidedBy.trim() === '' ? 'operator' : requireName(input.decidedBy, 'decided_by');
+  const named = principal.kind === 'dashboard_user' ? principal.email : (input.decidedBy ?? '');
+  const decidedBy = named.trim() === '' ? 'operator' : requireName(named, 'decided_by');
   if (!UUID.test(input.id)) throw notFound();
   const { approvals, payments, agents } = deps.store;
 
   const step = writeTxn(deps.store.db, () => {
     const a = approvals.get(input.id);
-    if (!a || (input.orgId !== undefined && a.orgId !== input.orgId)) throw notFound();
+    if (!a || !inScope(principal, a.orgId)) throw notFound();
     const now = deps.now();
     if (a.status === 'pending' && a.expiresAt <= now) {
       approvals.expire(a.id);

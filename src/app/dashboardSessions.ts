@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { isIP } from 'node:net';
 import { hasRoomForSignIn, PasswordHasherBusyError } from '../auth/passwordHasher.js';
 import { DomainError } from '../domain/errors.js';
+import type { DashboardUserPrincipal } from '../domain/types.js';
 import { writeTxn } from '../store/db.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { LoginFailures } from '../store/loginFailures.js';
@@ -194,6 +195,12 @@ export function authenticateSession(deps: AppDeps, token: string | undefined): S
   const user = deps.store.dashboardUsers.get(session.userId);
   if (!user || user.disabled) return undefined;
   return { user, csrfToken: session.csrfToken, expiresAt: session.expiresAt, tokenHash };
+}
+
+/** The principal a signed-in user acts as: their organization, bounded by their role. */
+export function sessionPrincipal(session: Pick<SessionContext, 'user'>): DashboardUserPrincipal {
+  const { user } = session;
+  return { kind: 'dashboard_user', orgId: user.orgId, userId: user.id, email: user.email, role: user.role };
 }
 
 /** Ends a session; signing out twice is harmless. */

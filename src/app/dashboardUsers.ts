@@ -2,9 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { writeTxn } from '../store/db.js';
 import type { DashboardRole, DashboardUser } from '../store/dashboardUsers.js';
+import type { Principal } from '../domain/types.js';
+import { requirePermission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { hashPassword, validateNewPassword } from './dashboardPasswords.js';
-import { requireOrganization } from './organizations.js';
+import { requireOrgAccess, requireOrganization } from './organizations.js';
 
 export const DASHBOARD_ROLES = ['owner', 'approver', 'viewer'] as const satisfies readonly DashboardRole[];
 
@@ -34,8 +36,10 @@ export function isDashboardRole(value: string): value is DashboardRole {
  */
 export async function createDashboardUser(
   deps: AppDeps,
+  principal: Principal,
   input: { orgId: string; email: string; role: string | undefined; password: string },
 ): Promise<DashboardUser> {
+  requirePermission(principal, 'operate');
   const email = normalizeEmail(input.email);
   const role = input.role;
   if (role === undefined || !isDashboardRole(role)) throw invalidArgument('role must be one of owner, approver, viewer');
@@ -56,7 +60,7 @@ export async function createDashboardUser(
 }
 
 /** An organization's dashboard users, oldest first. */
-export function listDashboardUsers(deps: AppDeps, orgId: string): DashboardUser[] {
-  requireOrganization(deps, orgId);
+export function listDashboardUsers(deps: AppDeps, principal: Principal, orgId: string): DashboardUser[] {
+  requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.dashboardUsers.listByOrg(orgId);
 }

@@ -1,7 +1,7 @@
 import { invalidArgument } from '../domain/errors.js';
-import type { TransactionRecord } from '../domain/types.js';
+import type { Principal, TransactionRecord } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
-import { requireOrganization } from './organizations.js';
+import { requireOrgAccess } from './organizations.js';
 
 export type ListTransactionsInput = {
   orgId: string;
@@ -27,8 +27,8 @@ function decodeToken(token: string): { createdAt: number; id: string } {
 }
 
 /** Pages through an organization's ledger newest first with a keyset cursor (stable under inserts). */
-export function listTransactions(deps: AppDeps, input: ListTransactionsInput): { transactions: TransactionRecord[]; nextPageToken: string } {
-  requireOrganization(deps, input.orgId);
+export function listTransactions(deps: AppDeps, principal: Principal, input: ListTransactionsInput): { transactions: TransactionRecord[]; nextPageToken: string } {
+  requireOrgAccess(deps, principal, 'read', input.orgId);
   const limit = input.pageSize || DEFAULT_PAGE;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) throw invalidArgument(`page_size must be between 1 and ${MAX_PAGE}`);
   const rows = deps.store.transactions.list({

@@ -1,18 +1,37 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { Organization } from '../domain/types.js';
+import type { Organization, Principal } from '../domain/types.js';
 import { ORG_ID, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
+import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
 
 /** Default approval window: one hour, long enough for a human to notice, short enough to not pin cap. */
 export const DEFAULT_APPROVAL_WINDOW_SECONDS = 3600;
 const MAX_APPROVAL_WINDOW_SECONDS = 7 * 24 * 3600;
 
+const orgNotFound = () => new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
+
+/** An organization by id, or 404; no scope check: the callers in src/app have made it. */
 export function requireOrganization(deps: AppDeps, orgId: string): Organization {
   const org = ORG_ID.test(orgId) ? deps.store.organizations.get(orgId) : undefined;
-  if (!org) throw new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
+  if (!org) throw orgNotFound();
   return org;
+}
+
+/**
+ * Checks that a principal may act with `permission` on an organization, and that it exists: the
+ * operator on any, an organization-bound principal on its own only (another one's id is the same
+ * 404 as an unknown one).
+ */
+export function requireOrgAccess(deps: AppDeps, principal: Principal, permission: Permission, orgId: string): Organization {
+  requireAccess(principal, permission, orgId, orgNotFound);
+  return requireOrganization(deps, orgId);
+}
+
+/** One organization, for its own members and the operator. */
+export function getOrganization(deps: AppDeps, principal: Principal, orgId: string): Organization {
+  return requireOrgAccess(deps, principal, 'read', orgId);
 }
 
 function requireWindow(window: number): number {
@@ -22,7 +41,8 @@ function requireWindow(window: number): number {
   return window;
 }
 
-export function createOrganization(deps: AppDeps, input: { name: string; approvalWindowSeconds?: number }): Organization {
+export function createOrganization(deps: AppDeps, principal: Principal, input: { name: string; approvalWindowSeconds?: number }): Organization {
+  requirePermission(principal, 'operate');
   const name = requireName(input.name, 'name');
   const window = requireWindow(input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS);
   const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
@@ -31,7 +51,8 @@ export function createOrganization(deps: AppDeps, input: { name: string; approva
 }
 
 /** Renames an organization or changes its approval window; pending approvals keep their expiry. */
-export function updateOrganization(deps: AppDeps, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Organization {
+export function updateOrganization(deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Organization {
+  requirePermission(principal, 'operate');
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
   return writeTxn(deps.store.db, () => {
@@ -41,14 +62,15 @@ export function updateOrganization(deps: AppDeps, input: { orgId: string; name?:
   });
 }
 
-export function listOrganizations(deps: AppDeps): Organization[] {
+export function listOrganizations(deps: AppDeps, principal: Principal): Organization[] {
+  requirePermission(principal, 'operate');
   return deps.store.organizations.list();
 }
 
 /** Creates the organization's signing key; only its address ever leaves the vault. */
-export function provisionTreasury(deps: AppDeps, orgId: string): string {
+export function provisionTreasury(deps: AppDeps, principal: Principal, orgId: string): string {
   return writeTxn(deps.store.db, () => {
-    requireOrganization(deps, orgId);
+    requireOrgAccess(deps, principal, 'operate', orgId);
     return deps.vault.provision(orgId, deps.now());
   });
 }

@@ -1,5 +1,5 @@
 import { DomainError } from '../domain/errors.js';
-import type { Principal } from '../domain/types.js';
+import type { ApiKeyPrincipal } from '../domain/types.js';
 import { AGENT_ID } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
@@ -16,7 +16,7 @@ function missingAgent(message: string): DomainError {
  * can show the agent as connected. Unknown, revoked and other organizations' agents all get the
  * same 400, so nothing about other organizations leaks. Paused agents may ping.
  */
-export function pingAgent(deps: AppDeps, principal: Principal, agentId: string): PingResult {
+export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): PingResult {
   if (agentId === '') throw missingAgent('agent_id is required');
   if (!AGENT_ID.test(agentId)) throw missingAgent('agent_id is unknown or revoked');
   return writeTxn(deps.store.db, () => {

@@ -1,7 +1,7 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import type { Attribution } from '../domain/attribution.js';
-import type { Principal } from '../domain/types.js';
+import type { ApiKeyPrincipal } from '../domain/types.js';
 import type { Offer } from '../probe/offer.js';
 import { checkUrl } from '../probe/safeFetch.js';
 import { requireAgentInOrg } from './agents.js';
@@ -20,7 +20,7 @@ export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
  * seconds with the redirect chain they came through; the verdict (and the attribution of that
  * chain) is always evaluated fresh for the asking agent.
  */
-export async function quotePayment(deps: AppDeps, principal: Principal, input: QuoteInput): Promise<QuoteResult> {
+export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, input: QuoteInput): Promise<QuoteResult> {
   if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
   if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
   const agent = requireAgentInOrg(deps, principal.orgId, input.agentId);

@@ -1,10 +1,11 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { RegisteredService, ServiceEndpoint, ServiceRecord, PaymentMethod } from '../domain/types.js';
+import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, ServiceEndpoint, ServiceRecord } from '../domain/types.js';
 import { SLUG, optionalText, requireName } from '../domain/validate.js';
 import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
+import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
-import { requireOrganization } from './organizations.js';
+import { requireOrgAccess } from './organizations.js';
 
 const MAX_RESOLVE_SLUGS = 100;
 const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
@@ -66,9 +67,9 @@ export function normalizeService(input: ServiceRecord): ServiceRecord {
 }
 
 /**
- * Which part of the registry a write or a listing touches: the shared records (the operator's
- * alone: only AdminService, behind the admin token, passes 'shared') or one organization's private
- * records (the dashboard always passes its user's organization).
+ * Which part of the registry a write or a listing touches: the shared records (changed by the
+ * operator alone: the use cases refuse anyone else) or one organization's private records (changed
+ * by its owners and the operator).
  */
 export type RegistryScope = 'shared' | { orgId: string };
 
@@ -77,6 +78,21 @@ function scopeOrg(scope: RegistryScope): string | null {
 }
 
 const notFound = () => new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
+
+/** The permission a scope needs: changing the shared records is the operator's alone. */
+function scopePermission(scope: RegistryScope, permission: Permission): Permission {
+  return scope === 'shared' && permission !== 'read' ? 'operate' : permission;
+}
+
+/**
+ * Checks that a principal may act on a scope: the shared records are the operator's to change,
+ * an organization's private records its own members' (with `permission`) and the operator's.
+ * Another organization's scope is the same 404 as an unknown organization.
+ */
+function requireScopeAccess(deps: AppDeps, principal: Principal, permission: Permission, scope: RegistryScope): void {
+  if (scope === 'shared') requirePermission(principal, scopePermission(scope, permission));
+  else requireOrgAccess(deps, principal, permission, scope.orgId);
+}
 
 /**
  * Refuses a slug that would name two records in what some organization sees. A private slug may
@@ -100,10 +116,12 @@ function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string): voi
 }
 
 /** Creates or replaces a record by slug within one scope; an existing record keeps its id. */
-export function upsertService(deps: AppDeps, scope: RegistryScope, input: ServiceRecord): RegisteredService {
+export function upsertService(deps: AppDeps, principal: Principal, scope: RegistryScope, input: ServiceRecord): RegisteredService {
+  // Permission before validation; the scope (and that its organization exists) inside the write.
+  requirePermission(principal, scopePermission(scope, 'manage'));
   const record = normalizeService(input);
   return writeTxn(deps.store.db, () => {
-    if (scope !== 'shared') requireOrganization(deps, scope.orgId);
+    requireScopeAccess(deps, principal, 'manage', scope);
     requireSlugFree(deps, scope, record.slug);
     return deps.store.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
   });
@@ -113,7 +131,10 @@ export function upsertService(deps: AppDeps, scope: RegistryScope, input: Servic
  * Deletes a record of one scope. An organization asking to delete a shared record is told the
  * operator owns it; another organization's private record is simply not found, like an unknown slug.
  */
-export function deleteService(deps: AppDeps, scope: RegistryScope, slug: string): void {
+export function deleteService(deps: AppDeps, principal: Principal, scope: RegistryScope, slug: string): void {
+  // Another organization's record is simply not found, like an unknown slug of an unknown organization.
+  if (scope === 'shared') requirePermission(principal, 'operate');
+  else requireAccess(principal, 'manage', scope.orgId, notFound);
   const s = slug.trim();
   writeTxn(deps.store.db, () => {
     if (deps.store.services.delete(s, scopeOrg(scope))) return;
@@ -128,18 +149,24 @@ function sharedReadOnly(slug: string): DomainError {
 }
 
 /** The records of one scope, by slug. */
-export function listServices(deps: AppDeps, scope: RegistryScope): readonly RegisteredService[] {
-  if (scope !== 'shared') requireOrganization(deps, scope.orgId);
+export function listServices(deps: AppDeps, principal: Principal, scope: RegistryScope): readonly RegisteredService[] {
+  requireScopeAccess(deps, principal, 'read', scope);
   return deps.store.services.list(scopeOrg(scope));
 }
 
 /** What an organization sees: the shared records, then its own private ones, each by slug. */
-export function visibleServices(deps: AppDeps, orgId: string): readonly RegisteredService[] {
+export function visibleServices(deps: AppDeps, principal: Principal, orgId: string): readonly RegisteredService[] {
+  requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.services.visibleTo(orgId);
 }
 
 /** The record a slug names for an organization: shared, or its own private one; never another's. */
-export function findVisibleService(deps: AppDeps, orgId: string, slug: string): RegisteredService | undefined {
+export function findVisibleService(deps: AppDeps, principal: Principal, orgId: string, slug: string): RegisteredService | undefined {
+  requireAccess(principal, 'read', orgId, notFound);
+  return visibleRecord(deps, orgId, slug);
+}
+
+function visibleRecord(deps: AppDeps, orgId: string, slug: string): RegisteredService | undefined {
   if (!SLUG.test(slug)) return undefined;
   return deps.store.services.get(slug, null) ?? deps.store.services.get(slug, orgId);
 }
@@ -156,7 +183,7 @@ export type ResolveResult = {
  * itself be a comma-separated list; blanks are dropped, duplicates collapse to one entry, and a
  * slug that is not registered (or not even slug-shaped) maps to null.
  */
-export function resolveServices(deps: AppDeps, orgId: string, inputs: string[]): ResolveResult {
+export function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal, inputs: string[]): ResolveResult {
   const slugs: string[] = [];
   for (const input of inputs) {
     for (const part of input.split(',')) {
@@ -166,7 +193,7 @@ export function resolveServices(deps: AppDeps, orgId: string, inputs: string[]):
   }
   if (slugs.length === 0) throw invalidArgument('slug or slugs query parameter is required', 'slug_required');
   if (slugs.length > MAX_RESOLVE_SLUGS) throw invalidArgument(`at most ${MAX_RESOLVE_SLUGS} slugs per request`, 'too_many_slugs');
-  const results = slugs.map((slug) => ({ slug, service: findVisibleService(deps, orgId, slug) ?? null }));
+  const results = slugs.map((slug) => ({ slug, service: visibleRecord(deps, principal.orgId, slug) ?? null }));
   const resolvedCount = results.filter((r) => r.service !== null).length;
   return { results, resolvedCount, unresolvedCount: results.length - resolvedCount };
 }

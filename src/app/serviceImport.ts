@@ -1,5 +1,5 @@
 import { DomainError, invalidArgument, toDomainError } from '../domain/errors.js';
-import type { RegisteredService, ServiceRecord } from '../domain/types.js';
+import type { Principal, RegisteredService, ServiceRecord } from '../domain/types.js';
 import { writeTxn } from '../store/db.js';
 import type { AppDeps } from './deps.js';
 import { upsertService, type RegistryScope } from './registry.js';
@@ -13,13 +13,13 @@ export const MAX_IMPORT_RECORDS = 1000;
  * import naming a shared slug, say) rolls back the whole import, with its position and slug in the
  * message.
  */
-export function importServices(deps: AppDeps, scope: RegistryScope, records: readonly ServiceRecord[]): RegisteredService[] {
+export function importServices(deps: AppDeps, principal: Principal, scope: RegistryScope, records: readonly ServiceRecord[]): RegisteredService[] {
   if (records.length === 0) throw invalidArgument('the import holds no records');
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
   return writeTxn(deps.store.db, () =>
     records.map((record, i) => {
       try {
-        return upsertService(deps, scope, record);
+        return upsertService(deps, principal, scope, record);
       } catch (err) {
         const e = toDomainError(err);
         if (e.kind !== 'invalid_argument' && e.kind !== 'conflict') throw e;

@@ -4,7 +4,7 @@ import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { NetworkFee } from '../domain/networkFee.js';
 import { evaluatePolicy, type Verdict } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequest, type PaymentRequestInput, type PaymentType } from '../domain/paymentRequest.js';
-import type { Agent, Principal } from '../domain/types.js';
+import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
@@ -57,7 +57,7 @@ export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amou
  * transactions are reserved first and signed after. No signature leaves before its commit is
  * durable. A repeat of (agent, Idempotency-Key) replays the stored outcome without charging again.
  */
-export async function signPayment(deps: AppDeps, principal: Principal, input: PaymentRequestInput): Promise<SignResult> {
+export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, input: PaymentRequestInput): Promise<SignResult> {
   const req = parsePaymentRequest(input, principal.mode);
   const agent = requireAgentInOrg(deps, principal.orgId, req.agentId);
   const treasury = treasuryOf(deps, principal.orgId);
@@ -107,7 +107,7 @@ type Intent = {
   needsNonce: boolean;
 };
 
-async function resolveIntent(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest): Promise<Intent> {
+async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest): Promise<Intent> {
   if (req.payload.kind !== 'paywall') {
     return {
       chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
@@ -141,7 +141,7 @@ function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
   };
 }
 
-async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
+async function execute(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
   const intent = await resolveIntent(deps, principal, agent, req);
   // The signing stage is bounded: beyond it the payment is refused (503 overloaded) here, before
   // anything is signed or written. The slot is held until the outcome is settled.
@@ -153,7 +153,7 @@ async function execute(deps: AppDeps, principal: Principal, agent: Agent, req: P
   }
 }
 
-async function decide(deps: AppDeps, principal: Principal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent): Promise<SignResult> {
+async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
 
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check

@@ -1,4 +1,4 @@
-import type { Agent } from '../domain/types.js';
+import type { Agent, Principal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { listAgents } from './agents.js';
 import { sweepExpiredApprovals } from './approvals.js';
@@ -34,13 +34,15 @@ function sum(values: readonly bigint[]): bigint {
  * counts it (signed, signing and pending approval; by when each began counting), so the 24-hour
  * figure is exactly what the next policy check will compare with the cap.
  */
-export function summarizeSpend(deps: AppDeps, orgId: string): SpendSummary {
+export function summarizeSpend(deps: AppDeps, principal: Principal, orgId: string): SpendSummary {
+  // Scope first: a refused caller must not even trigger the sweep's writes.
+  const own = listAgents(deps, principal, orgId);
   // Overdue approvals stop holding the cap the moment they expire; releasing them first keeps
   // these sums equal to what the cap check sees.
   sweepExpiredApprovals(deps);
   const now = deps.now();
   const since = now - 7 * DAY_MS;
-  const agents = listAgents(deps, orgId).map((agent): AgentSpend => {
+  const agents = own.map((agent): AgentSpend => {
     const hours = deps.store.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
     const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
     const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));

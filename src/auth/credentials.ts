@@ -1,7 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { DomainError } from '../domain/errors.js';
-import type { ApiKeyMode, Principal } from '../domain/types.js';
-import type { ApiKeyStore } from '../store/apiKeys.js';
+import { OPERATOR, type ApiKeyMode, type OperatorPrincipal } from '../domain/types.js';
 
 /**
  * Secrets presented as bearer tokens: API keys (`ak_live_…`, `ak_test_…`) and the admin token
@@ -33,7 +32,8 @@ export function validateAdminToken(token: string): string | undefined {
   return undefined;
 }
 
-function unauthenticated(message: string): DomainError {
+/** The 401 every failed authentication answers with. */
+export function unauthenticated(message: string): DomainError {
   return new DomainError('unauthenticated', message, { code: 'unauthenticated' });
 }
 
@@ -45,21 +45,14 @@ export function bearerToken(header: string | null | undefined, credential = 'API
   return m[1]!;
 }
 
-/**
- * Resolves an API key to its organization. Unknown and revoked keys get the same answer so a
- * caller cannot tell them apart; the key row is read on every request so revocation is immediate.
- */
-export function authenticateApiKey(keys: ApiKeyStore, header: string | null | undefined): Principal {
-  const token = bearerToken(header);
-  if (!API_KEY.test(token)) throw unauthenticated('Malformed API key');
-  const hash = hashSecret(token);
-  const row = keys.findByHash(hash);
-  if (!row || !timingSafeEqual(row.hash, hash) || row.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
-  return { orgId: row.orgId, keyId: row.id, mode: row.mode };
+/** Whether a token has the shape of an API key; the lookup is the use case app/apiKeys.ts authenticateApiKey. */
+export function isApiKeyShaped(token: string): boolean {
+  return API_KEY.test(token);
 }
 
-/** Checks the admin token against its stored hash in constant time. */
-export function authenticateAdmin(expectedHash: Buffer, header: string | null | undefined): void {
+/** Checks the admin token against its stored hash in constant time; the holder is the operator. */
+export function authenticateAdmin(expectedHash: Buffer, header: string | null | undefined): OperatorPrincipal {
   const token = bearerToken(header, 'admin token');
   if (!timingSafeEqual(hashSecret(token), expectedHash)) throw unauthenticated('Invalid admin token');
+  return OPERATOR;
 }

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { listApprovals } from '../app/approvals.js';
 import { roleAllows } from '../app/dashboardRoles.js';
-import { authenticateSession, csrfTokenMatches, signOut, type SessionContext } from '../app/dashboardSessions.js';
+import { authenticateSession, csrfTokenMatches, sessionPrincipal, signOut, type SessionContext } from '../app/dashboardSessions.js';
 import type { AppDeps } from '../app/deps.js';
-import { requireOrganization } from '../app/organizations.js';
+import { getOrganization } from '../app/organizations.js';
 import { html } from './html.js';
 import {
   BodyTooLargeError, SECURITY_HEADERS, readBodyLimited, readCookies, redirect, sendAsset, sendHtml, sendJson, sendText,
@@ -52,7 +52,7 @@ function sessionRoutes(): Route[] {
       permission: 'read',
       handle(ctx) {
         // Home is the approvals page while anything waits for a decision.
-        const pending = listApprovals(ctx.deps, ctx.session.user.orgId, 'pending').length;
+        const pending = listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'pending').length;
         return { type: 'redirect', to: pending > 0 ? '/dashboard/approvals' : '/dashboard/agents' };
       },
     },
@@ -102,7 +102,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
     if (!session) return sendHtml(res, status, barePage(title, assetVersion, deps.now(), content));
     let orgName = '';
     try {
-      orgName = requireOrganization(deps, session.user.orgId).name;
+      orgName = getOrganization(deps, sessionPrincipal(session), session.user.orgId).name;
     } catch {
       // the page still renders without the organization's name
     }
@@ -183,13 +183,14 @@ export function createDashboard(deps: AppDeps): Dashboard {
     } catch {
       return errorPage(res, 404, 'Not found', 'There is no such page.', session);
     }
+    const principal = sessionPrincipal(session);
     const ctx: RouteContext = {
-      deps, req, res, log, url, params, form, files, session,
+      deps, req, res, log, url, params, form, files, session, principal,
       page: () => ({
         session,
-        orgName: requireOrganization(deps, session.user.orgId).name,
+        orgName: getOrganization(deps, principal, principal.orgId).name,
         now: deps.now(),
-        pendingCount: listApprovals(deps, session.user.orgId, 'pending').length,
+        pendingCount: listApprovals(deps, principal, principal.orgId, 'pending').length,
         flash: takeFlash(session),
         assetVersion,
       }),

@@ -3,6 +3,7 @@ import type { AppDeps } from '../app/deps.js';
 import type { DashboardPermission } from '../app/dashboardRoles.js';
 import type { SessionContext } from '../app/dashboardSessions.js';
 import { toDomainError, type ErrorKind } from '../domain/errors.js';
+import type { DashboardUserPrincipal } from '../domain/types.js';
 import { HTTP_STATUSES } from '../rest/errors.js';
 import type { Html, Renderable } from './html.js';
 import type { Flash, PageContext, Section } from './layout.js';
@@ -36,6 +37,8 @@ export type RouteContext = {
   /** Uploaded files of a multipart POST by field name (only those with a filename). */
   files: ReadonlyMap<string, Buffer>;
   session: SessionContext;
+  /** Who the use cases act for: the signed-in user; they check its organization and role. */
+  principal: DashboardUserPrincipal;
   /** Shared page data, built lazily because JSON and CSV routes do not need it. */
   page: () => PageContext;
 };

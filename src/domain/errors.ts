@@ -6,6 +6,7 @@
 export type ErrorKind =
   | 'invalid_argument'
   | 'unauthenticated'
+  | 'permission_denied'
   | 'not_found'
   | 'missing_agent'
   | 'conflict'

@@ -88,5 +88,23 @@ export type TransactionRecord = {
   createdAt: number;
 };
 
-/** Who is calling: an organization, through one of its API keys. */
-export type Principal = { orgId: string; keyId: string; mode: ApiKeyMode };
+/** The three dashboard roles: owners manage, approvers decide approvals, viewers read. */
+export type DashboardRole = 'owner' | 'approver' | 'viewer';
+
+/** An organization's agent software, through one of its API keys (the agent-facing API). */
+export type ApiKeyPrincipal = { kind: 'api_key'; orgId: string; mode: ApiKeyMode; keyId: string };
+
+/** A person signed in to the dashboard: bound to one organization, limited by their role. */
+export type DashboardUserPrincipal = { kind: 'dashboard_user'; orgId: string; userId: string; email: string; role: DashboardRole };
+
+/** The operator of the server (the admin token): may act on every organization. */
+export type OperatorPrincipal = { kind: 'operator' };
+
+/**
+ * Who is calling a use case. Every use case takes one and enforces scope and role itself: an
+ * organization-bound principal sees another organization's records exactly as unknown ids.
+ */
+export type Principal = ApiKeyPrincipal | DashboardUserPrincipal | OperatorPrincipal;
+
+/** The operator's principal; there is only one operator. */
+export const OPERATOR: OperatorPrincipal = Object.freeze({ kind: 'operator' });

@@ -5,6 +5,7 @@ import { OVERLOADED_RETRY_AFTER_SECONDS, toDomainError, type ErrorKind } from '.
 export const HTTP_STATUSES = {
   invalid_argument: 400,
   unauthenticated: 401,
+  permission_denied: 403,
   not_found: 404,
   missing_agent: 400,
   conflict: 409,

@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from 'pino';
-import { authenticateApiKey } from '../auth/credentials.js';
+import { authenticateApiKey } from '../app/apiKeys.js';
 import type { AppDeps } from '../app/deps.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import { DomainError } from '../domain/errors.js';
-import type { Principal } from '../domain/types.js';
+import type { ApiKeyPrincipal } from '../domain/types.js';
 import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import type { Gate } from '../admission.js';
@@ -21,7 +21,7 @@ type NodeResponse = ServerResponse | Http2ServerResponse;
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
-  principal: Principal;
+  principal: ApiKeyPrincipal;
   url: URL;
   params: Record<string, string>;
   body: () => Promise<Record<string, unknown>>;
@@ -48,7 +48,7 @@ export function createRestRoutes(deps: AppDeps): Route[] {
     }),
     route('GET', '/api/resolve', (call) => {
       const slugs = [...call.url.searchParams.getAll('slug'), ...call.url.searchParams.getAll('slugs')];
-      return { status: 200, body: resolveJson(resolveServices(deps, call.principal.orgId, slugs)) };
+      return { status: 200, body: resolveJson(resolveServices(deps, call.principal, slugs)) };
     }),
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();
@@ -122,7 +122,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
       } else if (!chosen) {
         result = { status: 405, body: { error: 'Method not allowed', code: 'method_not_allowed' }, headers: { allow: matching.map((r) => r.method).join(', ') } };
       } else {
-        const principal = authenticateApiKey(deps.store.apiKeys, req.headers.authorization);
+        const principal = authenticateApiKey(deps, req.headers.authorization);
         const m = chosen.pattern.exec(url.pathname)!;
         const params = Object.fromEntries(chosen.keys.map((k, i) => [k, safeDecode(m[i + 1]!)]));
         const raw = chosen.method === 'POST' ? await readBody(req) : Buffer.alloc(0);

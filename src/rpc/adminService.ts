@@ -4,7 +4,7 @@ import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import { AdminService, ApiKeyMode, DashboardRole, Decision, type DashboardUserSchema } from '../../gen/paypolicy/v1/admin_pb.js';
 import { decideApproval, describeApproval, listApprovals } from '../app/approvals.js';
 import { authenticateAdmin } from '../auth/credentials.js';
-import { createAgent, listAgents, requireAgent, setPolicy, updateAgent } from '../app/agents.js';
+import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../app/agents.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
 import { createDashboardUser } from '../app/dashboardUsers.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
@@ -13,6 +13,7 @@ import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
 import { deleteService, listServices, upsertService, type RegistryScope } from '../app/registry.js';
 import { invalidArgument } from '../domain/errors.js';
+import type { OperatorPrincipal } from '../domain/types.js';
 import {
   agentToProto,
   approvalToProto,
@@ -29,81 +30,84 @@ function registryScope(orgId: string | undefined): RegistryScope {
   return orgId === undefined ? 'shared' : { orgId };
 }
 
-/** Operator RPCs, all behind the admin token. Handlers translate and call one use case each. */
+/**
+ * Operator RPCs, all behind the admin token. Handlers translate and call one use case each, as
+ * the operator; the use cases do every scope and permission check.
+ */
 export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer): ServiceImpl<typeof AdminService> {
-  const admin = (ctx: HandlerContext): void => authenticateAdmin(adminTokenHash(), ctx.requestHeader.get('authorization'));
+  const admin = (ctx: HandlerContext): OperatorPrincipal => authenticateAdmin(adminTokenHash(), ctx.requestHeader.get('authorization'));
   return {
     createOrganization(req, ctx) {
-      admin(ctx);
-      return { organization: organizationToProto(createOrganization(deps, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+      const op = admin(ctx);
+      return { organization: organizationToProto(createOrganization(deps, op, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
     updateOrganization(req, ctx) {
-      admin(ctx);
-      return { organization: organizationToProto(updateOrganization(deps, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+      const op = admin(ctx);
+      return { organization: organizationToProto(updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
     listOrganizations(_req, ctx) {
-      admin(ctx);
-      return { organizations: listOrganizations(deps).map(organizationToProto) };
+      const op = admin(ctx);
+      return { organizations: listOrganizations(deps, op).map(organizationToProto) };
     },
     provisionTreasury(req, ctx) {
-      admin(ctx);
-      return { treasuryAddress: provisionTreasury(deps, req.orgId) };
+      const op = admin(ctx);
+      return { treasuryAddress: provisionTreasury(deps, op, req.orgId) };
     },
     createApiKey(req, ctx) {
-      admin(ctx);
+      const op = admin(ctx);
       const mode = req.mode === ApiKeyMode.LIVE ? 'live' : req.mode === ApiKeyMode.TEST ? 'test' : undefined;
-      const r = createApiKey(deps, { orgId: req.orgId, mode, label: req.label });
+      const r = createApiKey(deps, op, { orgId: req.orgId, mode, label: req.label });
       return { apiKey: apiKeyToProto(r.key), plaintextKey: r.plaintext };
     },
     revokeApiKey(req, ctx) {
-      admin(ctx);
-      return { apiKey: apiKeyToProto(revokeApiKey(deps, req.id)) };
+      const op = admin(ctx);
+      return { apiKey: apiKeyToProto(revokeApiKey(deps, op, req.id)) };
     },
     listApiKeys(req, ctx) {
-      admin(ctx);
-      return { apiKeys: listApiKeys(deps, req.orgId).map(apiKeyToProto) };
+      const op = admin(ctx);
+      return { apiKeys: listApiKeys(deps, op, req.orgId).map(apiKeyToProto) };
     },
     createAgent(req, ctx) {
-      admin(ctx);
-      return { agent: agentToProto(createAgent(deps, { orgId: req.orgId, name: req.name })) };
+      const op = admin(ctx);
+      return { agent: agentToProto(createAgent(deps, op, { orgId: req.orgId, name: req.name })) };
     },
     updateAgent(req, ctx) {
-      admin(ctx);
-      return { agent: agentToProto(updateAgent(deps, { agentId: req.agentId, name: req.name, status: req.status })) };
+      const op = admin(ctx);
+      return { agent: agentToProto(updateAgent(deps, op, { agentId: req.agentId, name: req.name, status: req.status })) };
     },
     getAgent(req, ctx) {
-      admin(ctx);
-      return { agent: agentToProto(requireAgent(deps, req.agentId)) };
+      const op = admin(ctx);
+      return { agent: agentToProto(getAgent(deps, op, req.agentId)) };
     },
     listAgents(req, ctx) {
-      admin(ctx);
-      return { agents: listAgents(deps, req.orgId).map(agentToProto) };
+      const op = admin(ctx);
+      return { agents: listAgents(deps, op, req.orgId).map(agentToProto) };
     },
     setPolicy(req, ctx) {
-      admin(ctx);
-      const policy = setPolicy(deps, {
+      const op = admin(ctx);
+      const policy = setPolicy(deps, op, {
         agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
         maxNetworkFeeWei: req.maxNetworkFeeWei,
       });
       return { policy: policyToProto(policy) };
     },
     upsertService(req, ctx) {
-      admin(ctx);
+      const op = admin(ctx);
       if (!req.service) throw invalidArgument('service is required');
-      return { service: serviceToProto(upsertService(deps, registryScope(req.orgId), serviceFromProto(req.service))) };
+      return { service: serviceToProto(upsertService(deps, op, registryScope(req.orgId), serviceFromProto(req.service))) };
     },
     deleteService(req, ctx) {
-      admin(ctx);
-      deleteService(deps, registryScope(req.orgId), req.slug);
+      const op = admin(ctx);
+      deleteService(deps, op, registryScope(req.orgId), req.slug);
       return {};
     },
     listServices(req, ctx) {
-      admin(ctx);
-      return { services: listServices(deps, registryScope(req.orgId)).map(serviceToProto) };
+      const op = admin(ctx);
+      return { services: listServices(deps, op, registryScope(req.orgId)).map(serviceToProto) };
     },
     listTransactions(req, ctx) {
-      admin(ctx);
-      const r = listTransactions(deps, {
+      const op = admin(ctx);
+      const r = listTransactions(deps, op, {
         orgId: req.orgId, agentId: req.agentId, status: req.status,
         from: req.from ? timestampMs(req.from) : undefined, to: req.to ? timestampMs(req.to) : undefined,
         pageSize: req.pageSize, pageToken: req.pageToken,
@@ -111,19 +115,19 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       return { transactions: r.transactions.map(transactionToProto), nextPageToken: r.nextPageToken };
     },
     listApprovals(req, ctx) {
-      admin(ctx);
-      return { approvals: listApprovals(deps, req.orgId, req.status).map((a) => approvalToProto(describeApproval(deps, a))) };
+      const op = admin(ctx);
+      return { approvals: listApprovals(deps, op, req.orgId, req.status).map((a) => approvalToProto(describeApproval(deps, a))) };
     },
     async decideApproval(req, ctx) {
-      admin(ctx);
+      const op = admin(ctx);
       const decision = req.decision === Decision.APPROVE ? 'approve' : req.decision === Decision.DENY ? 'deny' : undefined;
-      const a = await decideApproval(deps, { id: req.id, decision, note: req.note, decidedBy: req.decidedBy });
+      const a = await decideApproval(deps, op, { id: req.id, decision, note: req.note, decidedBy: req.decidedBy });
       return { approval: approvalToProto(describeApproval(deps, a)) };
     },
     async createDashboardUser(req, ctx) {
-      admin(ctx);
+      const op = admin(ctx);
       const role = DASHBOARD_ROLES[req.role];
-      const user = await createDashboardUser(deps, { orgId: req.orgId, email: req.email, role, password: req.password });
+      const user = await createDashboardUser(deps, op, { orgId: req.orgId, email: req.email, role, password: req.password });
       return { user: dashboardUserToProto(user) };
     },
   };

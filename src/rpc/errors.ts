@@ -7,6 +7,7 @@ import { requestLoggerKey } from './context.js';
 export const CONNECT_CODES = {
   invalid_argument: Code.InvalidArgument,
   unauthenticated: Code.Unauthenticated,
+  permission_denied: Code.PermissionDenied,
   not_found: Code.NotFound,
   missing_agent: Code.InvalidArgument,
   conflict: Code.AlreadyExists,

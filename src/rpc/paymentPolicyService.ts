@@ -1,10 +1,10 @@
 import type { ServiceImpl, HandlerContext } from '@connectrpc/connect';
 import { PaymentPolicyService } from '../../gen/paypolicy/v1/payment_policy_pb.js';
-import { authenticateApiKey } from '../auth/credentials.js';
 import type { AppDeps } from '../app/deps.js';
+import { authenticateApiKey } from '../app/apiKeys.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
-import type { Principal } from '../domain/types.js';
+import type { ApiKeyPrincipal } from '../domain/types.js';
 import { approvalStatusToProto, paymentTypeFromProto, quoteResultToProto, serviceToProto, signResultToProto } from './mappers.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
@@ -12,14 +12,14 @@ import { getApprovalStatus } from '../app/approvals.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
-  const principal = (ctx: HandlerContext): Principal => authenticateApiKey(deps.store.apiKeys, ctx.requestHeader.get('authorization'));
+  const principal = (ctx: HandlerContext): ApiKeyPrincipal => authenticateApiKey(deps, ctx.requestHeader.get('authorization'));
 
   return {
     ping(req, ctx) {
       return pingAgent(deps, principal(ctx), req.agentId);
     },
     resolve(req, ctx) {
-      const r = resolveServices(deps, principal(ctx).orgId, req.slugs);
+      const r = resolveServices(deps, principal(ctx), req.slugs);
       return {
         results: r.results.map((x) => ({ slug: x.slug, service: x.service ? serviceToProto(x.service) : undefined })),
         resolvedCount: r.resolvedCount,

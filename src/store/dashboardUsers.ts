@@ -1,6 +1,7 @@
+import type { DashboardRole } from '../domain/types.js';
 import type { Db } from './db.js';
 
-export type DashboardRole = 'owner' | 'approver' | 'viewer';
+export type { DashboardRole };
 
 /** A dashboard user as the rest of the code sees it: never with password material. */
 export type DashboardUser = {

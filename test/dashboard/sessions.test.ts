@@ -11,7 +11,9 @@ import { createDashboardUser, listDashboardUsers } from '../../src/app/dashboard
 import type { AppDeps } from '../../src/app/deps.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { DomainError } from '../../src/domain/errors.js';
+import { OPERATOR } from '../../src/domain/types.js';
 import { openStore, type Store } from '../../src/store/store.js';
+import { testDeps } from '../helpers/testDeps.js';
 
 /**
  * Dashboard users, sessions and the sign-in lockout against a fresh database file, with the
@@ -30,10 +32,9 @@ beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paypolicy-dash-'));
   store = openStore(join(dir, 'db.sqlite'));
   clock = Date.parse('2030-01-01T00:00:00Z');
-  // Only the store and the clock are used by these use cases.
-  deps = { store, now: () => clock } as unknown as AppDeps;
-  orgId = createOrganization(deps, { name: 'acme' }).id;
-  await createDashboardUser(deps, { orgId, email: ' Owner@Example.COM ', role: 'owner', password: PASSWORD });
+  deps = testDeps(store, { now: () => clock });
+  orgId = createOrganization(deps, OPERATOR, { name: 'acme' }).id;
+  await createDashboardUser(deps, OPERATOR, { orgId, email: ' Owner@Example.COM ', role: 'owner', password: PASSWORD });
 });
 
 afterEach(async () => {
@@ -53,20 +54,20 @@ async function refusal(p: Promise<unknown>): Promise<DomainError> {
 
 describe('createDashboardUser', () => {
   test('behavior: email lower-cased and trimmed; no password material in what comes back', async () => {
-    const [user] = listDashboardUsers(deps, orgId);
+    const [user] = listDashboardUsers(deps, OPERATOR, orgId);
     expect(user).toEqual({ id: expect.stringMatching(/^usr_[0-9a-f]{24}$/), orgId, email: 'owner@example.com', role: 'owner', createdAt: clock, disabled: false });
   });
 
   test('error: conflict for an email that exists, in any case', async () => {
-    const e = await refusal(createDashboardUser(deps, { orgId, email: 'OWNER@example.com', role: 'viewer', password: PASSWORD }));
+    const e = await refusal(createDashboardUser(deps, OPERATOR, { orgId, email: 'OWNER@example.com', role: 'viewer', password: PASSWORD }));
     expect([e.kind, e.code]).toEqual(['conflict', 'dashboard_user_exists']);
   });
 
   test('error: invalid_argument for a short password, a bad role or a bad email; not_found for an unknown organization', async () => {
-    expect((await refusal(createDashboardUser(deps, { orgId, email: 'a@example.com', role: 'viewer', password: 'short' }))).shortMessage).toMatch(/at least 12/);
-    expect((await refusal(createDashboardUser(deps, { orgId, email: 'a@example.com', role: 'admin', password: PASSWORD }))).shortMessage).toMatch(/role must be/);
-    expect((await refusal(createDashboardUser(deps, { orgId, email: 'not-an-email', role: 'viewer', password: PASSWORD }))).shortMessage).toMatch(/email/);
-    expect((await refusal(createDashboardUser(deps, { orgId: 'org_000000000000', email: 'a@example.com', role: 'viewer', password: PASSWORD }))).kind).toBe('not_found');
+    expect((await refusal(createDashboardUser(deps, OPERATOR, { orgId, email: 'a@example.com', role: 'viewer', password: 'short' }))).shortMessage).toMatch(/at least 12/);
+    expect((await refusal(createDashboardUser(deps, OPERATOR, { orgId, email: 'a@example.com', role: 'admin', password: PASSWORD }))).shortMessage).toMatch(/role must be/);
+    expect((await refusal(createDashboardUser(deps, OPERATOR, { orgId, email: 'not-an-email', role: 'viewer', password: PASSWORD }))).shortMessage).toMatch(/email/);
+    expect((await refusal(createDashboardUser(deps, OPERATOR, { orgId: 'org_000000000000', email: 'a@example.com', role: 'viewer', password: PASSWORD }))).kind).toBe('not_found');
   });
 });
 

@@ -6,7 +6,9 @@ import { createAgent } from '../../src/app/agents.js';
 import type { AppDeps } from '../../src/app/deps.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { summarizeSpend } from '../../src/app/spend.js';
+import { OPERATOR } from '../../src/domain/types.js';
 import { openStore, type Store } from '../../src/store/store.js';
+import { testDeps } from '../helpers/testDeps.js';
 
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
@@ -20,8 +22,8 @@ let seq = 0;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'paypolicy-spend-'));
   store = openStore(join(dir, 'db.sqlite'));
-  deps = { store, now: () => NOW } as unknown as AppDeps;
-  orgId = createOrganization(deps, { name: 'acme' }).id;
+  deps = testDeps(store, { now: () => NOW });
+  orgId = createOrganization(deps, OPERATOR, { name: 'acme' }).id;
 });
 
 afterEach(async () => {
@@ -40,8 +42,8 @@ function row(agentId: string, ago: number, usd: bigint, status: string): void {
 
 describe('summarizeSpend', () => {
   test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', () => {
-    const a = createAgent(deps, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: NOW } });
-    const b = createAgent(deps, { orgId, name: 'b' });
+    const a = createAgent(deps, OPERATOR, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: NOW } });
+    const b = createAgent(deps, OPERATOR, { orgId, name: 'b' });
     row(a.id, 0, 1n, 'signed'); // exactly now: in the last hourly bucket
     row(a.id, 2 * HOUR, 2n, 'signing');
     row(a.id, 23 * HOUR, 4n, 'pending_approval');
@@ -53,7 +55,7 @@ describe('summarizeSpend', () => {
     row(a.id, HOUR, 100n, 'expired');
     row(b.id, 5 * HOUR, 3n, 'signed');
 
-    const s = summarizeSpend(deps, orgId);
+    const s = summarizeSpend(deps, OPERATOR, orgId);
     const sa = s.agents.find((x) => x.agent.id === a.id)!;
     expect(sa.last24hMicros).toBe(7_000_000n);
     expect(sa.hourly).toHaveLength(24);
@@ -66,9 +68,9 @@ describe('summarizeSpend', () => {
   });
 
   test('behavior: the 24-hour figure equals what the cap check counts', () => {
-    const a = createAgent(deps, { orgId, name: 'a' });
+    const a = createAgent(deps, OPERATOR, { orgId, name: 'a' });
     for (const ago of [0, 1, HOUR, 12 * HOUR, DAY - 1, DAY, DAY + 1, 2 * DAY]) row(a.id, ago, 1n, 'signed');
-    const s = summarizeSpend(deps, orgId);
+    const s = summarizeSpend(deps, OPERATOR, orgId);
     expect(s.agents[0]!.last24hMicros).toBe(store.payments.committedSince(a.id, NOW - DAY, NOW));
     expect(s.agents[0]!.last24hMicros).toBe(5_000_000n);
   });

@@ -3,9 +3,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { authenticateApiKey } from '../../src/app/apiKeys.js';
+import type { AppDeps } from '../../src/app/deps.js';
 import {
   authenticateAdmin,
-  authenticateApiKey,
   bearerToken,
   generateAdminToken,
   generateApiKey,
@@ -123,6 +124,8 @@ describe('authenticateApiKey', () => {
   const orgId = 'org_0123456789abcdef01234567';
   const live = generateApiKey('live');
   const revoked = generateApiKey('test');
+  // The use case reads only the store.
+  const keyDeps = () => ({ store }) as unknown as AppDeps;
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'paypolicy-credentials-'));
@@ -138,17 +141,17 @@ describe('authenticateApiKey', () => {
   });
 
   test('behavior: a stored key resolves to its organization, key id and mode', () => {
-    expect(authenticateApiKey(store.apiKeys, `Bearer ${live.plaintext}`)).toEqual({ orgId, keyId: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', mode: 'live' });
+    expect(authenticateApiKey(keyDeps(), `Bearer ${live.plaintext}`)).toEqual({ kind: 'api_key', orgId, keyId: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', mode: 'live' });
   });
 
   test('error: unauthenticated: unknown and revoked keys get the same answer', () => {
-    expect(unauthenticated(() => authenticateApiKey(store.apiKeys, `Bearer ${revoked.plaintext}`))).toBe('Invalid or revoked API key');
-    expect(unauthenticated(() => authenticateApiKey(store.apiKeys, `Bearer ${generateApiKey('live').plaintext}`))).toBe('Invalid or revoked API key');
+    expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${revoked.plaintext}`))).toBe('Invalid or revoked API key');
+    expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${generateApiKey('live').plaintext}`))).toBe('Invalid or revoked API key');
   });
 
   test('error: unauthenticated: a token that is not API-key shaped is refused before lookup', () => {
     for (const t of [generateAdminToken(), 'ak_prod_' + 'a'.repeat(48), live.plaintext.toUpperCase(), live.plaintext.slice(0, -1)]) {
-      expect(unauthenticated(() => authenticateApiKey(store.apiKeys, `Bearer ${t}`))).toBe('Malformed API key');
+      expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${t}`))).toBe('Malformed API key');
     }
   });
 });

@@ -1,4 +1,4 @@
-import { createAgent, listAgents, parsePolicy, requireAgentInOrg, setPolicy, updateAgent } from '../../app/agents.js';
+import { createAgent, getAgent, listAgents, parsePolicy, setPolicy, updateAgent } from '../../app/agents.js';
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
@@ -40,7 +40,7 @@ function statusActions(session: SessionContext, a: Agent, from: 'list' | 'agent'
 function agentsPage(ctx: RouteContext, createError?: { name: string; message: string }): Reply {
   const { deps, session } = ctx;
   const now = deps.now();
-  const agents = listAgents(deps, session.user.orgId);
+  const agents = listAgents(deps, ctx.principal, ctx.principal.orgId);
   const rows = agents.map((a) => html`<tr>
 <td><a href="/dashboard/agents/${a.id}">${a.name}</a><div class="mono small muted">${a.id}</div></td>
 <td>${statusBadge(a)}</td>
@@ -159,7 +159,7 @@ export const agentRoutes: Route[] = [
     handle(ctx) {
       const name = ctx.form.get('name');
       try {
-        const agent = createAgent(ctx.deps, { orgId: ctx.session.user.orgId, name });
+        const agent = createAgent(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, name });
         return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Agent ${agent.name} added. Its policy allows nothing until you set one below.` } };
       } catch (err) {
         const e = errorText(err);
@@ -172,7 +172,7 @@ export const agentRoutes: Route[] = [
     method: 'GET',
     pattern: /^\/dashboard\/agents\/([^/]+)$/,
     permission: 'read',
-    handle: (ctx) => agentPage(ctx, requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!)),
+    handle: (ctx) => agentPage(ctx, getAgent(ctx.deps, ctx.principal, ctx.params[0]!)),
   },
   {
     method: 'POST',
@@ -180,11 +180,10 @@ export const agentRoutes: Route[] = [
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      // The organization check comes first: updateAgent itself acts on any organization's agent.
-      const agent = requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!);
+      const agent = getAgent(ctx.deps, ctx.principal, ctx.params[0]!);
       const back = ctx.form.get('back') === 'list' ? '/dashboard/agents' : `/dashboard/agents/${agent.id}`;
       try {
-        const updated = updateAgent(ctx.deps, { agentId: agent.id, status: ctx.form.get('status') });
+        const updated = updateAgent(ctx.deps, ctx.principal, { agentId: agent.id, status: ctx.form.get('status') });
         const verb = { active: 'resumed', paused: 'paused', revoked: 'revoked' }[updated.status];
         return { type: 'redirect', to: back, flash: { kind: 'ok', text: `Agent ${updated.name} ${verb}.` } };
       } catch (err) {
@@ -200,14 +199,14 @@ export const agentRoutes: Route[] = [
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      const agent = requireAgentInOrg(ctx.deps, ctx.session.user.orgId, ctx.params[0]!);
+      const agent = getAgent(ctx.deps, ctx.principal, ctx.params[0]!);
       const values = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
         fee: ctx.form.has('max_network_fee_wei') ? ctx.form.get('max_network_fee_wei') : undefined,
       };
       const errors = policyErrors(values);
       if (errors.allowlist || errors.cap || errors.threshold || errors.fee) return agentPage(ctx, agent, { values, errors });
-      setPolicy(ctx.deps, {
+      setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee,
       });

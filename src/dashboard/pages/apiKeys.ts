@@ -1,6 +1,5 @@
 import { createApiKey, listApiKeys, revokeApiKey } from '../../app/apiKeys.js';
 import { roleAllows } from '../../app/dashboardRoles.js';
-import { DomainError } from '../../domain/errors.js';
 import { utc } from '../format.js';
 import { html } from '../html.js';
 import { csrfField, fieldError, invalidAttrs } from '../layout.js';
@@ -8,7 +7,7 @@ import { errorText, type Reply, type Route, type RouteContext } from '../routes.
 
 function keysPage(ctx: RouteContext, createError?: { label: string; message: string }): Reply {
   const { deps, session } = ctx;
-  const keys = listApiKeys(deps, session.user.orgId);
+  const keys = listApiKeys(deps, ctx.principal, ctx.principal.orgId);
   const manage = roleAllows(session.user.role, 'manage');
   const rows = keys.map((k) => html`<tr>
 <td class="mono">${k.prefix}…</td>
@@ -56,7 +55,7 @@ export const apiKeyRoutes: Route[] = [
       const label = ctx.form.get('label');
       const mode = ctx.form.get('mode');
       try {
-        const r = createApiKey(ctx.deps, { orgId: ctx.session.user.orgId, mode: mode === 'live' || mode === 'test' ? mode : undefined, label });
+        const r = createApiKey(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, mode: mode === 'live' || mode === 'test' ? mode : undefined, label });
         // The plaintext rides in the one-time flash of this session and is gone after one page view.
         return { type: 'redirect', to: '/dashboard/keys', flash: { kind: 'ok', text: `Key ${r.key.prefix}… created.`, secret: r.plaintext } };
       } catch (err) {
@@ -72,11 +71,7 @@ export const apiKeyRoutes: Route[] = [
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      const id = ctx.params[0]!;
-      // revokeApiKey acts on any organization's key; only this organization's keys are reachable here.
-      const key = listApiKeys(ctx.deps, ctx.session.user.orgId).find((k) => k.id === id);
-      if (!key) throw new DomainError('not_found', 'API key not found', { code: 'api_key_not_found' });
-      revokeApiKey(ctx.deps, key.id);
+      const key = revokeApiKey(ctx.deps, ctx.principal, ctx.params[0]!);
       return { type: 'redirect', to: '/dashboard/keys', flash: { kind: 'ok', text: `Key ${key.prefix}… revoked.` } };
     },
   },

@@ -4,6 +4,7 @@ import { roleAllows } from '../../app/dashboardRoles.js';
 import type { AppDeps } from '../../app/deps.js';
 import { visibleServices } from '../../app/registry.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
+import type { DashboardUserPrincipal } from '../../domain/types.js';
 import { checksum, duration, iso, shortAddress, usd, utc, wei } from '../format.js';
 import { html, type Html } from '../html.js';
 import { csrfField } from '../layout.js';
@@ -12,10 +13,10 @@ import { errorText, type Route, type RouteContext } from '../routes.js';
 /** Names to show instead of ids: agents of the organization and registry services by slug. */
 type Names = { agents: Map<string, string>; services: Map<string, string> };
 
-function loadNames(deps: AppDeps, orgId: string): Names {
+function loadNames(deps: AppDeps, principal: DashboardUserPrincipal): Names {
   return {
-    agents: new Map(listAgents(deps, orgId).map((a) => [a.id, a.name])),
-    services: new Map(visibleServices(deps, orgId).map((s) => [s.slug, s.name])),
+    agents: new Map(listAgents(deps, principal, principal.orgId).map((a) => [a.id, a.name])),
+    services: new Map(visibleServices(deps, principal, principal.orgId).map((s) => [s.slug, s.name])),
   };
 }
 
@@ -88,8 +89,8 @@ function decidedTable(decided: ApprovalView[], names: Names): Html {
 
 function approvalsPage(ctx: RouteContext) {
   const { deps, session } = ctx;
-  const all = listApprovals(deps, session.user.orgId, '').map((a) => describeApproval(deps, a));
-  const names = loadNames(deps, session.user.orgId);
+  const all = listApprovals(deps, ctx.principal, ctx.principal.orgId, '').map((a) => describeApproval(deps, a));
+  const names = loadNames(deps, ctx.principal);
   const now = deps.now();
   const pending = all.filter((a) => a.status === 'pending');
   const decided = all.filter((a) => a.status !== 'pending').slice(0, 50);
@@ -117,8 +118,8 @@ export const approvalRoutes: Route[] = [
     permission: 'read',
     handle(ctx) {
       const { deps, session } = ctx;
-      const pending = listApprovals(deps, session.user.orgId, 'pending').map((a) => describeApproval(deps, a));
-      const names = loadNames(deps, session.user.orgId);
+      const pending = listApprovals(deps, ctx.principal, ctx.principal.orgId, 'pending').map((a) => describeApproval(deps, a));
+      const names = loadNames(deps, ctx.principal);
       const now = deps.now();
       return {
         type: 'json',
@@ -132,7 +133,7 @@ export const approvalRoutes: Route[] = [
     permission: 'decide',
     body: 'form',
     async handle(ctx) {
-      const { deps, session, form } = ctx;
+      const { deps, form } = ctx;
       // The decision is the value of the button pressed, given exactly once. Anything else (no
       // value, an empty one, or two) decides nothing, whatever else the form carries.
       const choices = form.getAll('decision');
@@ -141,9 +142,7 @@ export const approvalRoutes: Route[] = [
       }
       const decision = choices[0];
       try {
-        const a = describeApproval(deps, await decideApproval(deps, {
-          id: ctx.params[0]!, decision, note: form.get('note'), decidedBy: session.user.email, orgId: session.user.orgId,
-        }));
+        const a = describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params[0]!, decision, note: form.get('note') }));
         const text = a.status === 'approved'
           ? `Approved ${usd(a.amountMicros)} to ${checksum(a.recipient)}; the agent collects the signature by repeating its request.`
           : `Denied ${usd(a.amountMicros)} to ${checksum(a.recipient)}.`;

@@ -12,12 +12,12 @@ import { endpointFromWireJson, endpointsToWireJson, serviceFromWireJson } from '
 export const MAX_IMPORT_BYTES = 1024 * 1024;
 
 function registered(ctx: RouteContext, slug: string): RegisteredService | undefined {
-  return findVisibleService(ctx.deps, ctx.session.user.orgId, slug);
+  return findVisibleService(ctx.deps, ctx.principal, ctx.principal.orgId, slug);
 }
 
 /** Every write from the dashboard goes to the user's organization's private records, never the shared ones. */
 function ownScope(ctx: RouteContext): RegistryScope {
-  return { orgId: ctx.session.user.orgId };
+  return { orgId: ctx.principal.orgId };
 }
 
 function scopeLabel(s: RegisteredService): Html {
@@ -26,7 +26,7 @@ function scopeLabel(s: RegisteredService): Html {
 
 function servicesPage(ctx: RouteContext, importError?: { text: string; status: number; pasted: string }): Reply {
   const { deps, session } = ctx;
-  const services = visibleServices(deps, session.user.orgId);
+  const services = visibleServices(deps, ctx.principal, ctx.principal.orgId);
   const manage = roleAllows(session.user.role, 'manage');
   const rows = services.map((s) => html`<tr>
 <td><a href="/dashboard/services/${s.slug}"><code>${s.slug}</code></a></td>
@@ -228,7 +228,7 @@ export const serviceRoutes: Route[] = [
         } catch (err) {
           return serviceFormPage(ctx, mode, v, { field: 'endpoints', text: errorText(err).text });
         }
-        const saved = upsertService(ctx.deps, ownScope(ctx), {
+        const saved = upsertService(ctx.deps, ctx.principal, ownScope(ctx), {
           id: '', slug: v.slug, name: v.name, description: v.description, category: v.category, logoUrl: v.logoUrl, docsUrl: v.docsUrl,
           paymentMethods: methods, endpoints,
         });
@@ -257,7 +257,7 @@ export const serviceRoutes: Route[] = [
           throw invalidArgument('the import is not valid JSON');
         }
         const list = Array.isArray(value) ? value : [value];
-        const saved = importServices(ctx.deps, ownScope(ctx), list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
+        const saved = importServices(ctx.deps, ctx.principal, ownScope(ctx), list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
         return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Imported ${saved.length} ${saved.length === 1 ? 'service' : 'services'}.` } };
       } catch (err) {
         const e = errorText(err);
@@ -272,7 +272,7 @@ export const serviceRoutes: Route[] = [
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      deleteService(ctx.deps, ownScope(ctx), ctx.params[0]!);
+      deleteService(ctx.deps, ctx.principal, ownScope(ctx), ctx.params[0]!);
       return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${ctx.params[0]!} deleted.` } };
     },
   },

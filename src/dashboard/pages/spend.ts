@@ -33,7 +33,7 @@ export const spendRoutes: Route[] = [
     pattern: /^\/dashboard\/spend$/,
     permission: 'read',
     handle(ctx) {
-      const summary = summarizeSpend(ctx.deps, ctx.session.user.orgId);
+      const summary = summarizeSpend(ctx.deps, ctx.principal, ctx.principal.orgId);
       const { totals } = summary;
       const shown = summary.agents.filter((a) => a.agent.status !== 'revoked' || a.last7dMicros > 0n);
       return {

@@ -32,7 +32,7 @@ function parseDate(text: string, field: string, end: boolean): number | undefine
 
 class FilterError extends Error {}
 
-/** Filters → ledger query. The agent filter is bound to the user's organization by orgId. */
+/** Filters → ledger query. The agent filter is bound to the user's organization by orgId (listTransactions checks it is theirs). */
 function toQuery(orgId: string, f: Filters): ListTransactionsInput {
   // Any status word is a valid filter (an unknown one matches nothing); the list only feeds the menu.
   if (f.status !== '' && !/^[a-z_]{1,32}$/.test(f.status)) throw new FilterError('status is not a status name');
@@ -50,16 +50,16 @@ function queryString(f: Filters, extra: Record<string, string> = {}): string {
 }
 
 function transactionsPage(ctx: RouteContext): Reply {
-  const { deps, session, url } = ctx;
+  const { deps, url } = ctx;
   const filters = readFilters(url);
   const token = url.searchParams.get('page') ?? '';
-  const agents = listAgents(deps, session.user.orgId);
+  const agents = listAgents(deps, ctx.principal, ctx.principal.orgId);
   const names = new Map(agents.map((a) => [a.id, a.name]));
   let rows: TransactionRecord[] = [];
   let next = '';
   let problem: string | undefined;
   try {
-    const r = listTransactions(deps, { ...toQuery(session.user.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
+    const r = listTransactions(deps, ctx.principal, { ...toQuery(ctx.principal.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
     rows = r.transactions;
     next = r.nextPageToken;
   } catch (err) {
@@ -107,7 +107,7 @@ const CSV_HEADER = ['created_at', 'transaction_id', 'agent_id', 'agent_name', 't
 
 /** Writes the CSV page by page, waiting for the socket when it is full. */
 async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: NodeResponse): Promise<void> {
-  const names = new Map(listAgents(ctx.deps, ctx.session.user.orgId).map((a) => [a.id, a.name]));
+  const names = new Map(listAgents(ctx.deps, ctx.principal, ctx.principal.orgId).map((a) => [a.id, a.name]));
   // Both response types have these two members; their union is not callable as declared.
   const out = res as unknown as { write(chunk: string): boolean; once(event: 'drain' | 'close', f: () => void): unknown };
   const write = (chunk: string) => new Promise<void>((resolve) => {
@@ -119,7 +119,7 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
   let token = '';
   let written = 0;
   do {
-    const page = listTransactions(ctx.deps, { ...query, pageSize: 500, pageToken: token });
+    const page = listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 500, pageToken: token });
     let chunk = '';
     for (const t of page.transactions) {
       chunk += csvRow([
@@ -144,9 +144,9 @@ export const transactionRoutes: Route[] = [
     handle(ctx): Reply {
       let query: ListTransactionsInput;
       try {
-        query = toQuery(ctx.session.user.orgId, readFilters(ctx.url));
+        query = toQuery(ctx.principal.orgId, readFilters(ctx.url));
         // Checks the filters (and the organization) before the 200 header commits to a CSV.
-        listTransactions(ctx.deps, { ...query, pageSize: 1 });
+        listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 1 });
       } catch (err) {
         if (err instanceof FilterError) return { type: 'json', status: 400, body: { error: err.message } };
         throw err;
