@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { authenticateApiKey } from '../../src/app/apiKeys.js';
-import type { AppDeps } from '../../src/app/deps.js';
 import {
   authenticateAdmin,
   bearerToken,
@@ -15,6 +14,7 @@ import {
 } from '../../src/auth/credentials.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { openStore, type Store } from '../../src/store/store.js';
+import { testDeps } from '../helpers/testDeps.js';
 
 /** Runs `fn`, which must throw an `unauthenticated` DomainError, and returns its message. */
 function unauthenticated(fn: () => unknown): string {
@@ -124,8 +124,7 @@ describe('authenticateApiKey', () => {
   const orgId = 'org_0123456789abcdef01234567';
   const live = generateApiKey('live');
   const revoked = generateApiKey('test');
-  // The use case reads only the store.
-  const keyDeps = () => ({ store }) as unknown as AppDeps;
+  const keyDeps = () => testDeps(store);
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'paypolicy-credentials-'));
