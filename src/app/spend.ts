@@ -31,7 +31,7 @@ function sum(values: readonly bigint[]): bigint {
 
 /**
  * An organization's spend per agent over the last 24 hours and 7 days, counted the way the cap
- * counts it (signed, signing and pending approval; by when each began counting), so the 24-hour
+ * counts it (signing, signed, approved and pending approval; by when each began counting), so the 24-hour
  * figure is exactly what the next policy check will compare with the cap.
  */
 export function summarizeSpend(deps: AppDeps, principal: Principal, orgId: string): SpendSummary {

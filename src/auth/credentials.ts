@@ -4,8 +4,11 @@ import { OPERATOR, type ApiKeyMode, type OperatorPrincipal } from '../domain/typ
 
 /**
  * Secrets presented as bearer tokens: API keys (`ak_live_…`, `ak_test_…`) and the admin token
- * (`ppadm_…`). Both carry 192 random bits, so an unsalted SHA-256 is a safe storage form: there
- * is nothing to brute-force. Plaintext exists only in the response that creates a key.
+ * (`ppadm_…` when generated). Generated ones carry 192 random bits, so an unsalted SHA-256 is a
+ * safe storage form: there is nothing to brute-force. An admin token set with PAYPOLICY_ADMIN_TOKEN
+ * is only as strong as the operator made it (at least 24 printable characters), and its SHA-256 is
+ * stored the same way. An API key's plaintext exists only in the response that creates it; the
+ * first start's admin token and demo key are also in bootstrap.json (0600), for the operator.
  */
 const API_KEY = /^ak_(live|test)_[0-9a-f]{48}$/;
 const ADMIN_TOKEN_MIN_LENGTH = 24;

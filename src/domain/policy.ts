@@ -27,7 +27,7 @@ export type PolicyFacts = {
   attributionNote?: string | null;
   /** Payment amount in micro-USD; always positive. */
   amountMicros: bigint;
-  /** What already counts against the cap in the rolling 24 hours (signed, signing, pending). */
+  /** What already counts against the cap in the rolling 24 hours (signing, signed, approved, pending approval). */
   committedMicros: bigint;
   /** The agent's per-payment ceiling on network fees the treasury pays, in wei. */
   maxNetworkFeeWei: bigint;

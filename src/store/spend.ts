@@ -1,7 +1,7 @@
 import type { Db } from './db.js';
 
 /**
- * What counts against an agent's cap (holds_cap = 1: signing, signed, pending approval), summed
+ * What counts against an agent's cap (holds_cap = 1: signing, signed, approved, pending approval), summed
  * per time bucket. It uses the same column and the same comparison (`cap_at > since`) as the cap
  * check in payments.ts, so the dashboard shows exactly what the policy sees.
  */
