@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
+import http from 'node:http';
+import http2, { type Http2Session } from 'node:http2';
 import net, { type Socket } from 'node:net';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Code, ConnectError, createContextValues, type Interceptor } from '@connectrpc/connect';
@@ -8,15 +8,13 @@ import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
 import { createGate, type Gate } from './admission.js';
+import { sendJson, type NodeRequest, type NodeResponse } from './http/io.js';
 import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { createRestHandler, createRestRoutes } from './rest/router.js';
 import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes } from './rpc/routes.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
-
-type NodeRequest = IncomingMessage | Http2ServerRequest;
-type NodeResponse = ServerResponse | Http2ServerResponse;
 
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
@@ -217,10 +215,4 @@ function failStopInterceptor(deps: AppDeps): Interceptor {
     if (deps.store.failure()) throw new ConnectError(STORAGE_FAILED.error, Code.Unavailable);
     return res;
   };
-}
-
-function sendJson(res: NodeResponse, status: number, body: unknown): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(payload) });
-  res.end(payload);
 }

@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from 'pino';
 import { authenticateApiKey } from '../app/apiKeys.js';
 import type { AppDeps } from '../app/deps.js';
@@ -7,7 +5,9 @@ import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import { DomainError } from '../domain/errors.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
-import { bodyAbandoned, parseJsonObject, readBody } from './body.js';
+import { bodyAbandoned, requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
+import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
+import { parseJsonObject, readRestBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import type { Gate } from '../admission.js';
 import { approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
@@ -15,9 +15,6 @@ import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
 import { jsonNumberToDecimal } from '../domain/money.js';
-
-type NodeRequest = IncomingMessage | Http2ServerRequest;
-type NodeResponse = ServerResponse | Http2ServerResponse;
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
@@ -29,12 +26,10 @@ export type RestCall = {
   log: Logger;
 };
 
-type Route = { method: 'GET' | 'POST'; pattern: RegExp; keys: string[]; handle: (call: RestCall) => RestResponse | Promise<RestResponse> };
+type Route = RouteSpec & { handle: (call: RestCall) => RestResponse | Promise<RestResponse> };
 
 function route(method: Route['method'], path: string, handle: Route['handle']): Route {
-  const keys: string[] = [];
-  const pattern = new RegExp(`^${path.replace(/\{(\w+)\}/g, (_m, k: string) => (keys.push(k), '([^/]+)'))}$`);
-  return { method, pattern, keys, handle };
+  return { method, path, handle };
 }
 
 /** The exact /api/* surface of the wire protocol, mapped onto the same use cases as the RPCs. */
@@ -82,26 +77,10 @@ export function createRestRoutes(deps: AppDeps): Route[] {
   ];
 }
 
-/** A malformed %-escape is just an id that matches nothing, not a server error. */
-function safeDecode(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
-const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
-
-function send(res: NodeResponse, r: RestResponse): void {
-  if (r.body === undefined) {
-    res.writeHead(r.status, { 'cache-control': 'no-store', ...r.headers, 'content-length': 0 });
-    res.end();
-    return;
-  }
-  const payload = JSON.stringify(r.body);
-  res.writeHead(r.status, { ...JSON_HEADERS, ...r.headers, 'content-length': Buffer.byteLength(payload) });
-  res.end(payload);
+/** Writes a REST answer: JSON, or headers alone when the wire protocol wants an empty body. */
+function sendRest(res: NodeResponse, r: RestResponse): void {
+  if (r.body === undefined) send(res, r.status, { 'cache-control': 'no-store', ...r.headers });
+  else sendJson(res, r.status, r.body, r.headers);
 }
 
 /**
@@ -110,32 +89,30 @@ function send(res: NodeResponse, r: RestResponse): void {
  * write JSON. Never lets an error escape.
  */
 export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Gate) {
+  const router = createRouter(routes);
   return async (req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> => {
     let result: RestResponse;
     let release: (() => void) | undefined;
     try {
       const url = new URL(req.url ?? '/', 'http://localhost');
-      const matching = routes.filter((r) => r.pattern.test(url.pathname));
-      const chosen = matching.find((r) => r.method === req.method);
-      if (matching.length === 0) {
+      const match = router.match(req.method, url.pathname);
+      if (match.kind === 'not_found') {
         result = { status: 404, body: { error: 'Not found', code: 'not_found' } };
-      } else if (!chosen) {
-        result = { status: 405, body: { error: 'Method not allowed', code: 'method_not_allowed' }, headers: { allow: matching.map((r) => r.method).join(', ') } };
+      } else if (match.kind === 'method_not_allowed') {
+        result = { status: 405, body: { error: 'Method not allowed', code: 'method_not_allowed' }, headers: { allow: match.allow.join(', ') } };
       } else {
+        const chosen = match.route;
         const principal = authenticateApiKey(deps, req.headers.authorization);
-        const m = chosen.pattern.exec(url.pathname)!;
-        const params = Object.fromEntries(chosen.keys.map((k, i) => [k, safeDecode(m[i + 1]!)]));
-        const raw = chosen.method === 'POST' ? await readBody(req) : Buffer.alloc(0);
+        // A malformed %-escape is just an id that matches nothing, not a server error.
+        const params = Object.fromEntries(Object.entries(match.params).map(([k, v]) => [k, decodePathParam(v) ?? v]));
+        const raw = chosen.method === 'POST' ? await readRestBody(req) : Buffer.alloc(0);
         // In flight from here (authenticated, request read in full) until the answer is computed,
         // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
         release = admission?.enter();
         result = await chosen.handle({
           principal, url, params, log,
           body: async () => parseJsonObject(raw),
-          header: (name) => {
-            const v = req.headers[name];
-            return Array.isArray(v) ? v[0] : v;
-          },
+          header: (name) => requestHeader(req, name),
         });
       }
     } catch (err) {
@@ -146,6 +123,6 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
     // Computed while a sync failed: it may rest on rows that are not on disk (fail-stop).
     if (deps.store.failure()) result = { status: 503, body: STORAGE_FAILED };
     if (bodyAbandoned(req) && req.httpVersion.startsWith('1')) result = { ...result, headers: { ...result.headers, connection: 'close' } };
-    if (!res.headersSent) send(res, result);
+    if (!res.headersSent) sendRest(res, result);
   };
 }

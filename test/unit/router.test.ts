@@ -1,0 +1,44 @@
+import { describe, expect, test } from 'vitest';
+import { createRouter, decodePathParam, type RouteSpec } from '../../src/http/router.js';
+
+type R = RouteSpec & { name: string };
+
+const routes: R[] = [
+  { method: 'GET', path: '/dashboard/services/new', name: 'new' },
+  { method: 'GET', path: '/dashboard/services/{slug}', name: 'one' },
+  { method: 'POST', path: '/dashboard/services/{slug}/delete', name: 'delete' },
+  { method: 'GET', path: '/dashboard/approvals.json', name: 'json' },
+  { method: 'GET', path: '/dashboard/agents', name: 'agents' },
+  { method: 'POST', path: '/dashboard/agents', name: 'create' },
+  { method: 'GET', path: '/api/approvals/{id}/status', name: 'status' },
+];
+const router = createRouter(routes);
+
+describe('createRouter', () => {
+  test('behavior: the first route matching path and method wins; parameters come back still encoded', () => {
+    expect(router.match('GET', '/dashboard/services/new')).toMatchObject({ kind: 'found', route: { name: 'new' }, params: {} });
+    expect(router.match('GET', '/dashboard/services/a%2Fb')).toMatchObject({ kind: 'found', route: { name: 'one' }, params: { slug: 'a%2Fb' } });
+    expect(router.match('GET', '/api/approvals/apr_1/status')).toMatchObject({ kind: 'found', params: { id: 'apr_1' } });
+  });
+
+  test('behavior: template text is literal and whole-path; a parameter is one non-empty segment', () => {
+    expect(router.match('GET', '/dashboard/approvalsxjson').kind).toBe('not_found');
+    expect(router.match('GET', '/dashboard/agents/').kind).toBe('not_found');
+    expect(router.match('GET', '/x/dashboard/agents').kind).toBe('not_found');
+    expect(router.match('GET', '/api/approvals//status').kind).toBe('not_found');
+    expect(router.match('GET', '/api/approvals/a/b/status').kind).toBe('not_found');
+  });
+
+  test('behavior: a path answered under other methods is method_not_allowed, each method once', () => {
+    expect(router.match('PUT', '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'POST'] });
+    expect(router.match('POST', '/dashboard/services/new')).toEqual({ kind: 'method_not_allowed', allow: ['GET'] });
+    expect(router.match(undefined, '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'POST'] });
+  });
+});
+
+describe('decodePathParam', () => {
+  test('behavior: decodes escapes; a malformed escape is undefined, not a throw', () => {
+    expect(decodePathParam('a%20b')).toBe('a b');
+    expect(decodePathParam('%E0%A4')).toBeUndefined();
+  });
+});
