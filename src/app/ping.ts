@@ -25,7 +25,7 @@ export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: st
     const now = deps.now();
     deps.store.transactions.insert({
       id: newUuid(), orgId: agent.orgId, agentId: agent.id, type: 'ping', status: 'recorded', chainId: 0, recipient: '',
-      amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now, holdsCap: false,
+      amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now,
     });
     deps.store.agents.touchPing(agent.id, now);
     return { ok: true, agentId: agent.id, agentName: agent.name, orgId: agent.orgId, status: agent.status };

@@ -170,20 +170,20 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
     const current = agents.get(agent.id) ?? agent;
     const now = deps.now();
     const verdict = evaluatePolicy(intentFacts(deps, current, intent));
-    const row: PaymentRow = {
-      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, status: '', chainId: intent.chainId,
+    const row: Omit<PaymentRow, 'status'> = {
+      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
       recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',
       resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
       approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
-      payments.insert({ ...row, status: 'denied', reason: verdict.reason, holdsCap: false });
+      payments.insert({ ...row, status: 'denied', reason: verdict.reason });
       return { verdict, row };
     }
     if (verdict.outcome === 'pending_approval') {
       const approvalId = newUuid();
       const windowMs = organizations.get(principal.orgId)!.approvalWindowSeconds * 1000;
-      payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId, holdsCap: true });
+      payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId });
       approvals.insert({
         id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
         expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
@@ -191,10 +191,10 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
       return { verdict, row: { ...row, approvalId } };
     }
     if (presigned) {
-      payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned), holdsCap: true });
+      payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned) });
       return { verdict, row, signed: presigned };
     }
-    payments.insert({ ...row, status: 'signing', holdsCap: true });
+    payments.insert({ ...row, status: 'signing' });
     const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
     return { verdict, row, nonce };
   });
@@ -357,7 +357,7 @@ function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: Pro
   }, { skipThreshold: true });
 }
 
-function allowedResult(row: PaymentRow, signed: SignedPayment, idempotent: boolean): SignResult {
+function allowedResult(row: Omit<PaymentRow, 'status'>, signed: SignedPayment, idempotent: boolean): SignResult {
   return {
     outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
     chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed, resourceUrl: row.resourceUrl,

@@ -1,3 +1,4 @@
+import type { TransactionState } from './transactionState.js';
 import type { AgentStatus } from './validate.js';
 
 /** Plain records shared by the store, the use cases and both transports. Times are epoch ms. */
@@ -78,7 +79,8 @@ export type TransactionRecord = {
   orgId: string;
   agentId: string;
   type: string;
-  status: string;
+  /** See transactionState.ts. */
+  status: TransactionState;
   chainId: number;
   recipient: string;
   amountMicros: bigint;

@@ -1,20 +1,27 @@
 import type { Db } from './db.js';
 import type { TransactionRecord } from '../domain/types.js';
+import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 
 /**
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
- * leaves (`WHERE status = …`), so a transition can happen once no matter who races for it.
+ * leaves (`WHERE status = …`), so a transition can happen once no matter who races for it. The
+ * states, the allowed moves and which states hold the cap are src/domain/transactionState.ts;
+ * every UPDATE here is built by `move`, typed by its from/to states, which also sets holds_cap
+ * from the target state, and the database refuses any other move (migration 0006).
  *
- * States: signing → signed | failed | approved; pending_approval → signing (approved direct payment) |
- * approved (approved paywall payment, signed when the agent collects it) | denied | expired;
- * approved → signing | denied (the paywall's offer changed, or the policy re-check at collection
- * refused it) | expired (not collected within the collection window). A row whose approval is
- * `approved` never becomes `failed`: a signing error, a failed write or a crash sends it from
- * signing back to approved, for the agent to collect again. holds_cap is 1 exactly in
- * signing, signed, approved and pending_approval. An approved row's cap_at is the decision time,
- * which also starts its collection window; collection moves cap_at to the signing time, and the
- * way back to approved moves it back to the decision time.
+ * A row whose approval is `approved` never becomes `failed`: a signing error, a failed write or
+ * a crash sends it from signing back to approved, for the agent to collect again. An approved
+ * row's cap_at is the decision time, which also starts its collection window; collection moves
+ * cap_at to the signing time, and the way back to approved moves it back to the decision time.
  */
+/**
+ * SQL of one allowed move for the rows matching `where` (its `?` parameters follow those of
+ * `set`): the status becomes `to` and holds_cap what `to` implies. An illegal move does not compile.
+ */
+function move<From extends TransactionState>(from: From, to: NextState<From>, set: string, where: string): string {
+  return `UPDATE transactions SET status = '${to}', holds_cap = ${holdsCap(to) ? 1 : 0}, ${set} WHERE ${where} AND status = '${from}'`;
+}
+
 export type PaymentRow = TransactionRecord & {
   resourceUrl: string;
   idempotencyKey: string | null;
@@ -36,7 +43,7 @@ const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount
 
 function toRow(r: Raw): PaymentRow {
   return {
-    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status, chainId: Number(r.chain_id),
+    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status as TransactionState, chainId: Number(r.chain_id),
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
     result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at),
@@ -60,8 +67,8 @@ export function createPaymentStore(db: Db) {
     holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
     VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @createdAt, @reason, @serviceSlug,
     @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
-  const settle = db.prepare(`UPDATE transactions SET status = 'signed', result = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
-  const fail = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'signing'`);
+  const settle = db.prepare(move('signing', 'signed', 'result = ?, updated_at = ?', 'id = ?'));
+  const fail = db.prepare(move('signing', 'failed', 'reason = ?, updated_at = ?', 'id = ?'));
   // A nonce goes back to the pool only with the row that held it, in the same transaction as the
   // move out of `signing`: a signed row keeps its nonce forever.
   const releaseNonceOf = db.prepare(`INSERT OR IGNORE INTO released_nonces (org_id, chain_id, nonce)
@@ -69,31 +76,31 @@ export function createPaymentStore(db: Db) {
   const releaseInterruptedNonces = db.prepare(`INSERT OR IGNORE INTO released_nonces (org_id, chain_id, nonce)
     SELECT org_id, chain_id, nonce FROM transactions WHERE status = 'signing' AND nonce IS NOT NULL`);
   // An approved payment is spent when it is signed, so its amount counts from then on.
-  const approve = db.prepare(`UPDATE transactions SET status = 'signing', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
-  const markApproved = db.prepare(`UPDATE transactions SET status = 'approved', cap_at = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const approve = db.prepare(move('pending_approval', 'signing', 'cap_at = ?, updated_at = ?', 'id = ?'));
+  const markApproved = db.prepare(move('pending_approval', 'approved', 'cap_at = ?, updated_at = ?', 'id = ?'));
   // Collected: the hold starts counting again from now, so the signed payment sits inside the
   // rolling window for a full 24 hours from its signature, however late in its window it was collected.
-  const signApproved = db.prepare(`UPDATE transactions SET status = 'signing', request = ?, cap_at = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
-  const expireApproved = db.prepare(`UPDATE transactions SET status = 'expired', holds_cap = 0, reason = ?, updated_at = ?
-    WHERE id = ? AND status = 'approved' AND cap_at <= ?`);
+  const signApproved = db.prepare(move('approved', 'signing', 'request = ?, cap_at = ?, updated_at = ?', 'id = ?'));
+  const expireApproved = db.prepare(move('approved', 'expired', 'reason = ?, updated_at = ?', 'id = ? AND cap_at <= ?'));
   const overdueApproved = db.prepare(`SELECT id FROM transactions WHERE status = 'approved' AND cap_at <= ? LIMIT 1000`);
-  const denyApproved = db.prepare(`UPDATE transactions SET status = 'denied', holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'approved'`);
-  const release = db.prepare(`UPDATE transactions SET status = ?, holds_cap = 0, reason = ?, updated_at = ? WHERE id = ? AND status = 'pending_approval'`);
+  const denyApproved = db.prepare(move('approved', 'denied', 'reason = ?, updated_at = ?', 'id = ?'));
+  const release = {
+    denied: db.prepare(move('pending_approval', 'denied', 'reason = ?, updated_at = ?', 'id = ?')),
+    expired: db.prepare(move('pending_approval', 'expired', 'reason = ?, updated_at = ?', 'id = ?')),
+  };
   // Back from signing to approved, for a row whose approval is approved: the hold stays, the
   // nonce is handed back (before this, by releaseNonceOf), and cap_at returns to the decision time
   // so the collection window still counts from the decision, however often signing is retried.
   const approvedOnly = `approval_id IN (SELECT id FROM approvals WHERE status = 'approved')`;
   const decisionTime = `COALESCE((SELECT a.decided_at FROM approvals a WHERE a.id = transactions.approval_id), cap_at)`;
-  const reapprove = db.prepare(`UPDATE transactions SET status = 'approved', nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
-    WHERE id = ? AND status = 'signing' AND ${approvedOnly}`);
-  const reapproveAllSigning = db.prepare(`UPDATE transactions SET status = 'approved', nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
-    WHERE status = 'signing' AND ${approvedOnly}`);
+  const reapprove = db.prepare(move('signing', 'approved', `nonce = NULL, cap_at = ${decisionTime}, updated_at = ?`, `id = ? AND ${approvedOnly}`));
+  const reapproveAllSigning = db.prepare(move('signing', 'approved', `nonce = NULL, cap_at = ${decisionTime}, updated_at = ?`, approvedOnly));
   // Rows an older build failed although their approval was approved (a crash while signing).
-  const reopenFailed = db.prepare(`UPDATE transactions SET status = 'approved', holds_cap = 1, nonce = NULL, cap_at = ${decisionTime}, updated_at = ?
-    WHERE status = 'failed' AND approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND decided_at > ?)`);
-  const expireFailed = db.prepare(`UPDATE transactions SET status = 'expired', reason = ?, updated_at = ?
-    WHERE status = 'failed' AND approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND COALESCE(decided_at, 0) <= ?)`);
-  const failAllSigning = db.prepare(`UPDATE transactions SET status = 'failed', holds_cap = 0, reason = 'Interrupted while signing', updated_at = ? WHERE status = 'signing'`);
+  const reopenFailed = db.prepare(move('failed', 'approved', `nonce = NULL, cap_at = ${decisionTime}, updated_at = ?`,
+    `approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND decided_at > ?)`));
+  const expireFailed = db.prepare(move('failed', 'expired', 'reason = ?, updated_at = ?',
+    `approval_id IN (SELECT id FROM approvals WHERE status = 'approved' AND COALESCE(decided_at, 0) <= ?)`));
+  const failAllSigning = db.prepare(move('signing', 'failed', `reason = 'Interrupted while signing', updated_at = ?`, 'TRUE'));
   const newest = db.prepare('SELECT MAX(COALESCE(MAX(created_at), 0), COALESCE(MAX(updated_at), 0)) AS t FROM transactions');
   const nextNonce = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 1)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = next_nonce + 1 RETURNING next_nonce - 1 AS nonce`);
@@ -124,8 +131,9 @@ export function createPaymentStore(db: Db) {
       const r = byId.get(id) as Raw | undefined;
       return r && toRow(r);
     },
-    insert(row: PaymentRow & { holdsCap: boolean }): void {
-      insert.run({ ...row, holdsCap: row.holdsCap ? 1 : 0 });
+    /** A new payment row; it holds the cap exactly when its state does. */
+    insert(row: PaymentRow & { status: InitialState }): void {
+      insert.run({ ...row, holdsCap: holdsCap(row.status) ? 1 : 0 });
     },
     settleSigned(id: string, result: string, now: number): boolean {
       return settle.run(result, now, id).changes === 1;
@@ -170,7 +178,7 @@ export function createPaymentStore(db: Db) {
     },
     /** Ends a pending row as denied or expired and releases its hold on the cap. */
     releasePending(id: string, status: 'denied' | 'expired', reason: string, now: number): boolean {
-      return release.run(status, reason, now, id).changes === 1;
+      return release[status].run(reason, now, id).changes === 1;
     },
     /**
      * At start-up, rows left in `signing` whose approval is approved go back to `approved`: the

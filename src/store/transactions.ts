@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import type { TransactionRecord } from '../domain/types.js';
+import { holdsCap, type InitialState, type TransactionState } from '../domain/transactionState.js';
 
 type TxRow = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
@@ -11,7 +12,7 @@ const COLUMNS = 'id, org_id, agent_id, type, status, chain_id, recipient, amount
 
 function toTx(r: TxRow): TransactionRecord {
   return {
-    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status, chainId: Number(r.chain_id),
+    id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status as TransactionState, chainId: Number(r.chain_id),
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     approvalId: r.approval_id, createdAt: Number(r.created_at),
   };
@@ -34,9 +35,10 @@ export function createTransactionStore(db: Db) {
     amount_micros, holds_cap, cap_at, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const listCache = new Map<string, ReturnType<Db['prepare']>>();
   return {
-    insert(tx: TransactionRecord & { holdsCap: boolean }): void {
+    /** A new ledger row (a ping); it holds the cap exactly when its state does. */
+    insert(tx: TransactionRecord & { status: InitialState }): void {
       insertRecord.run(tx.id, tx.orgId, tx.agentId, tx.type, tx.status, tx.chainId, tx.recipient, tx.amountMicros,
-        tx.holdsCap ? 1 : 0, tx.createdAt, tx.reason, tx.serviceSlug, tx.createdAt, tx.createdAt);
+        holdsCap(tx.status) ? 1 : 0, tx.createdAt, tx.reason, tx.serviceSlug, tx.createdAt, tx.createdAt);
     },
     /** One page, newest first. Filters only add fixed SQL fragments; values are always bound. */
     list(f: TransactionFilter): TransactionRecord[] {

@@ -7,6 +7,7 @@ import type { AppDeps } from '../../src/app/deps.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { summarizeSpend } from '../../src/app/spend.js';
 import { OPERATOR } from '../../src/domain/types.js';
+import { TRANSACTION_STATES, holdsCap, type InitialState, type TransactionState } from '../../src/domain/transactionState.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { testDeps } from '../helpers/testDeps.js';
 
@@ -31,13 +32,31 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A ledger row `ago` ms before NOW; holdsCap as the payment store would set it for `status`. */
-function row(agentId: string, ago: number, usd: bigint, status: string): void {
-  store.transactions.insert({
-    id: `00000000-0000-4000-8000-${String(++seq).padStart(12, '0')}`, orgId, agentId, type: 'eip3009', status, chainId: 8453,
-    recipient: '0x2222222222222222222222222222222222222222', amountMicros: usd * 1_000_000n, reason: '', serviceSlug: '',
-    approvalId: null, createdAt: NOW - ago, holdsCap: ['signed', 'signing', 'pending_approval'].includes(status),
+/**
+ * How a payment reaches each state, through the payment store's typed moves (a row may only start
+ * in an initial state and move along the state machine; holds_cap follows from its state).
+ */
+const PATHS: Record<Exclude<TransactionState, 'recorded'>, { start: InitialState; moves: Array<(id: string, at: number) => boolean> }> = {
+  signing: { start: 'signing', moves: [] },
+  signed: { start: 'signing', moves: [(id, at) => store.payments.settleSigned(id, '{}', at)] },
+  failed: { start: 'signing', moves: [(id, at) => store.payments.markFailed(id, 'Signing failed', at)] },
+  pending_approval: { start: 'pending_approval', moves: [] },
+  approved: { start: 'pending_approval', moves: [(id, at) => store.payments.markApproved(id, at)] },
+  denied: { start: 'denied', moves: [] },
+  expired: { start: 'pending_approval', moves: [(id, at) => store.payments.releasePending(id, 'expired', 'Approval request expired', at)] },
+};
+
+/** A payment `ago` ms before NOW (when it began counting), brought to `status` through the state machine. */
+function row(agentId: string, ago: number, usd: bigint, status: keyof typeof PATHS): void {
+  const id = `00000000-0000-4000-8000-${String(++seq).padStart(12, '0')}`;
+  const path = PATHS[status];
+  store.payments.insert({
+    id, orgId, agentId, type: 'eip3009', status: path.start, chainId: 8453, recipient: '0x2222222222222222222222222222222222222222',
+    amountMicros: usd * 1_000_000n, reason: '', serviceSlug: '', resourceUrl: '', idempotencyKey: null, requestHash: 'h', request: '{}',
+    result: null, approvalId: null, createdAt: NOW - ago,
   });
+  for (const step of path.moves) expect(step(id, NOW - ago)).toBe(true);
+  expect(store.payments.get(id)!.status).toBe(status);
 }
 
 describe('summarizeSpend', () => {
@@ -73,5 +92,17 @@ describe('summarizeSpend', () => {
     const s = summarizeSpend(deps, OPERATOR, orgId);
     expect(s.agents[0]!.last24hMicros).toBe(store.payments.committedSince(a.id, NOW - DAY, NOW));
     expect(s.agents[0]!.last24hMicros).toBe(5_000_000n);
+  });
+
+  test('behavior: a payment counts exactly while its state holds the cap, in every state', () => {
+    const a = createAgent(deps, OPERATOR, { orgId, name: 'a' });
+    const states = TRANSACTION_STATES.filter((t): t is keyof typeof PATHS => t !== 'recorded');
+    // One payment per state, each a distinct power of two: the sum names the states that count.
+    // Five minutes ago: inside an approved payment's 15-minute collection window, so the sweep keeps it approved.
+    states.forEach((status, i) => row(a.id, 5 * 60_000, 2n ** BigInt(i), status));
+    const expected = states.reduce((sum, status, i) => (holdsCap(status) ? sum + 2n ** BigInt(i) * 1_000_000n : sum), 0n);
+    expect(expected).toBe((1n + 2n + 8n + 16n) * 1_000_000n); // signing, signed, pending_approval, approved
+    expect(summarizeSpend(deps, OPERATOR, orgId).agents[0]!.last24hMicros).toBe(expected);
+    expect(store.payments.committedSince(a.id, NOW - DAY, NOW)).toBe(expected);
   });
 });

@@ -27,7 +27,7 @@ function seed(db: Db): void {
 }
 
 let seq = 0;
-function rawRow(): PaymentRow {
+function rawRow(): PaymentRow & { status: 'signing' } {
   seq++;
   return {
     id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`, orgId: ORG, agentId: AGENT, type: 'raw_transaction', status: 'signing',
@@ -40,7 +40,7 @@ function rawRow(): PaymentRow {
 function reserve(db: Db, payments: ReturnType<typeof createPaymentStore>): { id: string; nonce: number } {
   return writeTxn(db, () => {
     const row = rawRow();
-    payments.insert({ ...row, holdsCap: true });
+    payments.insert(row);
     return { id: row.id, nonce: payments.allocateNonce(ORG, CHAIN, row.id) };
   });
 }

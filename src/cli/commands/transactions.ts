@@ -1,6 +1,7 @@
 import { ListTransactionsResponseSchema, type Transaction } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
-import { optionalInteger, optionalTime } from '../flagValues.js';
+import { TRANSACTION_STATES } from '../../domain/transactionState.js';
+import { optionalChoice, optionalInteger, optionalTime } from '../flagValues.js';
 import { formatList, formatTime, formatUsdText } from '../render.js';
 
 /** Where the money went: the registry slug when known, else the address; pings have neither. */
@@ -23,7 +24,7 @@ export const transactionCommands: Command[] = [
       const request = {
         orgId: flags.require('--org'),
         agentId: flags.get('--agent') ?? '',
-        status: flags.get('--status') ?? '',
+        status: optionalChoice(flags, '--status', TRANSACTION_STATES) ?? '',
         from: optionalTime(flags, '--from'),
         to: optionalTime(flags, '--to'),
         pageSize: optionalInteger(flags, '--page-size', 1, 500) ?? 0,

@@ -2,6 +2,7 @@ import { listAgents } from '../../app/agents.js';
 import { listTransactions, type ListTransactionsInput } from '../../app/ledger.js';
 import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
+import { TRANSACTION_STATES } from '../../domain/transactionState.js';
 import type { TransactionRecord } from '../../domain/types.js';
 import { csvRow } from '../csv.js';
 import { checksum, iso, shortAddress, usd, utc } from '../format.js';
@@ -9,7 +10,8 @@ import { html } from '../html.js';
 import type { NodeResponse } from '../http.js';
 import type { Reply, Route, RouteContext } from '../routes.js';
 
-const STATUSES = ['signed', 'signing', 'pending_approval', 'denied', 'expired', 'failed', 'recorded'] as const;
+/** The filter menu: every transaction state (domain/transactionState.ts). */
+const STATUSES = TRANSACTION_STATES;
 const DAY_MS = 24 * 3600_000;
 const PAGE_SIZE = 50;
 /** An export stops here; a larger ledger is exported in date ranges. */
@@ -136,10 +138,10 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
 
 /** The ledger with filters and paging, and its CSV export. */
 export const transactionRoutes: Route[] = [
-  { method: 'GET', pattern: /^\/dashboard\/transactions$/, permission: 'read', handle: transactionsPage },
+  { method: 'GET', path: '/dashboard/transactions', permission: 'read', handle: transactionsPage },
   {
     method: 'GET',
-    pattern: /^\/dashboard\/transactions\.csv$/,
+    path: '/dashboard/transactions.csv',
     permission: 'read',
     handle(ctx): Reply {
       let query: ListTransactionsInput;
