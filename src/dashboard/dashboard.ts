@@ -1,147 +1,89 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { listApprovals } from '../app/approvals.js';
 import { roleAllows } from '../app/dashboardRoles.js';
-import { authenticateSession, csrfTokenMatches, sessionPrincipal, signOut, type SessionContext } from '../app/dashboardSessions.js';
+import { authenticateSession, sessionPrincipal, signOut } from '../app/dashboardSessions.js';
 import type { AppDeps } from '../app/deps.js';
 import { getOrganization } from '../app/organizations.js';
-import { html } from './html.js';
-import {
-  BodyTooLargeError, SECURITY_HEADERS, readBodyLimited, readCookies, redirect, sendAsset, sendHtml, sendJson, sendText,
-  type NodeRequest, type NodeResponse,
-} from './http.js';
-import { barePage, page, type Flash, type PageContext } from './layout.js';
-import { MultipartError, multipartBoundary, parseMultipart } from './multipart.js';
+import { BodyTooLargeError, type NodeRequest, type NodeResponse } from '../http/io.js';
+import { createRouter, decodePathParam } from '../http/router.js';
+import { loadAssets, sendAsset } from './assets.js';
+import { csrfPresented, isCrossSite } from './csrf.js';
+import { createFlashes } from './flashes.js';
+import { UnsupportedBody, readForm } from './forms.js';
+import { readCookies, redirect, sendText, setSecurityHeaders } from './http.js';
+import { MultipartError } from './multipart.js';
 import { agentRoutes } from './pages/agents.js';
 import { apiKeyRoutes } from './pages/apiKeys.js';
 import { approvalRoutes } from './pages/approvals.js';
-import { MAX_IMPORT_BYTES, serviceRoutes } from './pages/services.js';
-import {
-  SESSION_COOKIE, SIGN_IN_COOKIE, attemptSignIn, clearedCookie, sessionCookie, signInPage, signInTokenMatches,
-} from './pages/signIn.js';
+import { serviceRoutes } from './pages/services.js';
+import { SESSION_COOKIE, clearedCookie } from './pages/signIn.js';
 import { spendRoutes } from './pages/spend.js';
 import { transactionRoutes } from './pages/transactions.js';
+import { createReplies, wantsJson } from './replies.js';
 import { FormFields, errorText, type Reply, type Route, type RouteContext } from './routes.js';
-import { clientScript } from './static/client.js';
-import { styles } from './static/styles.js';
+import { SIGN_IN_PATH, serveSignIn } from './signInRoute.js';
 
 export type Dashboard = {
   /** Takes every request under /dashboard (answering it asynchronously) and returns true; false for any other path. */
   handle: (req: NodeRequest, res: NodeResponse, log: Logger) => boolean;
 };
 
-/** Form posts are small; the registry import may carry a file. */
-const MAX_FORM_BYTES = 64 * 1024;
-const MAX_MULTIPART_BYTES = MAX_IMPORT_BYTES + 64 * 1024;
-/** Flash messages waiting for their page view, at most this many (oldest dropped first). */
-const MAX_PENDING_FLASHES = 10_000;
+/** Home is the approvals page while anything waits for a decision. */
+const home: Route['handle'] = (ctx) => {
+  const pending = listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'pending').length;
+  return { type: 'redirect', to: pending > 0 ? '/dashboard/approvals' : '/dashboard/agents' };
+};
 
-type Asset = { body: Buffer; etag: string; contentType: string };
-
-function asset(text: string, contentType: string): Asset {
-  const body = Buffer.from(text, 'utf8');
-  return { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 16)}"`, contentType };
-}
-
-/** Sign-in, sign-out and the home redirect: the routes that are about the session itself. */
-function sessionRoutes(): Route[] {
-  return [
-    {
-      method: 'GET',
-      pattern: /^\/dashboard\/?$/,
-      permission: 'read',
-      handle(ctx) {
-        // Home is the approvals page while anything waits for a decision.
-        const pending = listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'pending').length;
-        return { type: 'redirect', to: pending > 0 ? '/dashboard/approvals' : '/dashboard/agents' };
-      },
+/** The home redirect and sign-out: the signed-in routes that are about the session itself. */
+const sessionRoutes: Route[] = [
+  { method: 'GET', path: '/dashboard', permission: 'read', handle: home },
+  { method: 'GET', path: '/dashboard/', permission: 'read', handle: home },
+  {
+    method: 'POST',
+    path: '/dashboard/sign-out',
+    permission: 'read',
+    body: 'form',
+    handle(ctx) {
+      signOut(ctx.deps, ctx.session);
+      return { type: 'redirect', to: '/dashboard/sign-in', headers: { 'set-cookie': clearedCookie(ctx.req, SESSION_COOKIE) } };
     },
-    {
-      method: 'POST',
-      pattern: /^\/dashboard\/sign-out$/,
-      permission: 'read',
-      body: 'form',
-      handle(ctx) {
-        signOut(ctx.deps, ctx.session);
-        return { type: 'redirect', to: '/dashboard/sign-in', headers: { 'set-cookie': clearedCookie(ctx.req, SESSION_COOKIE) } };
-      },
-    },
-  ];
-}
+  },
+];
 
 /**
  * The web dashboard: server-rendered pages under /dashboard for the people who run an
  * organization's agents. Every change goes through the same use cases as the AdminService, limited
  * to the signed-in user's organization and role. Mount `handle` as the server's extraHandler.
+ *
+ * A request passes, in order: static files; the session cookie; sign-in (signInRoute.ts); the
+ * route table (404, 405); no session (redirect or 401); for a POST, the cross-site check, the
+ * bounded form read (forms.ts) and the CSRF token (csrf.ts); the route's permission; the handler,
+ * whose Reply replies.ts writes.
  */
 export function createDashboard(deps: AppDeps): Dashboard {
-  const css = asset(styles, 'text/css; charset=utf-8');
-  const js = asset(clientScript, 'text/javascript; charset=utf-8');
-  const assetVersion = createHash('sha256').update(css.etag).update(js.etag).digest('hex').slice(0, 10);
-  const routes: Route[] = [
-    ...sessionRoutes(), ...approvalRoutes, ...agentRoutes, ...spendRoutes, ...transactionRoutes, ...apiKeyRoutes, ...serviceRoutes,
-  ];
-  // One-time messages for the page after a redirect, keyed by session. Memory only: a restart
-  // loses at most a confirmation (or a just-created key, which the user can then revoke and redo).
-  const flashes = new Map<string, Flash>();
-  const setFlash = (session: SessionContext, flash: Flash) => {
-    const key = session.tokenHash.toString('hex');
-    flashes.delete(key);
-    flashes.set(key, flash);
-    if (flashes.size > MAX_PENDING_FLASHES) flashes.delete(flashes.keys().next().value!);
-  };
-  const takeFlash = (session: SessionContext): Flash | undefined => {
-    const key = session.tokenHash.toString('hex');
-    const flash = flashes.get(key);
-    flashes.delete(key);
-    return flash;
-  };
-
-  const errorPage = (res: NodeResponse, status: number, title: string, text: string, session: SessionContext | undefined) => {
-    const content = html`<h1>${title}</h1><p>${text}</p><p><a href="/dashboard">Back to the dashboard</a></p>`;
-    if (!session) return sendHtml(res, status, barePage(title, assetVersion, deps.now(), content));
-    let orgName = '';
-    try {
-      orgName = getOrganization(deps, sessionPrincipal(session), session.user.orgId).name;
-    } catch {
-      // the page still renders without the organization's name
-    }
-    const ctx: PageContext = { session, orgName, now: deps.now(), pendingCount: 0, flash: undefined, assetVersion };
-    return sendHtml(res, status, page(ctx, undefined, title, content));
-  };
-
-  const wantsJson = (req: NodeRequest, path: string) => path.endsWith('.json') || /application\/json/.test(req.headers.accept ?? '');
-
-  const refuse = (req: NodeRequest, res: NodeResponse, path: string, status: number, text: string, session: SessionContext | undefined) => {
-    if (wantsJson(req, path)) return sendJson(res, status, { error: text });
-    return errorPage(res, status, status === 403 ? 'Not allowed' : 'Error', text, session);
-  };
+  const assets = loadAssets();
+  const flashes = createFlashes();
+  const replies = createReplies(deps, assets.version, flashes);
+  const { refuse, errorPage } = replies;
+  const router = createRouter<Route>([
+    ...sessionRoutes, ...approvalRoutes, ...agentRoutes, ...spendRoutes, ...transactionRoutes, ...apiKeyRoutes, ...serviceRoutes,
+  ]);
 
   async function serve(req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     const path = url.pathname;
     const method = req.method === 'HEAD' ? 'GET' : req.method;
 
-    if (method === 'GET' && path === '/dashboard/static/dashboard.css') return sendAsset(req, res, css);
-    if (method === 'GET' && path === '/dashboard/static/dashboard.js') return sendAsset(req, res, js);
+    const file = method === 'GET' ? assets.byPath.get(path) : undefined;
+    if (file) return sendAsset(req, res, file);
 
-    const cookies = readCookies(req);
-    const session = authenticateSession(deps, cookies.get(SESSION_COOKIE));
+    const session = authenticateSession(deps, readCookies(req).get(SESSION_COOKIE));
+    if (path === SIGN_IN_PATH) return serveSignIn(deps, req, res, log, session !== undefined, assets.version);
 
-    if (path === '/dashboard/sign-in') {
-      if (method === 'GET') {
-        if (session) return redirect(res, '/dashboard');
-        const r = signInPage(req, 200, '', undefined, assetVersion, deps.now());
-        return sendHtml(res, r.status, r.html, r.headers);
-      }
-      if (method === 'POST') return postSignIn(req, res, log);
-      return sendText(res, 405, 'Method not allowed', { allow: 'GET, HEAD, POST' });
-    }
-
-    const matching = routes.filter((r) => r.pattern.test(path));
-    if (matching.length === 0) return errorPage(res, 404, 'Not found', 'There is no such page.', session);
-    const route = matching.find((r) => r.method === method);
-    if (!route) return sendText(res, 405, 'Method not allowed', { allow: [...new Set(matching.map((r) => r.method))].join(', ') });
+    const match = router.match(method, path);
+    if (match.kind === 'not_found') return errorPage(res, 404, 'Not found', 'There is no such page.', session);
+    if (match.kind === 'method_not_allowed') return sendText(res, 405, 'Method not allowed', { allow: match.allow.join(', ') });
+    const route = match.route;
 
     if (!session) {
       if (method === 'GET' && !wantsJson(req, path)) return redirect(res, '/dashboard/sign-in');
@@ -151,9 +93,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
     let form = new FormFields(new Map());
     let files = new Map<string, Buffer>();
     if (method === 'POST') {
-      // Browsers label cross-site requests; SameSite=Strict already keeps the cookie off them,
-      // this refuses them before the body is even read.
-      if (req.headers['sec-fetch-site'] === 'cross-site') return refuse(req, res, path, 403, 'Cross-site requests are not accepted.', session);
+      if (isCrossSite(req)) return refuse(req, res, path, 403, 'Cross-site requests are not accepted.', session);
       try {
         ({ form, files } = await readForm(req, route.body ?? 'form'));
       } catch (err) {
@@ -165,8 +105,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
         if (err instanceof UnsupportedBody || err instanceof MultipartError) return refuse(req, res, path, 400, err.message, session);
         throw err;
       }
-      const presented = (req.headers['x-csrf-token'] as string | undefined) ?? (form.has('_csrf') ? form.get('_csrf') : undefined);
-      if (!csrfTokenMatches(session, presented)) {
+      if (!csrfPresented(req, session, form)) {
         log.warn({ userId: session.user.id, path }, 'dashboard post refused: missing or wrong CSRF token');
         return refuse(req, res, path, 403, 'This form has expired or did not come from the dashboard. Reload the page and try again.', session);
       }
@@ -176,12 +115,11 @@ export function createDashboard(deps: AppDeps): Dashboard {
       return refuse(req, res, path, 403, `Your role (${session.user.role}) does not allow this.`, session);
     }
 
-    const match = route.pattern.exec(path)!;
-    let params: string[];
-    try {
-      params = match.slice(1).map((p) => decodeURIComponent(p ?? ''));
-    } catch {
-      return errorPage(res, 404, 'Not found', 'There is no such page.', session);
+    const params: Record<string, string> = {};
+    for (const [name, raw] of Object.entries(match.params)) {
+      const value = decodePathParam(raw);
+      if (value === undefined) return errorPage(res, 404, 'Not found', 'There is no such page.', session);
+      params[name] = value;
     }
     const principal = sessionPrincipal(session);
     const ctx: RouteContext = {
@@ -191,8 +129,8 @@ export function createDashboard(deps: AppDeps): Dashboard {
         orgName: getOrganization(deps, principal, principal.orgId).name,
         now: deps.now(),
         pendingCount: listApprovals(deps, principal, principal.orgId, 'pending').length,
-        flash: takeFlash(session),
-        assetVersion,
+        flash: flashes.take(session),
+        assetVersion: assets.version,
       }),
     };
 
@@ -207,54 +145,14 @@ export function createDashboard(deps: AppDeps): Dashboard {
       }
       return refuse(req, res, path, e.status, e.text, session);
     }
-    await writeReply(res, ctx, reply);
-  }
-
-  async function writeReply(res: NodeResponse, ctx: RouteContext, reply: Reply): Promise<void> {
-    switch (reply.type) {
-      case 'page':
-        return sendHtml(res, reply.status ?? 200, page(ctx.page(), reply.section, reply.title, reply.content));
-      case 'html':
-        return sendHtml(res, reply.status, reply.html, reply.headers);
-      case 'redirect':
-        if (reply.flash) setFlash(ctx.session, reply.flash);
-        return redirect(res, reply.to, reply.headers);
-      case 'json':
-        return sendJson(res, reply.status ?? 200, reply.body);
-      case 'stream':
-        res.writeHead(200, { ...SECURITY_HEADERS, ...reply.headers });
-        return reply.write(res);
-    }
-  }
-
-  async function postSignIn(req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> {
-    let form: FormFields;
-    try {
-      ({ form } = await readForm(req, 'form'));
-    } catch (err) {
-      if (err instanceof BodyTooLargeError || err instanceof UnsupportedBody) return sendText(res, 400, 'Malformed sign-in form');
-      throw err;
-    }
-    const email = form.get('email').slice(0, 320);
-    if (req.headers['sec-fetch-site'] === 'cross-site' || !signInTokenMatches(req, form.get('_csrf'))) {
-      const r = signInPage(req, 403, email, 'The sign-in form expired. Please try again.', assetVersion, deps.now());
-      return sendHtml(res, r.status, r.html, r.headers);
-    }
-    // The socket's peer: behind a reverse proxy that is the proxy, shared by all its clients.
-    const outcome = await attemptSignIn(deps, email, form.get('password'), req.socket.remoteAddress);
-    if (!outcome.ok) {
-      log.info({ code: outcome.code }, 'dashboard sign-in refused');
-      const r = signInPage(req, outcome.status, email, outcome.message, assetVersion, deps.now());
-      return sendHtml(res, r.status, r.html, r.headers);
-    }
-    log.info({ userId: outcome.userId }, 'dashboard sign-in');
-    return redirect(res, '/dashboard', { 'set-cookie': [sessionCookie(req, outcome.token), clearedCookie(req, SIGN_IN_COOKIE)] });
+    await replies.write(res, ctx, reply);
   }
 
   return {
     handle(req, res, log) {
       const path = (req.url ?? '/').split('?')[0]!;
       if (path !== '/dashboard' && !path.startsWith('/dashboard/')) return false;
+      setSecurityHeaders(res);
       serve(req, res, log).catch((err: unknown) => {
         log.error({ err }, 'dashboard request failed');
         if (!res.headersSent) sendText(res, 500, 'Internal error');
@@ -263,27 +161,4 @@ export function createDashboard(deps: AppDeps): Dashboard {
       return true;
     },
   };
-}
-
-class UnsupportedBody extends Error {}
-
-/** Reads a POST body as urlencoded fields or, for `multipart` routes, as multipart form data. */
-async function readForm(req: NodeRequest, kind: 'form' | 'multipart'): Promise<{ form: FormFields; files: Map<string, Buffer> }> {
-  const type = req.headers['content-type'] ?? '';
-  const fields = new Map<string, string[]>();
-  const files = new Map<string, Buffer>();
-  const add = (name: string, value: string) => fields.set(name, [...(fields.get(name) ?? []), value]);
-  const boundary = kind === 'multipart' ? multipartBoundary(type) : undefined;
-  if (boundary !== undefined) {
-    const body = await readBodyLimited(req, MAX_MULTIPART_BYTES);
-    for (const part of await parseMultipart(body, boundary)) {
-      if (part.filename !== undefined) files.set(part.name, part.data);
-      else add(part.name, part.data.toString('utf8'));
-    }
-    return { form: new FormFields(fields), files };
-  }
-  const body = await readBodyLimited(req, MAX_FORM_BYTES);
-  if (body.length > 0 && !/^application\/x-www-form-urlencoded\b/i.test(type)) throw new UnsupportedBody('Expected a form (application/x-www-form-urlencoded).');
-  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) add(name, value);
-  return { form: new FormFields(fields), files };
 }

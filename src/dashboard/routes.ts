@@ -7,7 +7,8 @@ import type { DashboardUserPrincipal } from '../domain/types.js';
 import { HTTP_STATUSES } from '../rest/errors.js';
 import type { Html, Renderable } from './html.js';
 import type { Flash, PageContext, Section } from './layout.js';
-import type { NodeRequest, NodeResponse } from './http.js';
+import type { NodeRequest, NodeResponse } from '../http/io.js';
+import type { RouteSpec } from '../http/router.js';
 
 /** Form fields of a POST, urlencoded or multipart; a missing field reads as ''. */
 export class FormFields {
@@ -31,8 +32,8 @@ export type RouteContext = {
   res: NodeResponse;
   log: Logger;
   url: URL;
-  /** Capture groups of the route's pattern, already URI-decoded. */
-  params: string[];
+  /** The `{name}` segments of the route's path, already URI-decoded. */
+  params: Record<string, string>;
   form: FormFields;
   /** Uploaded files of a multipart POST by field name (only those with a filename). */
   files: ReadonlyMap<string, Buffer>;
@@ -43,7 +44,7 @@ export type RouteContext = {
   page: () => PageContext;
 };
 
-/** What a handler answers; dashboard.ts turns it into bytes with the security headers. */
+/** What a handler answers; replies.ts turns it into bytes (the security headers are already set). */
 export type Reply =
   | { type: 'page'; status?: number; section: Section | undefined; title: string; content: Renderable }
   | { type: 'html'; status: number; html: Html; headers?: Record<string, string | string[]> }
@@ -51,10 +52,8 @@ export type Reply =
   | { type: 'json'; status?: number; body: unknown }
   | { type: 'stream'; headers: Record<string, string>; write: (res: NodeResponse) => Promise<void> };
 
-export type Route = {
-  method: 'GET' | 'POST';
-  /** Matched against the path; anchored by the author. */
-  pattern: RegExp;
+/** A dashboard route: method and path template (src/http/router.ts), who may call it, how. */
+export type Route = RouteSpec & {
   /** `public` routes run without a session (sign-in); all others need one and this permission. */
   permission: 'public' | DashboardPermission;
   /** Body format of a POST; multipart only for the registry import. */

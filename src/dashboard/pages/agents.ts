@@ -150,10 +150,10 @@ ${policy}</section>`,
 
 /** Agents: list, add, one agent's page, status changes and the policy form. */
 export const agentRoutes: Route[] = [
-  { method: 'GET', pattern: /^\/dashboard\/agents$/, permission: 'read', handle: (ctx) => agentsPage(ctx) },
+  { method: 'GET', path: '/dashboard/agents', permission: 'read', handle: (ctx) => agentsPage(ctx) },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/agents$/,
+    path: '/dashboard/agents',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
@@ -170,17 +170,17 @@ export const agentRoutes: Route[] = [
   },
   {
     method: 'GET',
-    pattern: /^\/dashboard\/agents\/([^/]+)$/,
+    path: '/dashboard/agents/{id}',
     permission: 'read',
-    handle: (ctx) => agentPage(ctx, getAgent(ctx.deps, ctx.principal, ctx.params[0]!)),
+    handle: (ctx) => agentPage(ctx, getAgent(ctx.deps, ctx.principal, ctx.params.id!)),
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/agents\/([^/]+)\/status$/,
+    path: '/dashboard/agents/{id}/status',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      const agent = getAgent(ctx.deps, ctx.principal, ctx.params[0]!);
+      const agent = getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const back = ctx.form.get('back') === 'list' ? '/dashboard/agents' : `/dashboard/agents/${agent.id}`;
       try {
         const updated = updateAgent(ctx.deps, ctx.principal, { agentId: agent.id, status: ctx.form.get('status') });
@@ -195,11 +195,11 @@ export const agentRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/agents\/([^/]+)\/policy$/,
+    path: '/dashboard/agents/{id}/policy',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      const agent = getAgent(ctx.deps, ctx.principal, ctx.params[0]!);
+      const agent = getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const values = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
         fee: ctx.form.has('max_network_fee_wei') ? ctx.form.get('max_network_fee_wei') : undefined,

@@ -45,10 +45,10 @@ ${keys.length === 0 ? html`<p class="empty">No API keys.</p>` : html`<div class=
 
 /** API keys: list, create (shown once) and revoke. */
 export const apiKeyRoutes: Route[] = [
-  { method: 'GET', pattern: /^\/dashboard\/keys$/, permission: 'read', handle: (ctx) => keysPage(ctx) },
+  { method: 'GET', path: '/dashboard/keys', permission: 'read', handle: (ctx) => keysPage(ctx) },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/keys$/,
+    path: '/dashboard/keys',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
@@ -67,11 +67,11 @@ export const apiKeyRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/keys\/([^/]+)\/revoke$/,
+    path: '/dashboard/keys/{id}/revoke',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      const key = revokeApiKey(ctx.deps, ctx.principal, ctx.params[0]!);
+      const key = revokeApiKey(ctx.deps, ctx.principal, ctx.params.id!);
       return { type: 'redirect', to: '/dashboard/keys', flash: { kind: 'ok', text: `Key ${key.prefix}… revoked.` } };
     },
   },

@@ -111,10 +111,10 @@ ${decidedTable(decided, names)}`,
 
 /** The approvals page (the home page while anything is pending), its live JSON and the decision form. */
 export const approvalRoutes: Route[] = [
-  { method: 'GET', pattern: /^\/dashboard\/approvals$/, permission: 'read', handle: approvalsPage },
+  { method: 'GET', path: '/dashboard/approvals', permission: 'read', handle: approvalsPage },
   {
     method: 'GET',
-    pattern: /^\/dashboard\/approvals\.json$/,
+    path: '/dashboard/approvals.json',
     permission: 'read',
     handle(ctx) {
       const { deps, session } = ctx;
@@ -129,7 +129,7 @@ export const approvalRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/approvals\/([^/]+)\/decide$/,
+    path: '/dashboard/approvals/{id}/decide',
     permission: 'decide',
     body: 'form',
     async handle(ctx) {
@@ -142,7 +142,7 @@ export const approvalRoutes: Route[] = [
       }
       const decision = choices[0];
       try {
-        const a = describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params[0]!, decision, note: form.get('note') }));
+        const a = describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params.id!, decision, note: form.get('note') }));
         const text = a.status === 'approved'
           ? `Approved ${usd(a.amountMicros)} to ${checksum(a.recipient)}; the agent collects the signature by repeating its request.`
           : `Denied ${usd(a.amountMicros)} to ${checksum(a.recipient)}.`;

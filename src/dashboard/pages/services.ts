@@ -183,19 +183,19 @@ function importText(ctx: RouteContext): { text: string; pasted: string } {
  * organization's scope, so no form field can reach a shared record or another organization's.
  */
 export const serviceRoutes: Route[] = [
-  { method: 'GET', pattern: /^\/dashboard\/services$/, permission: 'read', handle: (ctx) => servicesPage(ctx) },
+  { method: 'GET', path: '/dashboard/services', permission: 'read', handle: (ctx) => servicesPage(ctx) },
   {
     method: 'GET',
-    pattern: /^\/dashboard\/services\/new$/,
+    path: '/dashboard/services/new',
     permission: 'manage',
     handle: (ctx) => serviceFormPage(ctx, 'new', { slug: '', name: '', description: '', category: '', logoUrl: '', docsUrl: '', methods: '', endpoints: '' }),
   },
   {
     method: 'GET',
-    pattern: /^\/dashboard\/services\/([^/]+)$/,
+    path: '/dashboard/services/{slug}',
     permission: 'read',
     handle(ctx) {
-      const s = registered(ctx, ctx.params[0]!);
+      const s = registered(ctx, ctx.params.slug!);
       if (!s) throw new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
       // Shared records are the operator's: every organization sees them read-only.
       return s.orgId !== null && roleAllows(ctx.session.user.role, 'manage') ? serviceFormPage(ctx, 'edit', formFromRecord(s)) : serviceView(s);
@@ -203,7 +203,7 @@ export const serviceRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/services$/,
+    path: '/dashboard/services',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
@@ -243,7 +243,7 @@ export const serviceRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/services\/import$/,
+    path: '/dashboard/services/import',
     permission: 'manage',
     body: 'multipart',
     handle(ctx) {
@@ -268,12 +268,12 @@ export const serviceRoutes: Route[] = [
   },
   {
     method: 'POST',
-    pattern: /^\/dashboard\/services\/([^/]+)\/delete$/,
+    path: '/dashboard/services/{slug}/delete',
     permission: 'manage',
     body: 'form',
     handle(ctx) {
-      deleteService(ctx.deps, ctx.principal, ownScope(ctx), ctx.params[0]!);
-      return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${ctx.params[0]!} deleted.` } };
+      deleteService(ctx.deps, ctx.principal, ownScope(ctx), ctx.params.slug!);
+      return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${ctx.params.slug!} deleted.` } };
     },
   },
 ];

@@ -30,7 +30,7 @@ ${dailyChart(s.daily, cap, `${agent.name}: ${usd(s.last7dMicros)} over 7 days; d
 export const spendRoutes: Route[] = [
   {
     method: 'GET',
-    pattern: /^\/dashboard\/spend$/,
+    path: '/dashboard/spend',
     permission: 'read',
     handle(ctx) {
       const summary = summarizeSpend(ctx.deps, ctx.principal, ctx.principal.orgId);
