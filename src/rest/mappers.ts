@@ -1,4 +1,5 @@
 import type { ApprovalRow } from '../store/approvals.js';
+import type { AgentSpendStatus } from '../app/agentSpend.js';
 import type { PingResult } from '../app/ping.js';
 import type { SignResult } from '../app/sign.js';
 import type { QuoteResult } from '../app/quote.js';
@@ -155,5 +156,20 @@ export function quoteJson(r: QuoteResult): { status: number; body: unknown } {
       ...(verdict.outcome === 'allowed' ? {} : { reason: verdict.reason }),
       ...(verdict.outcome === 'pending_approval' ? { approval_threshold_usd: usdToJsonNumber(verdict.thresholdMicros) } : {}),
     },
+  };
+}
+
+/** GET /api/agents/{id}/spend (an extension beyond the wire protocol): USD as decimal strings, like cost_usd. */
+export function agentSpendJson(a: AgentSpendStatus) {
+  return {
+    agent_id: a.agentId,
+    agent_name: a.agentName,
+    status: a.status,
+    window_hours: a.windowMs / 3_600_000,
+    spend_cap_usd: formatUsd(a.spendCapMicros),
+    committed_usd: formatUsd(a.committedMicros),
+    remaining_usd: formatUsd(a.remainingMicros),
+    approval_threshold_usd: formatUsd(a.approvalThresholdMicros),
+    as_of: new Date(a.asOf).toISOString(),
   };
 }

@@ -10,7 +10,8 @@ import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js
 import { parseJsonObject, readRestBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import type { Gate } from '../admission.js';
-import { approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
+import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
+import { getAgentSpend } from '../app/agentSpend.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
@@ -65,6 +66,8 @@ export function createRestRoutes(deps: AppDeps): Route[] {
       const body = await call.body();
       return quoteJson(await quotePayment(deps, call.principal, { url: body.url, agentId: body.agent_id, method: body.method }));
     }),
+    // Extension beyond the wire protocol: the agent's own remaining budget (README "API").
+    route('GET', '/api/agents/{id}/spend', (call) => ({ status: 200, body: agentSpendJson(getAgentSpend(deps, call.principal, call.params.id!)) })),
     route('GET', '/api/approvals/{id}/status', (call) => {
       try {
         return { status: 200, body: approvalStatusJson(getApprovalStatus(deps, call.principal, call.params.id!)) };

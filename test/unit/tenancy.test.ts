@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { getAgentSpend } from '../../src/app/agentSpend.js';
 import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../../src/app/agents.js';
 import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/apiKeys.js';
 import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals.js';
@@ -139,6 +140,7 @@ const USE_CASES: Record<string, UseCase> = {
     other: nf('agent_not_found'),
   },
   quotePayment: { call: () => quotePayment(deps, apiKeyB, { url: 'https://paywall.example/x', agentId: agentA, method: 'GET' }), other: nf('agent_not_found') },
+  getAgentSpend: { call: () => getAgentSpend(deps, apiKeyB, agentA), other: nf('agent_not_found'), allowed: () => getAgentSpend(deps, apiKeyA, agentA) },
   // The wire protocol answers an unusable agent_id on /api/ping with 400 missing_agent_id, unknown and foreign alike.
   pingAgent: { call: () => pingAgent(deps, apiKeyB, agentA), other: { kind: 'missing_agent', code: 'missing_agent_id' }, allowed: () => pingAgent(deps, apiKeyA, agentA) },
 };
