@@ -1,0 +1,231 @@
+import { createClient, createPayingFetch, PaypolicyError, type PaypolicyClient } from '@paypolicy/client';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
+import { listAllTransactions, setPolicy } from '../helpers/payments.js';
+import {
+  MPP_RECIPIENT, PAY_TO, carriesPayment, startFetchPeer, startMppPeer, startPlainPeer, startX402Peer, type MppPeer, type Peer, type PlainPeer, type X402Peer,
+} from '../helpers/peers.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * createPayingFetch from the built @paypolicy/client package against the real server on loopback
+ * and the reference paywalls: @x402/hono 2.27.0 (v2), the reference v1 verifier, and mppx 0.11.0.
+ * Each paywall verifies the payment itself, so a 200 with its body is the proof of payment.
+ */
+
+const STRANGER = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+let x402: X402Peer;
+let plain: PlainPeer;
+let mpp: MppPeer;
+/** Proxies the x402 paywall's challenge, but answers a payment with a redirect to `elsewhere`. */
+let trap: Peer;
+/** Another origin: must never see a payment header. */
+let elsewhere: Peer;
+let s: TestServer;
+let admin: Admin;
+let client: PaypolicyClient;
+
+beforeAll(async () => {
+  [x402, plain, mpp, elsewhere] = await Promise.all([
+    startX402Peer(), startPlainPeer(), startMppPeer(), startFetchPeer(() => Response.json({ elsewhere: true })),
+  ]);
+  trap = await startFetchPeer(async (req) => {
+    if (req.headers.has('payment-signature')) return new Response(null, { status: 302, headers: { location: elsewhere.url('/sink') } });
+    const challenge = await fetch(x402.url('/paid'), { headers: { accept: 'application/json' } });
+    return new Response(await challenge.arrayBuffer(), { status: challenge.status, headers: challenge.headers });
+  });
+  s = await startTestServer({ dev: true, logLevel: 'warn', probeAllowHosts: [x402.host, plain.host, mpp.host, trap.host, elsewhere.host] });
+  admin = adminFor(s);
+  client = createClient({ baseUrl: s.url, apiKey: s.bootstrap.api_key });
+});
+
+afterAll(async () => {
+  await s?.close();
+  await Promise.all([x402, plain, mpp, trap, elsewhere].map((p) => p?.close()));
+});
+
+let agents = 0;
+async function agentWith(policy: { allowlist: string[]; cap?: string; threshold?: string }): Promise<string> {
+  const agentId = await createAgent(admin, s.bootstrap.org_id, `paying-fetch-${++agents}`);
+  await setPolicy(admin, agentId, { allowlist: policy.allowlist, capUsd: policy.cap ?? '10', thresholdUsd: policy.threshold ?? '1' });
+  return agentId;
+}
+
+async function ledger(agentId: string) {
+  return (await listAllTransactions(admin, s.bootstrap.org_id, agentId)).map((t) => ({ status: t.status, amount: t.amountUsd, type: t.type }));
+}
+
+const payments = (peer: Peer, path: string) => peer.requestsTo(path).filter(carriesPayment);
+
+/** The error a promise rejects with (fails the test if it resolves). */
+async function rejection(p: Promise<unknown>): Promise<PaypolicyError> {
+  const err = await p.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(PaypolicyError);
+  return err as PaypolicyError;
+}
+
+describe('createPayingFetch', () => {
+  test('behavior: x402 v2 paywall: one call pays and returns the paid body, the receipt and the transaction id', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const pay = createPayingFetch({ client, agentId, maxAmountUsd: '0.05' });
+    const settled = x402.settlements.length;
+    const res = await pay(x402.url('/paid?case=v2'));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, path: '/paid' });
+    expect(res.payment).toMatchObject({ rail: 'x402', amountUsd: '0.01', idempotent: false, resourceUrl: x402.url('/paid?case=v2') });
+    expect(res.payment!.transactionId).toMatch(UUID_RE);
+    expect(res.payment!.receipt).toMatchObject({ header: 'payment-response', decoded: { success: true, network: 'eip155:84532' } });
+    expect(x402.settlements).toHaveLength(settled + 1);
+    expect(payments(x402, '/paid?case=v2')).toHaveLength(1);
+    expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'x402' }]);
+  });
+
+  test('behavior: x402 v1 paywall (JSON-body challenge, X-PAYMENT) verified by the reference v1 verifier', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const res = await createPayingFetch({ client, agentId, maxAmountUsd: 0.05 })(plain.url('/v1/paid'));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, path: '/v1/paid' });
+    expect(res.payment).toMatchObject({ rail: 'x402', amountUsd: '0.01', receipt: { header: 'x-payment-response', decoded: { success: true } } });
+    expect(plain.v1Verifications.at(-1)).toMatchObject({ isValid: true });
+  });
+
+  test('behavior: MPP paywall (mppx): pays with a Tempo credential and exposes Payment-Receipt', async () => {
+    const agentId = await agentWith({ allowlist: [MPP_RECIPIENT] });
+    const broadcasts = mpp.broadcasts.length;
+    const res = await createPayingFetch({ client, agentId, maxAmountUsd: '0.05' })(mpp.url('/item'));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, path: '/item' });
+    expect(res.payment).toMatchObject({ rail: 'mpp', amountUsd: '0.01', receipt: { header: 'payment-receipt', decoded: { status: 'success' } } });
+    expect(mpp.broadcasts).toHaveLength(broadcasts + 1);
+    expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'mpp' }]);
+  });
+
+  test('behavior: a URL without a paywall is fetched as is; nothing is quoted or signed', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const res = await createPayingFetch({ client, agentId, maxAmountUsd: '1' })(x402.url('/free'));
+    expect([res.status, res.payment]).toEqual([200, null]);
+    expect(await res.json()).toEqual({ free: true });
+    expect(await ledger(agentId)).toEqual([]);
+  });
+
+  test('behavior: above the threshold: 202, approved through AdminService while the fetch waits, then paid', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO], threshold: '0.005' });
+    let polls = 0;
+    let approval = '';
+    // The real client, with a fetch that approves as soon as the client has seen one pending poll.
+    const watching = createClient({
+      baseUrl: s.url, apiKey: s.bootstrap.api_key,
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        if (String(input).endsWith('/status') && ++polls === 1) {
+          expect((await res.clone().json()).status).toBe('pending');
+          await admin.client.decideApproval({ id: approval, decision: Decision.APPROVE, note: 'ok' }, admin.auth);
+        }
+        return res;
+      },
+    });
+    const pay = createPayingFetch({
+      client: watching, agentId, maxAmountUsd: '0.05', waitForApproval: { initialIntervalMs: 10 }, onPending: (p) => void (approval = p.approval_request_id),
+    });
+    const res = await pay(x402.url('/approval'));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, path: '/approval' });
+    expect(polls).toBe(2);
+    expect(res.payment).toMatchObject({ rail: 'x402', amountUsd: '0.01' });
+    expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'x402' }]);
+    expect(payments(x402, '/approval')).toHaveLength(1);
+  });
+
+  test('behavior: waitForApproval false fails fast with approval_required; the same key collects it after the decision', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO], threshold: '0.005' });
+    const pay = createPayingFetch({ client, agentId, maxAmountUsd: '0.05', waitForApproval: false });
+    const err = await rejection(pay(x402.url('/approval?case=fast')));
+    expect(err).toMatchObject({ code: 'approval_required', status: 202, retryable: true, reason: expect.stringContaining('exceeds the approval threshold') });
+    await admin.client.decideApproval({ id: err.approvalRequestId!, decision: Decision.APPROVE }, admin.auth);
+    const res = await pay(x402.url('/approval?case=fast'), { idempotencyKey: err.details!.idempotency_key as string });
+    expect(res.status).toBe(200);
+    expect(res.payment!.transactionId).toBe(err.transactionId);
+  });
+
+  test('error: policy_denied: a recipient off the allowlist ends in a typed error; the paywall never sees a payment', async () => {
+    const agentId = await agentWith({ allowlist: [STRANGER] });
+    const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '1' })(x402.url('/paid?case=deny')));
+    expect(err).toMatchObject({ code: 'policy_denied', status: 403, retryable: false, reason: `Recipient ${PAY_TO.toLowerCase()} is not on the agent's allowlist` });
+    expect(err.transactionId).toMatch(UUID_RE);
+    expect(payments(x402, '/paid?case=deny')).toEqual([]);
+    expect(await ledger(agentId)).toEqual([{ status: 'denied', amount: '0.01', type: 'x402' }]);
+  });
+
+  test('behavior: a second identical call with the same idempotency key does not pay twice', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const pay = createPayingFetch({ client, agentId, maxAmountUsd: '1' });
+    const first = await pay(x402.url('/paid?case=twice'), { idempotencyKey: 'order-7' });
+    const again = await pay(x402.url('/paid?case=twice'), { idempotencyKey: 'order-7' });
+    expect([first.status, again.status]).toEqual([200, 200]);
+    expect(again.payment).toMatchObject({ idempotent: true, transactionId: first.payment!.transactionId });
+    // One ledger row, one authorization: the paywall got the same signed header twice.
+    expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'x402' }]);
+    const sent = payments(x402, '/paid?case=twice').map((r) => r.headers['payment-signature']);
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toBe(sent[0]);
+  });
+
+  test('error: cross_origin_redirect: a paid request redirected to another origin is not followed; that origin never sees the header', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '1' })(trap.url('/paid')));
+    expect(err).toMatchObject({ code: 'cross_origin_redirect', details: { location: elsewhere.origin } });
+    expect(err.transactionId).toMatch(UUID_RE);
+    expect(payments(trap, '/paid')).toHaveLength(1);
+    expect(elsewhere.requests).toEqual([]);
+  });
+
+  test('behavior: an unpaid redirect to another origin is followed, and that origin (the challenge issuer) alone is paid', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const hop = await startFetchPeer(() => new Response(null, { status: 302, headers: { location: x402.url('/paid?case=hop') } }));
+    try {
+      const paid = await createPayingFetch({ client, agentId, maxAmountUsd: '1' })(hop.url('/start'), { headers: { authorization: 'Bearer agent-secret' } });
+      expect(paid.status).toBe(200);
+      expect(paid.payment!.resourceUrl).toBe(x402.url('/paid?case=hop'));
+      expect(hop.requests.filter(carriesPayment)).toEqual([]);
+      // Credentials meant for the first origin are dropped when a redirect leaves it, in the paid
+      // request too (the agent's first request, paypolicy's quote and sign probes, the payment).
+      const seen = x402.requestsTo('/paid?case=hop');
+      expect(seen.map((r) => [r.headers.authorization, carriesPayment(r)])).toEqual([[undefined, false], [undefined, false], [undefined, false], [undefined, true]]);
+    } finally {
+      await hop.close();
+    }
+  });
+
+  test('error: max_amount_exceeded: a price above maxAmountUsd is refused before anything is signed', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    x402.setPrice('/changing', '$0.50');
+    const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '0.1' })(x402.url('/changing?case=max')));
+    expect(err).toMatchObject({ code: 'max_amount_exceeded', status: 0, details: { amount_usd: '0.5', max_amount_usd: '0.1' } });
+    expect(err.transactionId).toBeUndefined();
+    expect(await ledger(agentId)).toEqual([]);
+    expect(payments(x402, '/changing?case=max')).toEqual([]);
+  });
+
+  test('error: max_amount_exceeded: a price that rose between quote and sign is signed but never sent', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const url = x402.url('/changing?case=rise');
+    x402.setPrice('/changing', '$0.01');
+    expect((await client.quote({ url, agent_id: agentId })).amount_usd).toBe(0.01); // cached for 60 s
+    x402.setPrice('/changing', '$0.50');
+    const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '0.1' })(url));
+    expect(err).toMatchObject({ code: 'max_amount_exceeded', details: { amount_usd: '0.5' } });
+    expect(err.transactionId).toMatch(UUID_RE);
+    expect(payments(x402, '/changing?case=rise')).toEqual([]);
+  });
+
+  test('error: an aborted signal stops the call with the signal\'s reason', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const controller = new AbortController();
+    controller.abort(new Error('agent gave up'));
+    await expect(createPayingFetch({ client, agentId, maxAmountUsd: '1' })(x402.url('/paid'), { signal: controller.signal })).rejects.toThrow(/aborted|agent gave up/);
+    expect(await ledger(agentId)).toEqual([]);
+  });
+});
