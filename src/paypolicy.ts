@@ -14,11 +14,11 @@ import { createGate, DEFAULT_MAX_PROBES } from './admission.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
-import { repairInterrupted, sweepExpiredApprovals } from './app/approvals.js';
+import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
 import { prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
-import { writeTxn } from './store/db.js';
+import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
@@ -80,14 +80,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   });
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue);
   // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
-  const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
+  const uow = createUnitOfWork(store);
+  const clock = openLedgerClock(store, (fn) => uow.writeNow(fn));
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
   const now = options.now ?? clock.now;
   if (config.probeAllowHosts.length > 0) {
     log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
   }
   const deps: AppDeps = {
-    store, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
+    store, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
@@ -96,7 +97,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
-  // Approved ones become collectable again; the rest fail (approvals.ts repairInterrupted).
+  // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
   const repaired = repairInterrupted(deps);
   if (Object.values(repaired).some((n) => n > 0)) log.warn(repaired, 'repaired payments interrupted while signing');
   let server: RunningServer;

@@ -3,7 +3,6 @@ import { parseUsd } from '../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../domain/networkFee.js';
 import type { Agent, Policy, Principal } from '../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
 import { requireAccess, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
@@ -40,7 +39,7 @@ export function getAgent(deps: AppDeps, principal: Principal, agentId: string): 
 
 export function createAgent(deps: AppDeps, principal: Principal, input: { orgId: string; name: string; policy?: Policy }): Agent {
   const name = requireName(input.name, 'name');
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     requireOrgAccess(deps, principal, 'manage', input.orgId);
     const now = deps.now();
     const agent: Agent = {
@@ -56,7 +55,7 @@ export function updateAgent(deps: AppDeps, principal: Principal, input: { agentI
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const status = input.status;
   if (status !== undefined && !isAgentStatus(status)) throw invalidArgument('status must be one of active, paused, revoked');
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
     // Revocation is final: a revoked agent's id may have leaked, so it never comes back.
     if (agent.status === 'revoked' && status !== undefined && status !== 'revoked') {
@@ -108,7 +107,7 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
 export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Policy {
   requireId(input.agentId, AGENT_ID, 'agent_id');
   const parsed = parsePolicy(input, deps.now());
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
     const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
     deps.store.agents.setPolicy(input.agentId, policy);

@@ -3,7 +3,6 @@ import { bearerToken, generateApiKey, hashSecret, isApiKeyShaped, unauthenticate
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { ApiKeyMode, ApiKeyPrincipal, ApiKeyRecord, Principal } from '../domain/types.js';
 import { KEY_ID, optionalText, requireId } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
 import { requireAccess } from './access.js';
 import type { AppDeps } from './deps.js';
@@ -13,7 +12,7 @@ export function createApiKey(deps: AppDeps, principal: Principal, input: { orgId
   if (input.mode !== 'live' && input.mode !== 'test') throw invalidArgument('mode must be live or test');
   const label = optionalText(input.label.trim(), 'label', 200);
   const generated = generateApiKey(input.mode);
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     requireOrgAccess(deps, principal, 'manage', input.orgId);
     const key: ApiKeyRecord = {
       id: newId('key'), orgId: input.orgId, mode: input.mode!, prefix: generated.prefix, label,
@@ -43,7 +42,7 @@ export function authenticateApiKey(deps: AppDeps, header: string | null | undefi
 /** Revokes a key; revoking twice is harmless and keeps the first revocation time. */
 export function revokeApiKey(deps: AppDeps, principal: Principal, keyId: string): ApiKeyRecord {
   requireId(keyId, KEY_ID, 'id');
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const key = deps.store.apiKeys.get(keyId);
     if (!key) throw keyNotFound();
     requireAccess(principal, 'manage', key.orgId, keyNotFound);

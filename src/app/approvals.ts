@@ -1,33 +1,24 @@
 import type { Address } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import { evaluatePolicy, type Verdict } from '../domain/policy.js';
-import type { Agent, ApiKeyPrincipal, Principal } from '../domain/types.js';
+import type { ApiKeyPrincipal, Principal } from '../domain/types.js';
 import { UUID, optionalText, requireName } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import type { ApprovalRow } from '../store/approvals.js';
-import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import { inScope, requirePermission } from './access.js';
 import { requireOrgAccess } from './organizations.js';
-import { CAP_WINDOW_MS, policyFacts, releaseStranded, signAndSettle } from './sign.js';
+import { expireIfDue } from './approvalExpiry.js';
+import { sweepExpiredApprovals } from './maintenance.js';
+import { CAP_WINDOW_MS } from './policyFacts.js';
+import { recheckApproved, storedNetworkFee } from './recheck.js';
+import { signAndSettle } from './settle.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
-import { offerFromJson, splitRecipients } from './paywall.js';
-import { loadRequest } from './signedPayment.js';
+import { offerFromJson } from './paywall.js';
 import { atomicToMicros } from '../domain/money.js';
-import { maxNetworkFeeWei, type NetworkFee } from '../domain/networkFee.js';
+import { maxNetworkFeeWei } from '../domain/networkFee.js';
 import { MAX_TEMPO_FEE } from '../signing/tempo.js';
 
-/** Split recipients of a stored paywall request (none for the direct types). */
-function storedSplitRecipients(request: string): string[] {
-  return isPaywallRequest(request) ? splitRecipients(offerFromJson((JSON.parse(request) as StoredPaywallRequest).offer)) : [];
-}
-
-/** Gas and fee cap of a stored raw transaction, whose fee the treasury pays; null for other types. */
-function storedNetworkFee(request: string): NetworkFee | null {
-  if (isPaywallRequest(request)) return null;
-  const { payload } = loadRequest(request);
-  return payload.kind === 'raw_transaction' ? { gas: payload.gas, maxFeePerGas: payload.maxFeePerGas } : null;
-}
+// Tests import the sweep from here, where it lived before maintenance.ts.
+export { sweepExpiredApprovals } from './maintenance.js';
 
 /** MAX_TEMPO_FEE in micro-USD: Tempo fees are in attodollars, 18 decimals of a dollar. */
 const MAX_TEMPO_FEE_MICROS = atomicToMicros(MAX_TEMPO_FEE, 18).micros;
@@ -39,96 +30,8 @@ function paysTempoFee(request: string): boolean {
   return stored.type === 'mpp' && offerFromJson(stored.offer).mpp?.request.methodDetails.feePayer !== true;
 }
 
-export const EXPIRED_REASON = 'Approval request expired before a human decided';
-
 function notFound(): DomainError {
   return new DomainError('not_found', 'Approval not found', { code: 'approval_not_found' });
-}
-
-/**
- * Moves a pending approval past its window to `expired` and releases its hold on the cap.
- * Runs in its own write transaction (or joins the caller's). Returns true when it expired one.
- */
-export function expireIfDue(deps: AppDeps, approvalId: string): boolean {
-  return writeTxn(deps.store.db, () => {
-    const a = deps.store.approvals.get(approvalId);
-    if (!a || a.status !== 'pending' || a.expiresAt > deps.now()) return false;
-    deps.store.approvals.expire(a.id);
-    deps.store.payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, deps.now());
-    return true;
-  });
-}
-
-/**
- * How long an approved paywall payment waits for its agent to collect it, counted from the
- * decision. The approved row holds the cap from the decision time (its cap_at), so a window much
- * shorter than the 24-hour cap window means the hold is released long before it would stop
- * counting: a hold never outlives the cap's own accounting. Collection moves cap_at to the
- * signing time, so the signed payment counts for a full window from its signature.
- */
-export const COLLECTION_WINDOW_MS = 15 * 60 * 1000;
-
-export const COLLECTION_EXPIRED_REASON = 'Approved payment was not collected within 15 minutes of the approval; send a new request';
-
-/**
- * Moves an approved paywall payment whose collection window has closed to `expired` and releases
- * its hold. Runs in its own write transaction (or joins the caller's). True when it expired it.
- */
-export function expireCollectionIfDue(deps: AppDeps, transactionId: string): boolean {
-  return writeTxn(deps.store.db, () => {
-    const now = deps.now();
-    return deps.store.payments.expireApproved(transactionId, now - COLLECTION_WINDOW_MS, COLLECTION_EXPIRED_REASON, now);
-  });
-}
-
-/**
- * Expires every overdue approval and every approved payment left uncollected past its window;
- * run periodically so holds are released without a read.
- */
-export function sweepExpiredApprovals(deps: AppDeps): number {
-  // Rows a failed write left in signing go first: an approved one may then expire right here.
-  releaseStranded(deps);
-  let expired = 0;
-  for (const a of deps.store.approvals.due(deps.now())) if (expireIfDue(deps, a.id)) expired++;
-  for (const id of deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (expireCollectionIfDue(deps, id)) expired++;
-  return expired;
-}
-
-/**
- * The policy re-check of an approved payment (when decided, and when a direct payment is
- * collected again): everything but the threshold, which the human overrides. `ownMicros` is the
- * payment's own hold inside the cap window, counted once, as this payment. The registry
- * attribution made when the payment was requested still vouches for a slug entry; the network fee
- * is checked again because the ceiling may have been lowered while the payment waited.
- */
-export function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Verdict {
-  return evaluatePolicy({
-    ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros),
-    attributedSlug: tx.serviceSlug || null,
-    otherRecipients: storedSplitRecipients(tx.request),
-    networkFee: storedNetworkFee(tx.request),
-  }, { skipThreshold: true });
-}
-
-export const INTERRUPTED_EXPIRED_REASON = 'Signing the approved payment was interrupted and it was not collected within 15 minutes of the approval; send a new request';
-
-/**
- * Start-up repair of what a crash cut off while signing, in one write transaction. No signature
- * of a row still in `signing` was ever returned (it leaves only after the settling commit), so:
- * a row whose approval is approved goes back to `approved` (hold kept, nonce handed back, its
- * collection window counted from the decision) and the agent's repeat collects it; every other
- * row is `failed` and releases its hold and nonce. Rows an older build failed although their
- * approval was approved are reopened the same way within the collection window, else `expired`
- * with INTERRUPTED_EXPIRED_REASON.
- */
-export function repairInterrupted(deps: AppDeps): { reapproved: number; failed: number; reopened: number; expired: number } {
-  const { payments } = deps.store;
-  return writeTxn(deps.store.db, () => {
-    const now = deps.now();
-    const reapproved = payments.reapproveInterrupted(now);
-    const failed = payments.failInterrupted(now);
-    return { reapproved, failed, ...payments.reopenFailedApprovals(now - COLLECTION_WINDOW_MS, INTERRUPTED_EXPIRED_REASON, now) };
-  });
 }
 
 /**
@@ -139,7 +42,7 @@ export function getApprovalStatus(deps: AppDeps, principal: ApiKeyPrincipal, id:
   if (!UUID.test(id)) throw notFound();
   const a = deps.store.approvals.get(id);
   if (!a || a.orgId !== principal.orgId) throw notFound();
-  if (a.status === 'pending' && a.expiresAt <= deps.now()) expireIfDue(deps, a.id);
+  expireIfDue(deps, a.id);
   return deps.store.approvals.get(id)!;
 }
 
@@ -177,15 +80,11 @@ export async function decideApproval(
   if (!UUID.test(input.id)) throw notFound();
   const { approvals, payments, agents } = deps.store;
 
-  const step = writeTxn(deps.store.db, () => {
+  const step = deps.uow.writeNow(() => {
     const a = approvals.get(input.id);
     if (!a || !inScope(principal, a.orgId)) throw notFound();
+    if (expireIfDue(deps, a.id)) return { kind: 'expired' as const };
     const now = deps.now();
-    if (a.status === 'pending' && a.expiresAt <= now) {
-      approvals.expire(a.id);
-      payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, now);
-      return { kind: 'expired' as const };
-    }
     if (a.status !== 'pending') return { kind: 'decided' as const, status: a.status };
     const tx = payments.get(a.transactionId)!;
     if (input.decision === 'deny') {

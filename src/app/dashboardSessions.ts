@@ -3,7 +3,6 @@ import { isIP } from 'node:net';
 import { hasRoomForSignIn, PasswordHasherBusyError } from '../auth/passwordHasher.js';
 import { DomainError } from '../domain/errors.js';
 import type { DashboardUserPrincipal } from '../domain/types.js';
-import { writeTxn } from '../store/db.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { LoginFailures } from '../store/loginFailures.js';
 import type { AppDeps } from './deps.js';
@@ -129,7 +128,7 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
   }
   const addressKey = signInAddressKey(input.clientAddress);
   const { loginFailures, dashboardUsers, dashboardSessions } = deps.store;
-  const attempt = writeTxn(deps.store.db, () => {
+  const attempt = deps.uow.writeNow(() => {
     const now = deps.now();
     pruneLoginFailures(deps, now);
     const byAddress = nextCount(loginFailures.get(addressKey), addressKey, MAX_FAILED_SIGN_INS_PER_ADDRESS, now);
@@ -160,7 +159,7 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
   }
   if (!ok || !found || found.user.disabled) {
     if (!attempt.emailAtMax && !attempt.addressAtMax) throw invalidCredentials();
-    writeTxn(deps.store.db, () => {
+    deps.uow.writeNow(() => {
       const now = deps.now();
       const lock = (key: string) => loginFailures.put({ email: key, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
       if (attempt.emailAtMax) lock(email);
@@ -172,7 +171,7 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
   const token = randomBytes(32).toString('base64url');
   const csrfToken = randomBytes(32).toString('base64url');
   const tokenHash = hashToken(token);
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const now = deps.now();
     loginFailures.clear(email);
     // A success is not a failure: the address gets its attempt back (a person who signs in
@@ -205,7 +204,7 @@ export function sessionPrincipal(session: Pick<SessionContext, 'user'>): Dashboa
 
 /** Ends a session; signing out twice is harmless. */
 export function signOut(deps: AppDeps, session: Pick<SessionContext, 'tokenHash'>): void {
-  writeTxn(deps.store.db, () => deps.store.dashboardSessions.delete(session.tokenHash));
+  deps.uow.writeNow(() => deps.store.dashboardSessions.delete(session.tokenHash));
 }
 
 /** Constant-time comparison of a presented CSRF token with the session's. */

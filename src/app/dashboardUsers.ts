@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import { writeTxn } from '../store/db.js';
 import type { DashboardRole, DashboardUser } from '../store/dashboardUsers.js';
 import type { Principal } from '../domain/types.js';
 import { requirePermission } from './access.js';
@@ -46,7 +45,7 @@ export async function createDashboardUser(
   validateNewPassword(input.password);
   requireOrganization(deps, input.orgId);
   const password = await hashPassword(input.password);
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     requireOrganization(deps, input.orgId);
     if (deps.store.dashboardUsers.getByEmail(email)) {
       throw new DomainError('conflict', 'A dashboard user with this email already exists', { code: 'dashboard_user_exists' });

@@ -5,10 +5,14 @@ import type { Store } from '../store/store.js';
 import type { OfferCache } from '../probe/offerCache.js';
 import type { SafeFetchOptions } from '../probe/safeFetch.js';
 import type { TempoFeeSource } from '../signing/tempoFees.js';
+import type { UnitOfWork } from './unitOfWork.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
+  /** The table groups; every write to them goes through `uow`. */
   store: Store;
+  /** Atomic, durable writes and read snapshots; see unitOfWork.ts. */
+  uow: UnitOfWork;
   vault: TreasuryVault;
   signer: SignerPool;
   now: () => number;

@@ -1,7 +1,6 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { Organization, Principal } from '../domain/types.js';
 import { ORG_ID, requireName } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import { newId } from '../store/ids.js';
 import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
@@ -46,7 +45,7 @@ export function createOrganization(deps: AppDeps, principal: Principal, input: {
   const name = requireName(input.name, 'name');
   const window = requireWindow(input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS);
   const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
-  writeTxn(deps.store.db, () => deps.store.organizations.insert(org));
+  deps.uow.writeNow(() => deps.store.organizations.insert(org));
   return { ...org, treasuryAddress: null };
 }
 
@@ -55,7 +54,7 @@ export function updateOrganization(deps: AppDeps, principal: Principal, input: {
   requirePermission(principal, 'operate');
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const org = requireOrganization(deps, input.orgId);
     deps.store.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
     return deps.store.organizations.get(org.id)!;
@@ -69,7 +68,7 @@ export function listOrganizations(deps: AppDeps, principal: Principal): Organiza
 
 /** Creates the organization's signing key; only its address ever leaves the vault. */
 export function provisionTreasury(deps: AppDeps, principal: Principal, orgId: string): string {
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     requireOrgAccess(deps, principal, 'operate', orgId);
     return deps.vault.provision(orgId, deps.now());
   });

@@ -1,7 +1,6 @@
 import { DomainError } from '../domain/errors.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { AGENT_ID } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import type { AppDeps } from './deps.js';
 
@@ -19,7 +18,7 @@ function missingAgent(message: string): DomainError {
 export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): PingResult {
   if (agentId === '') throw missingAgent('agent_id is required');
   if (!AGENT_ID.test(agentId)) throw missingAgent('agent_id is unknown or revoked');
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     const agent = deps.store.agents.get(agentId);
     if (!agent || agent.orgId !== principal.orgId || agent.status === 'revoked') throw missingAgent('agent_id is unknown or revoked');
     const now = deps.now();

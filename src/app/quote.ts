@@ -7,7 +7,7 @@ import { checkUrl } from '../probe/safeFetch.js';
 import { requireAgentInOrg } from './agents.js';
 import type { AppDeps } from './deps.js';
 import { attributeOffer, probeOffer, requireOfferChain, splitRecipients, type ProbeMethod } from './paywall.js';
-import { policyFacts } from './sign.js';
+import { policyFacts } from './policyFacts.js';
 
 export type QuoteResult = { offer: Offer; verdict: Verdict; attribution: Attribution; resourceUrl: string; cached: boolean };
 

@@ -1,7 +1,6 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, ServiceEndpoint, ServiceRecord } from '../domain/types.js';
 import { SLUG, optionalText, requireName } from '../domain/validate.js';
-import { writeTxn } from '../store/db.js';
 import { newUuid } from '../store/ids.js';
 import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
@@ -120,7 +119,7 @@ export function upsertService(deps: AppDeps, principal: Principal, scope: Regist
   // Permission before validation; the scope (and that its organization exists) inside the write.
   requirePermission(principal, scopePermission(scope, 'manage'));
   const record = normalizeService(input);
-  return writeTxn(deps.store.db, () => {
+  return deps.uow.writeNow(() => {
     requireScopeAccess(deps, principal, 'manage', scope);
     requireSlugFree(deps, scope, record.slug);
     return deps.store.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
@@ -136,7 +135,7 @@ export function deleteService(deps: AppDeps, principal: Principal, scope: Regist
   if (scope === 'shared') requirePermission(principal, 'operate');
   else requireAccess(principal, 'manage', scope.orgId, notFound);
   const s = slug.trim();
-  writeTxn(deps.store.db, () => {
+  deps.uow.writeNow(() => {
     if (deps.store.services.delete(s, scopeOrg(scope))) return;
     if (scope !== 'shared' && deps.store.services.get(s, null)) throw sharedReadOnly(s);
     throw notFound();

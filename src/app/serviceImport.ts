@@ -1,6 +1,5 @@
 import { DomainError, invalidArgument, toDomainError } from '../domain/errors.js';
 import type { Principal, RegisteredService, ServiceRecord } from '../domain/types.js';
-import { writeTxn } from '../store/db.js';
 import type { AppDeps } from './deps.js';
 import { upsertService, type RegistryScope } from './registry.js';
 
@@ -16,7 +15,7 @@ export const MAX_IMPORT_RECORDS = 1000;
 export function importServices(deps: AppDeps, principal: Principal, scope: RegistryScope, records: readonly ServiceRecord[]): RegisteredService[] {
   if (records.length === 0) throw invalidArgument('the import holds no records');
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
-  return writeTxn(deps.store.db, () =>
+  return deps.uow.writeNow(() =>
     records.map((record, i) => {
       try {
         return upsertService(deps, principal, scope, record);

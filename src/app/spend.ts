@@ -1,8 +1,8 @@
 import type { Agent, Principal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { listAgents } from './agents.js';
-import { sweepExpiredApprovals } from './approvals.js';
-import { CAP_WINDOW_MS } from './sign.js';
+import { sweepExpiredApprovals } from './maintenance.js';
+import { CAP_WINDOW_MS } from './policyFacts.js';
 
 const HOUR_MS = 3600_000;
 const DAY_MS = 24 * HOUR_MS;

@@ -7,6 +7,7 @@ import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createTempoFeeSource } from '../../src/signing/tempoFees.js';
 import { createTreasuryVault } from '../../src/signing/treasury.js';
 import type { Store } from '../../src/store/store.js';
+import { createUnitOfWork } from '../../src/store/unitOfWork.js';
 
 /**
  * A signer for use-case tests that never sign: any signing attempt fails the test loudly. Tests that
@@ -30,6 +31,7 @@ export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDep
   const log = createLogger('silent', { write: () => {} });
   return {
     store,
+    uow: createUnitOfWork(store),
     vault: createTreasuryVault(store.organizations, randomBytes(32)),
     signer: NO_SIGNER,
     now,

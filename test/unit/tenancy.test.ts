@@ -162,6 +162,10 @@ const NOT_USE_CASES: Record<string, string> = {
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', recheckApproved: 'helper of decideApproval',
   signAndSettle: 'helper of sign/decideApproval', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
+  // the steps of signPayment (app/sign.ts split by job), each called after its scope check
+  decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
+  intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
+  recheckProbed: 'helper of signPayment', storedNetworkFee: 'pure',
   // the server's own maintenance, acting for no caller
   sweepExpiredApprovals: 'server maintenance', expireIfDue: 'server maintenance', expireCollectionIfDue: 'server maintenance',
   repairInterrupted: 'server start-up repair', releaseStranded: 'server maintenance',

@@ -1,0 +1,82 @@
+import type { Address } from 'viem';
+import { evaluatePolicy } from '../domain/policy.js';
+import type { PaymentRequest } from '../domain/paymentRequest.js';
+import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
+import { newUuid } from '../store/ids.js';
+import type { PaymentRow } from '../store/payments.js';
+import type { AppDeps } from './deps.js';
+import { intentFacts, resolveIntent, type Intent } from './intent.js';
+import { signAndSettle, signOrFail } from './settle.js';
+import type { SignedPayment } from './signedPayment.js';
+import { allowedResult, type SignResult } from './signResult.js';
+
+/**
+ * A new payment: resolve what is to be paid, then decide in one serialized write transaction
+ * that evaluates the agent's policy and records the outcome with its hold on the cap (the row's
+ * first state, domain/transactionState.ts). The signing stage is bounded: beyond it the payment
+ * is refused (503 overloaded) before anything is signed or written; the slot is held until the
+ * outcome is settled.
+ */
+export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
+  const intent = await resolveIntent(deps, principal, agent, req);
+  const release = deps.signer.admit();
+  try {
+    return await decide(deps, principal, agent, req, requestHash, treasury, intent);
+  } finally {
+    release();
+  }
+}
+
+async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent): Promise<SignResult> {
+  const { payments, approvals, agents, organizations } = deps.store;
+
+  // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
+  // says the payment will pass they are signed first and recorded in the same commit as the
+  // decision: one durable write per payment. If the decision changes in between (a concurrent
+  // payment took the headroom), the signature is dropped unseen. Raw transactions need an account
+  // nonce from the ledger, so they are reserved first and signed after.
+  let presigned: SignedPayment | undefined;
+  if (!intent.needsNonce && evaluatePolicy(intentFacts(deps, agent, intent)).outcome === 'allowed') {
+    presigned = await signOrFail(deps, principal.orgId, treasury, intent.stored);
+  }
+
+  const reserved = await deps.uow.write(() => {
+    const current = agents.get(agent.id) ?? agent;
+    const now = deps.now();
+    const verdict = evaluatePolicy(intentFacts(deps, current, intent));
+    const row: Omit<PaymentRow, 'status'> = {
+      id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
+      recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',
+      resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
+      approvalId: null, createdAt: now,
+    };
+    if (verdict.outcome === 'denied') {
+      payments.insert({ ...row, status: 'denied', reason: verdict.reason });
+      return { verdict, row };
+    }
+    if (verdict.outcome === 'pending_approval') {
+      const approvalId = newUuid();
+      const windowMs = organizations.get(principal.orgId)!.approvalWindowSeconds * 1000;
+      payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId });
+      approvals.insert({
+        id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
+        expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
+      });
+      return { verdict, row: { ...row, approvalId } };
+    }
+    if (presigned) {
+      payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned) });
+      return { verdict, row, signed: presigned };
+    }
+    payments.insert({ ...row, status: 'signing' });
+    const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
+    return { verdict, row, nonce };
+  });
+  const { verdict, row } = reserved;
+  if (verdict.outcome === 'denied') return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: verdict.reason, idempotent: false };
+  if (verdict.outcome === 'pending_approval') {
+    return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
+  }
+  const signed = reserved.signed ?? (await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce));
+  return allowedResult(row, signed, false);
+}

@@ -1,0 +1,65 @@
+import { invalidArgument } from '../domain/errors.js';
+import type { NetworkFee } from '../domain/networkFee.js';
+import type { PaymentRequest } from '../domain/paymentRequest.js';
+import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
+import type { AppDeps } from './deps.js';
+import { attributeOffer, offerToJson, probeOffer, requireOfferChain, splitRecipients } from './paywall.js';
+import { policyFacts } from './policyFacts.js';
+import type { StoredPaywallRequest } from './preparePayment.js';
+import { storeRequest } from './signedPayment.js';
+
+/**
+ * What a request asks to pay, resolved: for the direct types straight from the request; for x402
+ * and mpp from the challenge the resource URL answers with right now (the client's recipient and
+ * amount are never used), attributed to a registered service when the registry vouches for it.
+ */
+export type Intent = {
+  chainId: number;
+  recipient: string;
+  /** Split recipients an MPP payment also pays. */
+  otherRecipients: string[];
+  /** Gas and fee cap the treasury pays for (raw transactions); null when the payer pays no fee in wei. */
+  networkFee: NetworkFee | null;
+  amountMicros: bigint;
+  attributedSlug: string | null;
+  attributionNote: string | null;
+  resourceUrl: string;
+  /** The ledger's `request` column: everything needed to sign later. */
+  stored: string;
+  needsNonce: boolean;
+};
+
+export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest): Promise<Intent> {
+  if (req.payload.kind !== 'paywall') {
+    return {
+      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
+      networkFee: req.payload.kind === 'raw_transaction' ? { gas: req.payload.gas, maxFeePerGas: req.payload.maxFeePerGas } : null,
+      resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
+    };
+  }
+  const { resourceUrl, method } = req.payload;
+  const { offer, chain } = await probeOffer(deps, resourceUrl, method);
+  if (offer.rail !== req.type) {
+    throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
+  }
+  requireOfferChain(offer, principal.mode);
+  const attribution = attributeOffer(deps, agent, offer, chain);
+  const stored: StoredPaywallRequest = {
+    type: offer.rail, chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros.toString(),
+    payload: req.payload, offer: offerToJson(offer),
+  };
+  return {
+    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros, networkFee: null,
+    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
+    resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
+  };
+}
+
+/** The policy facts of a resolved intent as the store sees them now. */
+export function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
+  return {
+    ...policyFacts(deps, agent, intent.recipient, intent.amountMicros),
+    otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
+    networkFee: intent.networkFee,
+  };
+}

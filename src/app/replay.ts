@@ -1,0 +1,104 @@
+import type { Address } from 'viem';
+import { DomainError } from '../domain/errors.js';
+import type { PaymentRow } from '../store/payments.js';
+import { expireCollectionIfDue, expireIfDue } from './approvalExpiry.js';
+import type { AppDeps } from './deps.js';
+import { offerFromJson, offerToJson, probeOffer, sameOffer } from './paywall.js';
+import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
+import { recheckApproved, recheckProbed } from './recheck.js';
+import { signAndSettle } from './settle.js';
+import type { SignedPayment } from './signedPayment.js';
+import { allowedResult, type SignResult } from './signResult.js';
+import type { Offer } from '../probe/offer.js';
+
+/**
+ * A repeat of (agent, Idempotency-Key): replays the stored outcome without charging again, each
+ * answer only after a sync that covers the row it reads. A repeat of an approved payment collects
+ * it: the one place an approved row is signed.
+ */
+
+/**
+ * Collects an approved payment. A paywall payment is signed only now: the challenge is probed
+ * again (the one the human saw may have expired), and signed only if it still pays the same
+ * recipient, token and chain no more than was approved. A direct payment is approved only after
+ * its signing at decision time failed or was cut off by a crash; it is signed from its stored
+ * request (a raw transaction gets its nonce here). Either way the write transaction that starts
+ * signing re-checks everything the human did not override (agent status, allowlist with the
+ * fresh probe's attribution, network fee ceiling, cap without this payment's own hold; not the
+ * threshold) and the collection window, like a direct approval is re-checked when decided.
+ * Otherwise the approval cannot be used: 403 with the reason, and the hold is released.
+ */
+async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
+  const { payments, agents } = deps.store;
+  const paywall = isPaywallRequest(row.request);
+  // An expired collection costs no probe.
+  if (paywall && await deps.uow.write(() => expireCollectionIfDue(deps, row.id))) return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
+  const probed = paywall ? await probeApproved(deps, row) : undefined;
+  const request = probed?.request ?? row.request;
+  const step = await deps.uow.write(() => {
+    const now = deps.now();
+    if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
+    if (probed && !sameOffer(probed.offer, probed.approved)) {
+      const { offer } = probed;
+      const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
+      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+    }
+    const agent = agents.get(row.agentId);
+    if (!agent) return { kind: 'over' as const };
+    // Within its collection window the approved row's hold is inside the cap window: count it
+    // once, as this payment.
+    const verdict = probed ? recheckProbed(deps, agent, row, probed) : recheckApproved(deps, agent, row, row.amountMicros);
+    if (verdict.outcome !== 'allowed') {
+      const reason = `Policy re-check at collection refused the approved payment: ${verdict.outcome === 'denied' ? verdict.reason : 'policy refused'}`;
+      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+    }
+    if (!payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
+    const nonce = row.type === 'raw_transaction' ? payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
+    return { kind: 'sign' as const, nonce };
+  });
+  // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
+  if (step.kind === 'over') return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
+  if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
+  const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
+  return allowedResult(row, signed, true);
+}
+
+type Probed = { offer: Offer; chain: readonly string[]; approved: Offer; request: string };
+
+/** The approved paywall payment's challenge as the paywall answers now; `request` stores it. */
+async function probeApproved(deps: AppDeps, row: PaymentRow): Promise<Probed> {
+  const stored = JSON.parse(row.request) as StoredPaywallRequest;
+  const { offer, chain } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
+  return { offer, chain, approved: offerFromJson(stored.offer), request: JSON.stringify({ ...stored, offer: offerToJson(offer) }) };
+}
+
+/** Replays the stored outcome of an earlier request with the same key. */
+export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash: string, treasury: Address): Promise<SignResult> {
+  if (row.requestHash !== requestHash) {
+    throw new DomainError('conflict', 'Idempotency-Key was already used for a different request', { code: 'idempotency_key_reused' });
+  }
+  const base = { agentId: row.agentId, transactionId: row.id, idempotent: true };
+  let current = row;
+  if (current.status === 'pending_approval' && current.approvalId) {
+    expireIfDue(deps, current.approvalId);
+    current = deps.store.payments.get(row.id)!;
+  }
+  // The row may have come from a group commit whose WAL sync is still running: answer only after
+  // a sync that started after this read, so no replayed outcome is ahead of the disk.
+  if (current.status !== 'approved') await deps.uow.durable();
+  switch (current.status) {
+    case 'signed':
+      return allowedResult(current, JSON.parse(current.result!) as SignedPayment, true);
+    case 'pending_approval':
+      return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason };
+    case 'approved':
+      return collectApproved(deps, current, treasury);
+    case 'denied':
+    case 'expired':
+      return { outcome: 'denied', ...base, reason: current.reason };
+    case 'signing':
+      throw new DomainError('conflict', 'This payment is still being signed; repeat the request shortly', { code: 'in_progress' });
+    default:
+      throw new DomainError('failed_precondition', 'Signing this payment failed; send a new request with a new Idempotency-Key', { code: 'signing_failed' });
+  }
+}
