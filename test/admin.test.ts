@@ -1,9 +1,10 @@
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { toJson } from '@bufbuild/protobuf';
 import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import { Code, type CallOptions, type Client } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { AdminService, ApiKeyMode, ListApiKeysResponseSchema, type Transaction } from '../gen/paypolicy/v1/admin_pb.js';
+import { AdminService, ApiKeyMode, ListApiKeysResponseSchema, TransactionStatus, type Transaction } from '../gen/paypolicy/v1/admin_pb.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { anonymous, bearer, expectRpcError } from './helpers/rpc.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
@@ -260,7 +261,7 @@ describe('CreateAgent / UpdateAgent / GetAgent / ListAgents', () => {
     const org = await newOrg();
     clock += 1000;
     const { agent } = await admin.createAgent({ orgId: org.id, name: 'buyer' }, auth);
-    expect(agent).toMatchObject({ orgId: org.id, name: 'buyer', status: 'active' });
+    expect(agent).toMatchObject({ orgId: org.id, name: 'buyer', status: AgentStatus.ACTIVE });
     expect(agent?.id).toMatch(/^agt_[0-9a-z]+$/);
     expect(agent?.policy).toMatchObject({ allowlist: [], spendCapUsd: '0', approvalThresholdUsd: '0' });
     expect(agent?.lastPingAt).toBeUndefined();
@@ -289,31 +290,32 @@ describe('CreateAgent / UpdateAgent / GetAgent / ListAgents', () => {
     const org = await newOrg();
     const { agent } = await admin.createAgent({ orgId: org.id, name: 'before' }, auth);
     const renamed = await admin.updateAgent({ agentId: agent!.id, name: 'after' }, auth);
-    expect(renamed.agent).toMatchObject({ name: 'after', status: 'active' });
-    const paused = await admin.updateAgent({ agentId: agent!.id, status: 'paused' }, auth);
-    expect(paused.agent).toMatchObject({ name: 'after', status: 'paused' });
-    const resumed = await admin.updateAgent({ agentId: agent!.id, status: 'active' }, auth);
-    expect(resumed.agent?.status).toBe('active');
+    expect(renamed.agent).toMatchObject({ name: 'after', status: AgentStatus.ACTIVE });
+    const paused = await admin.updateAgent({ agentId: agent!.id, status: AgentStatus.PAUSED }, auth);
+    expect(paused.agent).toMatchObject({ name: 'after', status: AgentStatus.PAUSED });
+    const resumed = await admin.updateAgent({ agentId: agent!.id, status: AgentStatus.ACTIVE }, auth);
+    expect(resumed.agent?.status).toBe(AgentStatus.ACTIVE);
   });
 
   test('error: invalid_argument: unknown status or blank name', async () => {
-    for (const status of ['deleted', 'ACTIVE', '']) {
+    // Numbers the enum lacks (proto3 enums are open, so a client can send them).
+    for (const status of [4, 99, -1]) {
       await expectRpcError(admin.updateAgent({ agentId: s.bootstrap.agent_id, status }, auth), Code.InvalidArgument, /status must be one of active, paused, revoked/);
     }
     await expectRpcError(admin.updateAgent({ agentId: s.bootstrap.agent_id, name: '' }, auth), Code.InvalidArgument, /name/);
-    expect((await admin.getAgent({ agentId: s.bootstrap.agent_id }, auth)).agent?.status).toBe('active');
+    expect((await admin.getAgent({ agentId: s.bootstrap.agent_id }, auth)).agent?.status).toBe(AgentStatus.ACTIVE);
   });
 
   test('error: failed_precondition: a revoked agent cannot be reactivated or paused', async () => {
     const { agent } = await admin.createAgent({ orgId: s.bootstrap.org_id, name: 'doomed' }, auth);
-    await admin.updateAgent({ agentId: agent!.id, status: 'revoked' }, auth);
-    for (const status of ['active', 'paused']) {
+    await admin.updateAgent({ agentId: agent!.id, status: AgentStatus.REVOKED }, auth);
+    for (const status of [AgentStatus.ACTIVE, AgentStatus.PAUSED]) {
       const err = await expectRpcError(admin.updateAgent({ agentId: agent!.id, status }, auth), Code.FailedPrecondition, /cannot be reactivated/);
       expect(err.metadata.get('x-error-code')).toBe('agent_revoked');
     }
     // Renaming and re-revoking stay possible; the status stays revoked.
-    const renamed = await admin.updateAgent({ agentId: agent!.id, name: 'doomed-2', status: 'revoked' }, auth);
-    expect(renamed.agent).toMatchObject({ name: 'doomed-2', status: 'revoked' });
+    const renamed = await admin.updateAgent({ agentId: agent!.id, name: 'doomed-2', status: AgentStatus.REVOKED }, auth);
+    expect(renamed.agent).toMatchObject({ name: 'doomed-2', status: AgentStatus.REVOKED });
     // A revoked agent cannot ping.
     const r = await ping(s.bootstrap.api_key, agent!.id);
     expect(r.status).toBe(400);
@@ -501,7 +503,7 @@ describe('ListTransactions', () => {
 
   test('behavior: lists the organization\'s rows newest first, with (createdAt, id) descending', () => {
     expect(all).toHaveLength(7);
-    for (const t of all) expect(t).toMatchObject({ orgId, type: 'ping', status: 'recorded', amountUsd: '0', chainId: 0, recipientAddress: '' });
+    for (const t of all) expect(t).toMatchObject({ orgId, type: 'ping', status: TransactionStatus.RECORDED, amountUsd: '0', chainId: 0, recipientAddress: '' });
     for (let i = 1; i < all.length; i++) {
       const [prev, cur] = [all[i - 1]!, all[i]!];
       expect(at(prev) > at(cur) || (at(prev) === at(cur) && prev.id > cur.id)).toBe(true);
@@ -538,8 +540,8 @@ describe('ListTransactions', () => {
     expect([...firstA.transactions, ...restA.transactions].map((t) => t.id)).toEqual(all.filter((t) => t.agentId === agentA).map((t) => t.id));
     expect(restA.nextPageToken).toBe('');
 
-    expect((await admin.listTransactions({ orgId, status: 'recorded' }, auth)).transactions).toHaveLength(7);
-    expect((await admin.listTransactions({ orgId, status: 'signed' }, auth)).transactions).toEqual([]);
+    expect((await admin.listTransactions({ orgId, status: TransactionStatus.RECORDED }, auth)).transactions).toHaveLength(7);
+    expect((await admin.listTransactions({ orgId, status: TransactionStatus.SIGNED }, auth)).transactions).toEqual([]);
 
     const base = at(all[all.length - 1]!);
     const window = await admin.listTransactions({ orgId, from: timestampFromMs(base + 1000), to: timestampFromMs(base + 3000) }, auth);

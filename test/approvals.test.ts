@@ -1,4 +1,5 @@
 import { Code } from '@connectrpc/connect';
+import { AgentStatus, ApprovalStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { getAddress, parseTransaction, recoverTransactionAddress, type Hex, type TransactionSerializedEIP1559 } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -90,7 +91,7 @@ describe('approval lifecycle', () => {
     clock += 60_000;
     const decidedAt = clock;
     const decided = await decide(approvalId, Decision.APPROVE, 'looks fine');
-    expect(decided.approval).toMatchObject({ id: approvalId, status: 'approved', transactionId, decidedBy: 'alice', note: 'looks fine', amountUsd: '6' });
+    expect(decided.approval).toMatchObject({ id: approvalId, status: ApprovalStatus.APPROVED, transactionId, decidedBy: 'alice', note: 'looks fine', amountUsd: '6' });
     expect(timestampMs(decided.approval!.decidedAt!)).toBe(decidedAt);
 
     const repeat = await postSign(s.url, key, pay(agentId, '6'), 'approve-1');
@@ -130,7 +131,7 @@ describe('approval lifecycle', () => {
     clock += 1000;
     const decidedAt = clock;
     const decided = await decide(approvalId, Decision.DENY, 'not today');
-    expect(decided.approval).toMatchObject({ status: 'denied', transactionId, note: 'not today' });
+    expect(decided.approval).toMatchObject({ status: ApprovalStatus.DENIED, transactionId, note: 'not today' });
 
     const status = await getApprovalStatus(s.url, key, approvalId);
     expect(status.json).toMatchObject({ status: 'denied', decided_at: new Date(decidedAt).toISOString(), transaction_id: transactionId });
@@ -185,9 +186,9 @@ describe('approval lifecycle', () => {
     const { approvalId, transactionId } = await requestApproval(agentId, '6');
     clock += HOUR + 1000;
 
-    const listed = await admin.client.listApprovals({ orgId, status: 'expired' }, admin.auth);
-    expect(listed.approvals.find((a) => a.id === approvalId)).toMatchObject({ status: 'expired', transactionId, amountUsd: '6' });
-    const stillPending = await admin.client.listApprovals({ orgId, status: 'pending' }, admin.auth);
+    const listed = await admin.client.listApprovals({ orgId, status: ApprovalStatus.EXPIRED }, admin.auth);
+    expect(listed.approvals.find((a) => a.id === approvalId)).toMatchObject({ status: ApprovalStatus.EXPIRED, transactionId, amountUsd: '6' });
+    const stillPending = await admin.client.listApprovals({ orgId, status: ApprovalStatus.PENDING }, admin.auth);
     expect(stillPending.approvals.map((a) => a.id)).not.toContain(approvalId);
     // The ledger row was released by the sweep, before any status read or repeat.
     const rows = await listAllTransactions(admin, orgId, agentId);
@@ -296,14 +297,14 @@ describe('DecideApproval refusals', () => {
   test('error: approving while the agent is paused is FailedPrecondition with the policy reason; the approval stays pending', async () => {
     const agentId = await freshAgent('paused-agent');
     const { approvalId } = await requestApproval(agentId, '6', 'paused-1');
-    await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
     await expectRpcError(decide(approvalId, Decision.APPROVE), Code.FailedPrecondition, /Agent is paused/);
     expect((await getApprovalStatus(s.url, key, approvalId)).json).toMatchObject({ status: 'pending', decided_at: null });
     const repeat = await postSign(s.url, key, pay(agentId, '6'), 'paused-1');
     expect(repeat.status).toBe(202);
 
     // Once the agent is active again the same approval can still be granted.
-    await admin.client.updateAgent({ agentId, status: 'active' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.ACTIVE }, admin.auth);
     await decide(approvalId, Decision.APPROVE);
     const collected = await postSign(s.url, key, pay(agentId, '6'), 'paused-1');
     expect(collected.status).toBe(200);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, createAgent, createKey, createTenant, type Admin, type Tenant } from './helpers/admin.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
@@ -206,7 +207,7 @@ describe('POST /api/ping organization isolation', () => {
   test('error: a revoked agent gets exactly the unknown-agent 400', async () => {
     const agentId = await createAgent(admin, s.bootstrap.org_id, 'to-be-revoked');
     expect((await ping(s.bootstrap.api_key, { agent_id: agentId })).status).toBe(200);
-    await admin.client.updateAgent({ agentId, status: 'revoked' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.REVOKED }, admin.auth);
     const unknown = await ping(s.bootstrap.api_key, { agent_id: 'agt_doesnotexist0000' });
     const revoked = await ping(s.bootstrap.api_key, { agent_id: agentId });
     expect(revoked.status).toBe(400);

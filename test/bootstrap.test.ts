@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { connectClient } from './helpers/clients.js';
 import { runCli, spawnCli } from './helpers/cli.js';
 import { bearer, expectRpcError } from './helpers/rpc.js';
@@ -69,7 +70,7 @@ describe('startPaypolicy', () => {
 
     test('behavior: the demo agent policy is conservative ($10 cap, approval above $1, empty allowlist)', async () => {
       const { agent } = await admin().getAgent({ agentId: s.bootstrap.agent_id }, bearer(s.bootstrap.admin_token));
-      expect(agent).toMatchObject({ name: 'demo-agent', status: 'active', orgId: s.bootstrap.org_id });
+      expect(agent).toMatchObject({ name: 'demo-agent', status: AgentStatus.ACTIVE, orgId: s.bootstrap.org_id });
       expect(agent?.policy).toMatchObject({ spendCapUsd: '10', approvalThresholdUsd: '1', allowlist: [] });
     });
 

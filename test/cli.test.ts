@@ -119,7 +119,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
   test('behavior: agent create, update, get and list', async () => {
     const created = await okJson('agent', 'create', '--org', s.bootstrap.org_id, '--name', 'crawler');
     const id: string = created.agent.id;
-    expect(created.agent).toMatchObject({ name: 'crawler', status: 'active', orgId: s.bootstrap.org_id });
+    expect(created.agent).toMatchObject({ name: 'crawler', status: 'AGENT_STATUS_ACTIVE', orgId: s.bootstrap.org_id });
 
     const updated = await ok('agent', 'update', '--id', id, '--name', 'crawler-2', '--status', 'paused');
     expect(updated).toMatch(/name\s+crawler-2/);
@@ -201,7 +201,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
 
     const json = await okJson('tx', 'list', '--org', s.bootstrap.org_id, '--page-size', '1');
     expect(json.transactions).toHaveLength(1);
-    expect(json.transactions[0]).toMatchObject({ type: 'ping', status: 'recorded', amountUsd: '0', agentId: s.bootstrap.agent_id });
+    expect(json.transactions[0]).toMatchObject({ type: 'ping', status: 'TRANSACTION_STATUS_RECORDED', amountUsd: '0', agentId: s.bootstrap.agent_id });
     expect(typeof json.nextPageToken).toBe('string');
 
     expect(await ok('tx', 'list', '--org', s.bootstrap.org_id, '--to', '2000-01-01T00:00:00Z')).toBe('no transactions\n');

@@ -7,7 +7,7 @@ import { Receipt } from 'mppx';
 import { getAddress, keccak256, type Address, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
-import { PaymentPolicyService, PaymentType, SignOutcome } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { ApprovalStatus, PaymentPolicyService, PaymentType, SignOutcome } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { getApprovalStatus, listAllTransactions, postSign, recoverAuthorizationSigner, setPolicy, type SignBody } from './helpers/payments.js';
@@ -228,7 +228,7 @@ describe('POST /api/sign type x402 against an @x402/hono 2.27.0 paywall (v2)', (
     expect(still.json.approval_request_id).toBe(pending.json.approval_request_id);
 
     const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE, note: 'ok' }, admin.auth);
-    expect(decided.approval?.status).toBe('approved');
+    expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
     const status = await getApprovalStatus(s.url, s.bootstrap.api_key, pending.json.approval_request_id);
     expect(status.json).toMatchObject({ status: 'approved', transaction_id: pending.json.transaction_id });
 
@@ -314,7 +314,7 @@ describe('POST /api/sign type x402 against an @x402/hono 2.27.0 paywall (v2)', (
     const pending = await sign(paywallBody(agentId, 'x402', url), 'slug-approval');
     expect(pending.status, pending.text).toBe(202);
     const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
-    expect(decided.approval?.status).toBe('approved');
+    expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
     const done = await sign(paywallBody(agentId, 'x402', url), 'slug-approval');
     expect(done.status, done.text).toBe(200);
     expect((await present(url, done.json.payment_header)).status).toBe(200);
@@ -453,11 +453,11 @@ describe('PaymentPolicyService.Sign for paywalls over Connect JSON and gRPC', ()
     const agentId = await agentWith({ allowlist: [PAY_TO] });
     const url = x402.url('/paid?case=connect');
     const r = await connect.sign(
-      { agentId, type: PaymentType.X402, recipientAddress: STRANGER, amountUsd: '0.5', payload: { resource_url: url } },
+      { agentId, type: PaymentType.X402, recipientAddress: STRANGER, amountUsd: '0.5', payload: { case: 'x402', value: { resourceUrl: url } } },
       { headers: { authorization: `Bearer ${s.bootstrap.api_key}`, connection: 'close' } },
     );
     expect(r.outcome).toBe(SignOutcome.ALLOWED);
-    expect(r).toMatchObject({ agentId, costUsd: '0.01', amountUsd: '0.01', chainId: 84532, type: PaymentType.X402, recipientAddress: PAY_TO, idempotent: false });
+    expect(r).toMatchObject({ agentId, costUsd: '0.01', amountUsd: '0.01', chainId: 84532, type: PaymentType.X402, recipientAddress: PAY_TO, idempotent: false, resourceUrl: url });
     expect(r.signature).toMatch(SIG_RE);
     expect(r.authorization).toMatchObject({ from: treasury, to: PAY_TO, value: '10000', token: BASE_SEPOLIA_USDC, chainId: 84532 });
     expect(r.paymentHeader?.name).toBe('PAYMENT-SIGNATURE');
@@ -469,9 +469,11 @@ describe('PaymentPolicyService.Sign for paywalls over Connect JSON and gRPC', ()
     const agentId = await agentWith({ allowlist: [MPP_RECIPIENT] });
     const url = mpp.url('/mpp/paid?case=grpc');
     const r = await grpcUnary(channel, PaymentPolicyService, PaymentPolicyService.method.sign,
-      { agentId, type: PaymentType.MPP, payload: { resource_url: url } }, s.bootstrap.api_key);
+      { agentId, type: PaymentType.MPP, payload: { case: 'mpp', value: { resourceUrl: url } } }, s.bootstrap.api_key);
     if (!r.ok) throw new Error(`gRPC Sign failed: ${r.code} ${r.details}`);
-    expect(r.message).toMatchObject({ outcome: SignOutcome.ALLOWED, costUsd: '0.01', chainId: 42431, type: PaymentType.MPP, recipientAddress: MPP_RECIPIENT });
+    expect(r.message).toMatchObject({ outcome: SignOutcome.ALLOWED, costUsd: '0.01', chainId: 42431, type: PaymentType.MPP, recipientAddress: MPP_RECIPIENT, resourceUrl: url });
+    // The Tempo transaction hash REST writes as mpp.transaction_hash reaches RPC callers too.
+    expect(r.message.mpp?.transactionHash).toMatch(/^0x[0-9a-f]{64}$/);
     expect(r.message.signature).toBeUndefined();
     expect(r.message.paymentHeader?.name).toBe('Authorization');
     const paid = await present(url, { name: r.message.paymentHeader!.name, value: r.message.paymentHeader!.value });
@@ -483,7 +485,7 @@ describe('PaymentPolicyService.Sign for paywalls over Connect JSON and gRPC', ()
     const agentId = await agentWith({ allowlist: [PAY_TO], cap: '0.005', threshold: '0.001' });
     const path = '/paid?case=grpc-cap';
     const r = await grpcUnary(channel, PaymentPolicyService, PaymentPolicyService.method.sign,
-      { agentId, type: PaymentType.X402, payload: { resource_url: x402.url(path) } }, s.bootstrap.api_key);
+      { agentId, type: PaymentType.X402, payload: { case: 'x402', value: { resourceUrl: x402.url(path) } } }, s.bootstrap.api_key);
     if (!r.ok) throw new Error(`gRPC Sign failed: ${r.code} ${r.details}`);
     expect(r.message.outcome).toBe(SignOutcome.DENIED);
     expect(r.message.reason).toMatch(/^Spend cap of \$0\.005 per 24 hours would be exceeded/);

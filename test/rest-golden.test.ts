@@ -1,4 +1,6 @@
 import { timestampMs } from '@bufbuild/protobuf/wkt';
+import { TransactionStatus } from '../gen/paypolicy/v1/admin_pb.js';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
@@ -118,7 +120,7 @@ describe('POST /api/ping', () => {
 
   test('behavior: a paused agent may ping and reports status paused', async () => {
     const agentId = await createAgent(admin, s.bootstrap.org_id, 'paused-bot');
-    await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
     const r = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: agentId } });
     expect(r.status).toBe(200);
     expect(r.json).toEqual({ ok: true, agent_id: agentId, agent_name: 'paused-bot', org_id: s.bootstrap.org_id, status: 'paused' });
@@ -142,7 +144,7 @@ describe('POST /api/ping', () => {
     expect(after.transactions).toHaveLength(1);
     const tx = after.transactions[0]!;
     expect(tx).toMatchObject({
-      orgId: s.bootstrap.org_id, agentId, type: 'ping', status: 'recorded', amountUsd: '0', recipientAddress: '',
+      orgId: s.bootstrap.org_id, agentId, type: 'ping', status: TransactionStatus.RECORDED, amountUsd: '0', recipientAddress: '',
       approvalRequestId: '', serviceSlug: '',
     });
     expect(tx.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
@@ -157,7 +159,7 @@ describe('POST /api/ping', () => {
     }
     const list = await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth);
     expect(list.transactions.map((t) => [t.type, t.status, t.amountUsd])).toEqual([
-      ['ping', 'recorded', '0'], ['ping', 'recorded', '0'], ['ping', 'recorded', '0'],
+      ['ping', TransactionStatus.RECORDED, '0'], ['ping', TransactionStatus.RECORDED, '0'], ['ping', TransactionStatus.RECORDED, '0'],
     ]);
   });
 

@@ -1,6 +1,7 @@
 import { getAddress, parseTransaction, recoverTransactionAddress, type Hex, type TransactionSerializedEIP1559 } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { ApprovalStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { createAgent, createTenant, type Admin } from './helpers/admin.js';
 import { connectClient } from './helpers/clients.js';
 import {
@@ -159,8 +160,8 @@ describe('signPayment under concurrency', () => {
     expect(first.status).toBe('pending_approval');
     for (const a of answers) expect(a.json).toEqual(first);
 
-    const approvals = await admin.client.listApprovals({ orgId: tenant.orgId, status: '' }, admin.auth);
-    expect(approvals.approvals.map((a) => [a.id, a.transactionId, a.status])).toEqual([[first.approval_request_id, first.transaction_id, 'pending']]);
+    const approvals = await admin.client.listApprovals({ orgId: tenant.orgId }, admin.auth);
+    expect(approvals.approvals.map((a) => [a.id, a.transactionId, a.status])).toEqual([[first.approval_request_id, first.transaction_id, ApprovalStatus.PENDING]]);
     const rows = await listAllTransactions(admin, tenant.orgId, tenant.agentId);
     expect(rows.map((t) => [t.id, t.status])).toEqual([[first.transaction_id, 'pending_approval']]);
     // The one pending payment holds $5 of the $100 cap, not $500.

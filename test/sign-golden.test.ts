@@ -9,10 +9,11 @@ import {
   type Address,
   type Hex,
 } from 'viem';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, createKey, createTenant, type Admin, type Tenant } from './helpers/admin.js';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from './helpers/payments.js';
+import { listAllTransactions, TRANSFER_WITH_AUTHORIZATION_TYPES } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
 /**
@@ -124,7 +125,7 @@ function approvalStatus(id: string, key = s.bootstrap.api_key): Promise<RestResu
 }
 
 async function ledger(agentId: string) {
-  return (await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth)).transactions;
+  return listAllTransactions(admin, s.bootstrap.org_id, agentId);
 }
 
 async function approvalsOf(agentId: string) {
@@ -450,7 +451,7 @@ describe('POST /api/sign', () => {
 
     test('behavior: a paused agent is denied and the denial is recorded', async () => {
       const agentId = await agentWith();
-      await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+      await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
       const r = await sign(direct(agentId, 0.5));
       await expectDenied(r, 'Agent is paused; it cannot make payments');
       const rows = await ledger(agentId);
@@ -460,7 +461,7 @@ describe('POST /api/sign', () => {
 
     test('behavior: a revoked agent is denied', async () => {
       const agentId = await agentWith();
-      await admin.client.updateAgent({ agentId, status: 'revoked' }, admin.auth);
+      await admin.client.updateAgent({ agentId, status: AgentStatus.REVOKED }, admin.auth);
       await expectDenied(await sign(direct(agentId, 0.5)), 'Agent is revoked; it cannot make payments');
     });
 
@@ -562,7 +563,7 @@ describe('POST /api/sign', () => {
 
     test('behavior: status is checked before the allowlist and the cap', async () => {
       const agentId = await agentWith({ allowlist: [], cap: '0' });
-      await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+      await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
       await expectDenied(await sign(direct(agentId, 50)), 'Agent is paused; it cannot make payments');
     });
 
@@ -609,7 +610,7 @@ describe('POST /api/sign', () => {
 
     test('behavior: a dry run of a paused agent answers 403 denied', async () => {
       const agentId = await agentWith();
-      await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+      await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
       const r = await sign(direct(agentId, 0.5, 'eip3009', { dry_run: true }));
       expect(r.status).toBe(403);
       expect(r.json).toMatchObject({ dry_run: true, status: 'denied', reason: 'Agent is paused; it cannot make payments' });

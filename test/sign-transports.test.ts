@@ -15,6 +15,7 @@ import {
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import {
+  AgentStatus,
   ApprovalStatus,
   PaymentPolicyService,
   PaymentType,
@@ -24,6 +25,7 @@ import {
 } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, createTenant, type Admin, type Tenant } from './helpers/admin.js';
 import { connectClient, grpcChannel } from './helpers/clients.js';
+import { listAllTransactions, rpcPayload } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
 /**
@@ -136,7 +138,7 @@ async function agentWith(policy: { allowlist?: string[]; cap?: string; threshold
 }
 
 async function ledger(agentId: string) {
-  return (await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth)).transactions;
+  return listAllTransactions(admin, s.bootstrap.org_id, agentId);
 }
 
 function restSign(body: Record<string, unknown>, idem?: string, key = s.bootstrap.api_key): Promise<RestResult> {
@@ -177,8 +179,8 @@ function asRest(m: SignResponse): { status: number; body: Record<string, unknown
       } : {}),
       ...(p ? {
         permit2: {
-          owner: p.owner, token: p.token, amount: p.amount, spender: p.spender, nonce: p.nonce, deadline: p.deadline, to: p.to,
-          valid_after: p.validAfter, permit2_address: p.permit2Address, chain_id: p.chainId,
+          owner: p.owner, token: p.permitted!.token, amount: p.permitted!.amount, spender: p.spender, nonce: p.nonce, deadline: p.deadline,
+          to: p.witness!.to, valid_after: p.witness!.validAfter, permit2_address: p.verifyingContract, chain_id: p.chainId,
         },
       } : {}),
       ...(t ? { raw_transaction: { serialized: t.serialized, hash: t.hash, nonce: t.nonce, token: t.token, chain_id: t.chainId } } : {}),
@@ -221,7 +223,7 @@ async function eip3009Signer(m: SignResponse): Promise<Address> {
 async function permit2Signer(m: SignResponse): Promise<Address> {
   const p = m.permit2!;
   return recoverTypedDataAddress({
-    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: p.permit2Address as Address },
+    domain: { name: 'Permit2', chainId: p.chainId, verifyingContract: p.verifyingContract as Address },
     types: {
       PermitWitnessTransferFrom: [
         { name: 'permitted', type: 'TokenPermissions' }, { name: 'spender', type: 'address' }, { name: 'nonce', type: 'uint256' },
@@ -232,8 +234,8 @@ async function permit2Signer(m: SignResponse): Promise<Address> {
     },
     primaryType: 'PermitWitnessTransferFrom',
     message: {
-      permitted: { token: p.token as Address, amount: BigInt(p.amount) }, spender: p.spender as Address, nonce: BigInt(p.nonce),
-      deadline: BigInt(p.deadline), witness: { to: p.to as Address, validAfter: BigInt(p.validAfter) },
+      permitted: { token: p.permitted!.token as Address, amount: BigInt(p.permitted!.amount) }, spender: p.spender as Address, nonce: BigInt(p.nonce),
+      deadline: BigInt(p.deadline), witness: { to: p.witness!.to as Address, validAfter: BigInt(p.witness!.validAfter) },
     },
     signature: m.signature as Hex,
   });
@@ -283,10 +285,12 @@ describe('PaymentPolicyService.Sign over Connect JSON', () => {
 
   test('behavior: allowed permit2 recovers to the treasury with the PermitWitnessTransferFrom types', async () => {
     const agentId = await agentWith();
-    const m = await connect.sign({ agentId, type: PaymentType.PERMIT2, recipientAddress: RECIPIENT, amountUsd: '0.25', payload: { valid_for_seconds: 120 } }, opts());
+    const m = await connect.sign({ agentId, type: PaymentType.PERMIT2, recipientAddress: RECIPIENT, amountUsd: '0.25', payload: { case: 'permit2', value: { validForSeconds: 120 } } }, opts());
     expect(m.outcome).toBe(SignOutcome.ALLOWED);
     expect(m.signature).toMatch(SIG_RE);
-    expect(m.permit2).toMatchObject({ owner: treasury, to: RECIPIENT, amount: '250000', deadline: String(nowSeconds() + 120), validAfter: '0', chainId: 8453 });
+    expect(m.permit2).toMatchObject({
+      owner: treasury, permitted: { amount: '250000' }, witness: { to: RECIPIENT, validAfter: '0' }, deadline: String(nowSeconds() + 120), chainId: 8453,
+    });
     expect(await permit2Signer(m)).toBe(treasury);
   });
 
@@ -446,13 +450,13 @@ describe('PaymentPolicyService.Sign over gRPC', () => {
     const agentId = await agentWith();
     const m = await grpcSign({ agentId, type: PaymentType.PERMIT2, recipientAddress: RECIPIENT, amountUsd: '1' });
     expect(m.outcome).toBe(SignOutcome.ALLOWED);
-    expect(m.permit2).toMatchObject({ amount: '1000000', deadline: String(nowSeconds() + 3600) });
+    expect(m.permit2).toMatchObject({ permitted: { amount: '1000000' }, deadline: String(nowSeconds() + 3600) });
     expect(await permit2Signer(m)).toBe(treasury);
   });
 
-  test('behavior: a raw transaction with payload gas from a Struct is signed with that gas', async () => {
+  test('behavior: a raw transaction with payload gas is signed with that gas', async () => {
     const agentId = await agentWith();
-    const m = await grpcSign({ agentId, type: PaymentType.RAW_TRANSACTION, recipientAddress: RECIPIENT, amountUsd: '0.2', payload: { gas: 70_000 } });
+    const m = await grpcSign({ agentId, type: PaymentType.RAW_TRANSACTION, recipientAddress: RECIPIENT, amountUsd: '0.2', payload: { case: 'rawTransaction', value: { gas: 70_000n } } });
     expect(m.outcome).toBe(SignOutcome.ALLOWED);
     const serialized = m.rawTransaction!.serialized as `0x02${string}`;
     expect(parseTransaction(serialized).gas).toBe(70_000n);
@@ -469,7 +473,7 @@ describe('PaymentPolicyService.Sign over gRPC', () => {
 
   test('behavior: a paused agent is outcome DENIED (3) with the reason', async () => {
     const agentId = await agentWith();
-    await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
     const m = await grpcSign({ agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.5' });
     expect(m.outcome).toBe(3);
     expect(m.reason).toBe('Agent is paused; it cannot make payments');
@@ -576,7 +580,7 @@ describe('PaymentPolicyService.Sign across transports', () => {
     [
       'allowed permit2 on Base Sepolia',
       (a) => ({ agent_id: a, type: 'permit2', chain_id: 84532, recipient_address: RECIPIENT, amount_usd: 0.2, payload: { valid_for_seconds: 300 } }),
-      (a) => ({ agentId: a, type: PaymentType.PERMIT2, chainId: 84532, recipientAddress: RECIPIENT, amountUsd: '0.2', payload: { valid_for_seconds: 300 } }),
+      (a) => ({ agentId: a, type: PaymentType.PERMIT2, chainId: 84532, recipientAddress: RECIPIENT, amountUsd: '0.2', payload: rpcPayload('permit2', { valid_for_seconds: 300 }) }),
     ],
     [
       'allowed raw transaction',
@@ -672,9 +676,9 @@ describe('PaymentPolicyService.Sign across transports', () => {
     ['unsupported chain', { agent_id: '@agent', type: 'eip3009', chain_id: 137, recipient_address: RECIPIENT, amount_usd: 1 },
       { agentId: '@agent', type: PaymentType.EIP3009, chainId: 137, recipientAddress: RECIPIENT, amountUsd: '1' }, Code.InvalidArgument, 400],
     ['validity window too short', { agent_id: '@agent', type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 1, payload: { valid_for_seconds: 5 } },
-      { agentId: '@agent', type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '1', payload: { valid_for_seconds: 5 } }, Code.InvalidArgument, 400],
+      { agentId: '@agent', type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '1', payload: rpcPayload('eip3009', { valid_for_seconds: 5 }) }, Code.InvalidArgument, 400],
     ['gas too low', { agent_id: '@agent', type: 'raw_transaction', recipient_address: RECIPIENT, amount_usd: 1, payload: { gas: 100 } },
-      { agentId: '@agent', type: PaymentType.RAW_TRANSACTION, recipientAddress: RECIPIENT, amountUsd: '1', payload: { gas: 100 } }, Code.InvalidArgument, 400],
+      { agentId: '@agent', type: PaymentType.RAW_TRANSACTION, recipientAddress: RECIPIENT, amountUsd: '1', payload: rpcPayload('raw_transaction', { gas: 100 }) }, Code.InvalidArgument, 400],
     ['x402 without resource_url', { agent_id: '@agent', type: 'x402' },
       { agentId: '@agent', type: PaymentType.X402 }, Code.InvalidArgument, 400],
   ];

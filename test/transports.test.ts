@@ -3,7 +3,8 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { Code, ConnectError, type Client } from '@connectrpc/connect';
 import type { MessageShape } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { TransactionStatus } from '../gen/paypolicy/v1/admin_pb.js';
+import { PaymentPolicyService, AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ResolveResponseSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ServiceRecordSchema } from '../gen/paypolicy/v1/registry_pb.js';
 import { adminFor, createAgent, createTenant, upsertService, type Admin, type Tenant } from './helpers/admin.js';
@@ -78,7 +79,7 @@ beforeAll(async () => {
   grpc = grpcChannel(s.url);
   other = await createTenant(admin, 'other-org');
   pausedAgentId = await createAgent(admin, s.bootstrap.org_id, 'sleepy');
-  await admin.client.updateAgent({ agentId: pausedAgentId, status: 'paused' }, admin.auth);
+  await admin.client.updateAgent({ agentId: pausedAgentId, status: AgentStatus.PAUSED }, admin.auth);
   await upsertService(admin, {
     slug: 'maps-api',
     name: 'Maps',
@@ -108,7 +109,8 @@ describe('PaymentPolicyService.Ping', () => {
     expect(c.agentId).toBe(r.json.agent_id);
     expect(c.agentName).toBe(r.json.agent_name);
     expect(c.orgId).toBe(r.json.org_id);
-    expect(c.status).toBe(r.json.status);
+    // The REST status is the enum value's name: AGENT_STATUS_ACTIVE is `active`.
+    expect(AgentStatus[c.status].toLowerCase()).toBe(r.json.status);
     expect(c.ok).toBe(true);
   });
 
@@ -120,7 +122,7 @@ describe('PaymentPolicyService.Ping', () => {
     expect(g.message.agentId).toBe(r.json.agent_id);
     expect(g.message.agentName).toBe(r.json.agent_name);
     expect(g.message.orgId).toBe(r.json.org_id);
-    expect(g.message.status).toBe(r.json.status);
+    expect(AgentStatus[g.message.status].toLowerCase()).toBe(r.json.status);
   });
 
   test('behavior: gRPC-Web answers field for field like REST', async () => {
@@ -134,7 +136,7 @@ describe('PaymentPolicyService.Ping', () => {
     expect(w.message!.agentId).toBe(r.json.agent_id);
     expect(w.message!.agentName).toBe(r.json.agent_name);
     expect(w.message!.orgId).toBe(r.json.org_id);
-    expect(w.message!.status).toBe(r.json.status);
+    expect(AgentStatus[w.message!.status].toLowerCase()).toBe(r.json.status);
   });
 
   test('behavior: a paused agent reports paused on every transport', async () => {
@@ -142,8 +144,8 @@ describe('PaymentPolicyService.Ping', () => {
     const c = await connect.ping({ agentId: pausedAgentId }, bearer(s.bootstrap.api_key));
     const g = await grpcUnary(grpc, PaymentPolicyService, M.ping, { agentId: pausedAgentId }, s.bootstrap.api_key);
     expect(r.json.status).toBe('paused');
-    expect(c.status).toBe('paused');
-    expect(g.ok && g.message.status).toBe('paused');
+    expect(c.status).toBe(AgentStatus.PAUSED);
+    expect(g.ok && g.message.status).toBe(AgentStatus.PAUSED);
   });
 
   test('behavior: a ping over any transport is recorded in the ledger', async () => {
@@ -153,7 +155,7 @@ describe('PaymentPolicyService.Ping', () => {
     await grpcUnary(grpc, PaymentPolicyService, M.ping, { agentId }, s.bootstrap.api_key);
     await grpcWebUnary(s.url, SERVICE, M.ping, { agentId }, s.bootstrap.api_key);
     const list = await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth);
-    expect(list.transactions.map((t) => `${t.type}/${t.status}/${t.amountUsd}`)).toEqual(Array(4).fill('ping/recorded/0'));
+    expect(list.transactions.map((t) => `${t.type}/${TransactionStatus[t.status]}/${t.amountUsd}`)).toEqual(Array(4).fill('ping/RECORDED/0'));
   });
 
   test('error: no key is Unauthenticated on Connect and UNAUTHENTICATED (16) on gRPC', async () => {
@@ -358,6 +360,6 @@ describe('gRPC-Web', () => {
   test('behavior: another organization key works for its own agent', async () => {
     const w = await grpcWebUnary(s.url, SERVICE, M.ping, { agentId: other.agentId }, other.apiKey);
     expect(w.grpcStatus).toBe(0);
-    expect(w.message).toMatchObject({ ok: true, agentId: other.agentId, agentName: other.agentName, orgId: other.orgId, status: 'active' });
+    expect(w.message).toMatchObject({ ok: true, agentId: other.agentId, agentName: other.agentName, orgId: other.orgId, status: AgentStatus.ACTIVE });
   });
 });

@@ -23,7 +23,9 @@ import {
   serviceFromProto,
   serviceToProto,
   transactionToProto,
-} from './mappers.js';
+} from '../contract/messages.js';
+import { agentStatus, approvalStatus, transactionStatus, type EnumCodec } from '../contract/enums.js';
+import { pageOf } from './pages.js';
 
 /** The registry scope an operator request names: an organization's private records, or the shared ones. */
 function registryScope(orgId: string | undefined): RegistryScope {
@@ -45,9 +47,10 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       const op = admin(ctx);
       return { organization: organizationToProto(updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
-    listOrganizations(_req, ctx) {
+    listOrganizations(req, ctx) {
       const op = admin(ctx);
-      return { organizations: listOrganizations(deps, op).map(organizationToProto) };
+      const { page, nextPageToken } = pageOf(listOrganizations(deps, op), req, (o) => [o.createdAt, o.id], 'asc');
+      return { organizations: page.map(organizationToProto), nextPageToken };
     },
     provisionTreasury(req, ctx) {
       const op = admin(ctx);
@@ -65,7 +68,8 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     listApiKeys(req, ctx) {
       const op = admin(ctx);
-      return { apiKeys: listApiKeys(deps, op, req.orgId).map(apiKeyToProto) };
+      const { page, nextPageToken } = pageOf(listApiKeys(deps, op, req.orgId), req, (k) => [k.createdAt, k.id], 'desc');
+      return { apiKeys: page.map(apiKeyToProto), nextPageToken };
     },
     createAgent(req, ctx) {
       const op = admin(ctx);
@@ -73,7 +77,7 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     updateAgent(req, ctx) {
       const op = admin(ctx);
-      return { agent: agentToProto(updateAgent(deps, op, { agentId: req.agentId, name: req.name, status: req.status })) };
+      return { agent: agentToProto(updateAgent(deps, op, { agentId: req.agentId, name: req.name, status: statusInput(agentStatus, req.status) })) };
     },
     getAgent(req, ctx) {
       const op = admin(ctx);
@@ -81,7 +85,8 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     listAgents(req, ctx) {
       const op = admin(ctx);
-      return { agents: listAgents(deps, op, req.orgId).map(agentToProto) };
+      const { page, nextPageToken } = pageOf(listAgents(deps, op, req.orgId), req, (a) => [a.createdAt, a.id], 'asc');
+      return { agents: page.map(agentToProto), nextPageToken };
     },
     setPolicy(req, ctx) {
       const op = admin(ctx);
@@ -103,12 +108,13 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     listServices(req, ctx) {
       const op = admin(ctx);
-      return { services: listServices(deps, op, registryScope(req.orgId)).map(serviceToProto) };
+      const { page, nextPageToken } = pageOf(listServices(deps, op, registryScope(req.orgId)), req, (x) => [x.slug], 'asc');
+      return { services: page.map(serviceToProto), nextPageToken };
     },
     listTransactions(req, ctx) {
       const op = admin(ctx);
       const r = listTransactions(deps, op, {
-        orgId: req.orgId, agentId: req.agentId, status: req.status,
+        orgId: req.orgId, agentId: req.agentId, status: statusInput(transactionStatus, req.status),
         from: req.from ? timestampMs(req.from) : undefined, to: req.to ? timestampMs(req.to) : undefined,
         pageSize: req.pageSize, pageToken: req.pageToken,
       });
@@ -116,7 +122,9 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     listApprovals(req, ctx) {
       const op = admin(ctx);
-      return { approvals: listApprovals(deps, op, req.orgId, req.status).map((a) => approvalToProto(describeApproval(deps, a))) };
+      const all = listApprovals(deps, op, req.orgId, statusInput(approvalStatus, req.status) ?? '');
+      const { page, nextPageToken } = pageOf(all, req, (a) => [a.createdAt, a.id], 'desc');
+      return { approvals: page.map((a) => approvalToProto(describeApproval(deps, a))), nextPageToken };
     },
     async decideApproval(req, ctx) {
       const op = admin(ctx);
@@ -131,6 +139,14 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       return { user: dashboardUserToProto(user) };
     },
   };
+}
+
+/** A status filter or update as the use case's text: UNSPECIFIED (0) is "not given"; numbers the enum lacks are refused. */
+function statusInput<N extends string>(codec: EnumCodec<N, number>, value: number): N | undefined {
+  if (value === 0) return undefined;
+  const name = codec.fromProto(value);
+  if (name === undefined) throw invalidArgument(`status must be one of ${codec.names.join(', ')}`);
+  return name;
 }
 
 /** DashboardRole → the role name the use case takes; UNSPECIFIED and unknown values stay undefined. */

@@ -1,11 +1,13 @@
 import type { ServiceImpl, HandlerContext } from '@connectrpc/connect';
-import { PaymentPolicyService } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { PaymentPolicyService, PaymentType, SignRequestSchema, type SignRequest } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { AppDeps } from '../app/deps.js';
 import { authenticateApiKey } from '../app/apiKeys.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
-import { approvalStatusToProto, paymentTypeFromProto, quoteResultToProto, serviceToProto, signResultToProto } from './mappers.js';
+import { approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
+import { paymentType } from '../contract/enums.js';
+import { invalidArgument } from '../domain/errors.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
@@ -16,24 +18,20 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
 
   return {
     ping(req, ctx) {
-      return pingAgent(deps, principal(ctx), req.agentId);
+      return pingResultToProto(pingAgent(deps, principal(ctx), req.agentId));
     },
     resolve(req, ctx) {
-      const r = resolveServices(deps, principal(ctx), req.slugs);
-      return {
-        results: r.results.map((x) => ({ slug: x.slug, service: x.service ? serviceToProto(x.service) : undefined })),
-        resolvedCount: r.resolvedCount,
-        unresolvedCount: r.unresolvedCount,
-      };
+      return resolveResultToProto(resolveServices(deps, principal(ctx), req.slugs));
     },
     async sign(req, ctx) {
+      const { type, payload } = typeAndPayload(req);
       const result = await signPayment(deps, principal(ctx), {
         agentId: req.agentId,
-        type: paymentTypeFromProto(req.type),
+        type,
         chainId: req.chainId,
         recipientAddress: req.recipientAddress === '' ? undefined : req.recipientAddress,
         amountUsd: req.amountUsd === '' ? undefined : req.amountUsd,
-        payload: req.payload,
+        payload,
         dryRun: req.dryRun,
         idempotencyKey: req.idempotencyKey || (ctx.requestHeader.get('idempotency-key') ?? undefined),
       });
@@ -46,4 +44,31 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
       return approvalStatusToProto(getApprovalStatus(deps, principal(ctx), req.id));
     },
   };
+}
+
+/** SignRequest's `payload` oneof: one member per payment type, named after it. */
+const PAYLOAD_MEMBERS = SignRequestSchema.oneofs.find((o) => o.name === 'payload')!.fields;
+
+/**
+ * The request's type and its payload as the sign use case reads it: the oneof member's fields under
+ * their proto names, which are the REST payload's keys (test/contract.test.ts holds them equal).
+ * UNSPECIFIED takes the payload's type, else the wire default; a payload of another type is refused.
+ */
+function typeAndPayload(req: SignRequest): { type: string | undefined; payload: Record<string, unknown> | undefined } {
+  const named = paymentType.fromProto(req.type);
+  if (named === undefined && req.type !== PaymentType.UNSPECIFIED) return { type: `unknown(${req.type})`, payload: undefined };
+  const p = req.payload;
+  if (p.case === undefined) return { type: named, payload: undefined };
+  const member = PAYLOAD_MEMBERS.find((f) => f.localName === p.case)!;
+  if (named !== undefined && named !== member.name) {
+    throw invalidArgument(`payload ${member.name} does not match type ${named}`, 'payload_type_mismatch');
+  }
+  const value = p.value as unknown as Record<string, unknown>;
+  const payload: Record<string, unknown> = {};
+  for (const f of member.message?.fields ?? []) {
+    const v = value[f.localName];
+    if (v === undefined || v === '') continue;
+    payload[f.name] = typeof v === 'bigint' ? v.toString() : v;
+  }
+  return { type: member.name, payload };
 }

@@ -1,4 +1,5 @@
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { AgentStatus, ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { getAddress, type Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -72,7 +73,7 @@ async function approved(agentId: string, key: string): Promise<{ url: string; tr
   const pending = await sign(agentId, url, key);
   expect(pending.status, pending.text).toBe(202);
   const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
-  expect(decided.approval?.status).toBe('approved');
+  expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
   return { url, transactionId: pending.json.transaction_id };
 }
 
@@ -88,7 +89,7 @@ async function holdCounted(agentId: string): Promise<boolean> {
   return direct.json.status === 'denied';
 }
 
-async function statuses(agentId: string): Promise<string[]> {
+async function statuses(agentId: string): Promise<Array<string | undefined>> {
   return (await listAllTransactions(admin, s.bootstrap.org_id, agentId)).map((t) => t.status);
 }
 
@@ -131,12 +132,12 @@ describe('collecting an approved payment re-checks the policy as it stands', () 
   test('error: the agent was paused after approval → 403, no signature, hold released', async () => {
     const agentId = await agentWith();
     const { url } = await approved(agentId, 'paused');
-    await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
     const r = await sign(agentId, url, 'paused');
     expect(r.status, r.text).toBe(403);
     expect(r.json.reason).toBe(`${RECHECK}Agent is paused; it cannot make payments`);
     expect(r.json.signature).toBeUndefined();
-    await admin.client.updateAgent({ agentId, status: 'active' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.ACTIVE }, admin.auth);
     expect(await statuses(agentId)).toEqual(['denied']);
     expect(await holdCounted(agentId)).toBe(false);
     // Reactivating does not revive the refused payment.
@@ -146,7 +147,7 @@ describe('collecting an approved payment re-checks the policy as it stands', () 
   test('error: the agent was revoked after approval → 403, no signature', async () => {
     const agentId = await agentWith();
     const { url } = await approved(agentId, 'revoked');
-    await admin.client.updateAgent({ agentId, status: 'revoked' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.REVOKED }, admin.auth);
     const r = await sign(agentId, url, 'revoked');
     expect(r.status, r.text).toBe(403);
     expect(r.json.signature).toBeUndefined();

@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { AgentStatus, ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -135,7 +136,7 @@ describe('start-up repair of approved payments cut off while signing (in-process
 
     s = await start(dataDir);
     const admin = adminFor(s);
-    await admin.client.updateAgent({ agentId, status: 'paused' }, admin.auth);
+    await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
     const repeat = await postSign(s.url, s.bootstrap.api_key, eip3009(agentId), 'paused');
     expect(repeat.status, repeat.text).toBe(403);
     expect(repeat.json.reason).toMatch(/^Policy re-check at collection refused the approved payment: /);
@@ -251,7 +252,7 @@ describe('kill -9 of the real server while approvals are decided', () => {
       if (r.status === 202) {
         // Never decided before the kill: it can still be decided, exactly once.
         const decided = await admin.client.decideApproval({ id: approvalOf.get(key)!, decision: Decision.APPROVE }, admin.auth);
-        expect(decided.approval?.status).toBe('approved');
+        expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
         r = await postSign(url, bootstrap.api_key, body, key);
       }
       const nonce = await expectSignedByTreasury(r, treasury);
@@ -260,7 +261,7 @@ describe('kill -9 of the real server while approvals are decided', () => {
     expect(nonces.sort((a, b) => a - b)).toEqual(Array.from({ length: N / 2 }, (_, i) => i));
     const final = await listAllTransactions(admin, bootstrap.org_id, agentId);
     expect(final.filter((t) => t.status !== 'signed')).toEqual([]);
-    const approvals = (await admin.client.listApprovals({ orgId: bootstrap.org_id, status: '' }, admin.auth)).approvals;
-    expect(approvals.filter((a) => a.status !== 'approved').map((a) => a.status)).toEqual([]);
+    const approvals = (await admin.client.listApprovals({ orgId: bootstrap.org_id, pageSize: 500 }, admin.auth)).approvals;
+    expect(approvals.filter((a) => a.status !== ApprovalStatus.APPROVED).map((a) => a.status)).toEqual([]);
   }, 60_000);
 });

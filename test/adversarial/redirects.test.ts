@@ -1,4 +1,5 @@
 import { getAddress, type Address } from 'viem';
+import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, upsertService, type Admin } from '../helpers/admin.js';
@@ -232,7 +233,7 @@ describe('approved collection re-probes and re-attributes the chain', () => {
     const pending = await paywallSign(agentId, 'x402', url, key);
     expect(pending.status, pending.text).toBe(202);
     const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
-    expect(decided.approval?.status).toBe('approved');
+    expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
     return { agentId, url, transactionId: pending.json.transaction_id };
   }
 

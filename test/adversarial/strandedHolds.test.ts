@@ -1,4 +1,5 @@
 import { getAddress, parseTransaction, recoverTransactionAddress, type Address, type Hex } from 'viem';
+import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { sweepExpiredApprovals } from '../../src/app/approvals.js';
@@ -156,7 +157,7 @@ describe('rows a failed write left in signing', () => {
     onSign(() => writesFail(true));
     // The decision is recorded; the signing after it could not be.
     const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
-    expect(decided.approval?.status).toBe('approved');
+    expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
     restoreSigner!();
     expect(s.app.deps.store.payments.get(pending.json.transaction_id)!.status).toBe('signing');
 

@@ -105,7 +105,7 @@ function quote(key: string, agentId: string, url: string): Promise<RestResult> {
   return rest(s.url, 'POST', '/api/quote', { key, body: { agent_id: agentId, url }, headers: { connection: 'close' } });
 }
 
-async function ledgerSlugs(orgId: string, agentId: string): Promise<Array<[string, string]>> {
+async function ledgerSlugs(orgId: string, agentId: string): Promise<Array<[string | undefined, string]>> {
   return (await listAllTransactions(admin, orgId, agentId)).map((t) => [t.status, t.serviceSlug]);
 }
 

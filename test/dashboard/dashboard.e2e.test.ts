@@ -3,6 +3,7 @@ import { getAddress, type Hex } from 'viem';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
+import { AgentStatus, ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { createAgent, type Admin } from '../helpers/admin.js';
 import { connectClient } from '../helpers/clients.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, type WireAuthorization } from '../helpers/payments.js';
@@ -163,14 +164,14 @@ describe('dashboard in a browser', () => {
     await note.press('Enter');
     // The key events are handled by the time press() returns: a submission would have fired.
     expect(await page.evaluate("window.submits || 'the page was replaced: the form was submitted'")).toEqual([]);
-    const still = await admin.client.listApprovals({ orgId, status: 'pending' }, admin.auth);
+    const still = await admin.client.listApprovals({ orgId, status: ApprovalStatus.PENDING }, admin.auth);
     expect(still.approvals.map((a) => a.id)).toContain(id);
 
     await card.getByRole('button', { name: 'Deny' }).click();
     await page.waitForURL(`${s.url}/dashboard/approvals`);
     await expect(page.getByRole('status').textContent()).resolves.toMatch(/Denied \$4\.50/);
     const decided = (await admin.client.listApprovals({ orgId }, admin.auth)).approvals.find((a) => a.id === id)!;
-    expect([decided.status, decided.note]).toEqual(['denied', 'deny: looks like a duplicate']);
+    expect([decided.status, decided.note]).toEqual([ApprovalStatus.DENIED, 'deny: looks like a duplicate']);
   });
 
   test('behavior: create an agent and set its policy, with validation next to the field', async () => {
@@ -198,9 +199,9 @@ describe('dashboard in a browser', () => {
 
     await page.getByRole('button', { name: 'Pause' }).click();
     await expect(page.getByRole('status').textContent()).resolves.toMatch(/travel-booker paused/);
-    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe('paused');
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe(AgentStatus.PAUSED);
     await page.getByRole('button', { name: 'Resume' }).click();
-    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe('active');
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe(AgentStatus.ACTIVE);
 
     await page.goto(`${s.url}/dashboard/agents`);
     await page.screenshot({ path: new URL('agents.png', SHOTS).pathname, fullPage: true });
@@ -269,7 +270,7 @@ describe('dashboard in a browser', () => {
     } finally {
       await viewer.close();
     }
-    const still = await admin.client.listApprovals({ orgId, status: 'pending' }, admin.auth);
+    const still = await admin.client.listApprovals({ orgId, status: ApprovalStatus.PENDING }, admin.auth);
     expect(still.approvals.map((a) => a.id)).toContain(approvalId);
   });
 

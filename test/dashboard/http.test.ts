@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { agentStatus as agentStatusCodec, approvalStatus as approvalStatusCodec } from '../../src/contract/enums.js';
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, DashboardRole } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -57,9 +58,9 @@ async function pending(amount = '2', idem?: string): Promise<string> {
   return r.json.approval_request_id as string;
 }
 
-async function approvalStatus(id: string): Promise<string> {
+async function approvalStatus(id: string): Promise<string | undefined> {
   const r = await admin.client.listApprovals({ orgId }, admin.auth);
-  return r.approvals.find((a) => a.id === id)!.status;
+  return approvalStatusCodec.fromProto(r.approvals.find((a) => a.id === id)!.status);
 }
 
 const SECURITY = {
@@ -159,7 +160,7 @@ describe('roles', () => {
     const r = await dashboardFetch(s.url, approver, `/dashboard/approvals/${id}/decide`, { form: { _csrf: approver.csrf, decision: 'deny', note: 'no' } });
     expect([r.status, r.headers.get('location')]).toEqual([303, '/dashboard/approvals']);
     const a = (await admin.client.listApprovals({ orgId }, admin.auth)).approvals.find((x) => x.id === id)!;
-    expect([a.status, a.decidedBy, a.note]).toEqual(['denied', 'approver@example.com', 'no']);
+    expect([approvalStatusCodec.fromProto(a.status), a.decidedBy, a.note]).toEqual(['denied', 'approver@example.com', 'no']);
   });
 
   test('error: a decision POST without exactly one decision from a button decides nothing', async () => {
@@ -210,7 +211,7 @@ describe('roles', () => {
       const r = await dashboardFetch(s.url, approver, path, { form: { ...form, _csrf: approver.csrf } });
       expect(r.status, path).toBe(403);
     }
-    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status).toBe('active');
+    expect(agentStatusCodec.fromProto((await admin.client.getAgent({ agentId }, admin.auth)).agent!.status)).toBe('active');
   });
 
   test('error: a viewer cannot decide (403, still pending) and sees no decision form', async () => {
@@ -239,8 +240,8 @@ describe('organization boundary', () => {
     const decide = await dashboardFetch(s.url, owner, `/dashboard/approvals/${r.json.approval_request_id}/decide`, { form: { _csrf: owner.csrf, decision: 'approve' } });
     expect(decide.status).toBe(303);
     const after = await admin.client.listApprovals({ orgId: other.orgId }, admin.auth);
-    expect(after.approvals[0]!.status).toBe('pending');
-    expect((await admin.client.getAgent({ agentId: other.agentId }, admin.auth)).agent!.status).toBe('active');
+    expect(approvalStatusCodec.fromProto(after.approvals[0]!.status)).toBe('pending');
+    expect(agentStatusCodec.fromProto((await admin.client.getAgent({ agentId: other.agentId }, admin.auth)).agent!.status)).toBe('active');
     expect((await rest(s.url, 'POST', '/api/ping', { key: other.apiKey, body: { agent_id: other.agentId } })).status).toBe(200);
     const page = await (await dashboardFetch(s.url, owner, '/dashboard/approvals')).text();
     expect(page).not.toContain(r.json.approval_request_id);

@@ -1,6 +1,11 @@
 import { recoverTypedDataAddress, type Address, type Hex } from 'viem';
 import type { Admin } from './admin.js';
 import { rest, type RestResult } from './server.js';
+import type { TransactionState } from '../../src/domain/transactionState.js';
+import { transactionStatus } from '../../src/contract/enums.js';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { Transaction } from '../../gen/paypolicy/v1/admin_pb.js';
+import type { SignRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 
 /** EIP-3009 `TransferWithAuthorization`, written out here so the tests do not trust src/. */
 export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
@@ -51,13 +56,17 @@ export async function setPolicy(admin: Admin, agentId: string, p: { allowlist: s
   await admin.client.setPolicy({ agentId, allowlist: p.allowlist, spendCapUsd: p.capUsd, approvalThresholdUsd: p.thresholdUsd }, admin.auth);
 }
 
-/** Every ledger row of one agent (optionally of one status), following page tokens. */
-export async function listAllTransactions(admin: Admin, orgId: string, agentId: string, status = '') {
-  const all = [];
+/** A ledger row with its status by name, as the README names the states (`signed` for TRANSACTION_STATUS_SIGNED). */
+export type NamedTransaction = Omit<Transaction, 'status'> & { status: TransactionState | undefined };
+
+/** Every ledger row of one agent (optionally of one status), following page tokens, statuses by name. */
+export async function listAllTransactions(admin: Admin, orgId: string, agentId: string, status?: TransactionState): Promise<NamedTransaction[]> {
+  const all: NamedTransaction[] = [];
   let pageToken = '';
   do {
-    const r = await admin.client.listTransactions({ orgId, agentId, status, pageSize: 500, pageToken }, admin.auth);
-    all.push(...r.transactions);
+    const filter = status === undefined ? 0 : transactionStatus.toProto(status);
+    const r = await admin.client.listTransactions({ orgId, agentId, status: filter, pageSize: 500, pageToken }, admin.auth);
+    all.push(...r.transactions.map((t) => ({ ...t, status: transactionStatus.fromProto(t.status) })));
     pageToken = r.nextPageToken;
   } while (pageToken !== '');
   return all;
@@ -81,4 +90,22 @@ export function recoverAuthorizationSigner(signature: Hex, a: WireAuthorization)
     },
     signature,
   });
+}
+
+/**
+ * A REST `payload` object as SignRequest's `payload` oneof for one payment type, written out field
+ * by field (REST's snake_case keys are the proto field names) so the RPC tests send what REST sends.
+ */
+export function rpcPayload(type: 'eip3009' | 'permit2' | 'raw_transaction' | 'x402' | 'mpp', p: Record<string, unknown>): MessageInitShape<typeof SignRequestSchema>['payload'] {
+  const big = (v: unknown) => (v === undefined ? undefined : BigInt(v as string | number));
+  switch (type) {
+    case 'eip3009':
+    case 'permit2':
+      return { case: type, value: { validForSeconds: p.valid_for_seconds as number | undefined } };
+    case 'raw_transaction':
+      return { case: 'rawTransaction', value: { gas: big(p.gas), maxFeePerGas: big(p.max_fee_per_gas), maxPriorityFeePerGas: big(p.max_priority_fee_per_gas) } };
+    case 'x402':
+    case 'mpp':
+      return { case: type, value: { resourceUrl: p.resource_url as string, method: (p.method as string | undefined) ?? '' } };
+  }
 }

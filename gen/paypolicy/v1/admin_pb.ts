@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { AgentStatus, ApprovalStatus } from "./payment_policy_pb.js";
+import { file_paypolicy_v1_payment_policy } from "./payment_policy_pb.js";
 import type { ServiceRecord } from "./registry_pb.js";
 import { file_paypolicy_v1_registry } from "./registry_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file paypolicy/v1/admin.proto.
  */
 export const file_paypolicy_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiKJAQoZVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEiQKF2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzGAMgASgNSAGIAQFCBwoFX25hbWVCGgoYX2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzIk4KGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjAKDG9yZ2FuaXphdGlvbhgBIAEoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iGgoYTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0Ik4KGUxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2USMQoNb3JnYW5pemF0aW9ucxgBIAMoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iKgoYUHJvdmlzaW9uVHJlYXN1cnlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSI1ChlQcm92aXNpb25UcmVhc3VyeVJlc3BvbnNlEhgKEHRyZWFzdXJ5X2FkZHJlc3MYASABKAkiywEKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSJgoEbW9kZRgDIAEoDjIYLnBheXBvbGljeS52MS5BcGlLZXlNb2RlEg4KBnByZWZpeBgEIAEoCRINCgVsYWJlbBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcChNDcmVhdGVBcGlLZXlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRImCgRtb2RlGAIgASgOMhgucGF5cG9saWN5LnYxLkFwaUtleU1vZGUSDQoFbGFiZWwYAyABKAkiVAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USJQoHYXBpX2tleRgBIAEoCzIULnBheXBvbGljeS52MS5BcGlLZXkSFQoNcGxhaW50ZXh0X2tleRgCIAEoCSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIj0KFFJldm9rZUFwaUtleVJlc3BvbnNlEiUKB2FwaV9rZXkYASABKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5IiQKEkxpc3RBcGlLZXlzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkiPQoTTGlzdEFwaUtleXNSZXNwb25zZRImCghhcGlfa2V5cxgBIAMoCzIULnBheXBvbGljeS52MS5BcGlLZXkinwEKBlBvbGljeRIRCglhbGxvd2xpc3QYASADKAkSFQoNc3BlbmRfY2FwX3VzZBgCIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAMgASgJEi4KCnVwZGF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE21heF9uZXR3b3JrX2ZlZV93ZWkYBSABKAkiyQEKBUFnZW50EgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIkCgZwb2xpY3kYBSABKAsyFC5wYXlwb2xpY3kudjEuUG9saWN5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfcGluZ19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMgoSQ3JlYXRlQWdlbnRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIMCgRuYW1lGAIgASgJIjkKE0NyZWF0ZUFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiYgoSVXBkYXRlQWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgZzdGF0dXMYAyABKAlIAYgBAUIHCgVfbmFtZUIJCgdfc3RhdHVzIjkKE1VwZGF0ZUFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjYKEEdldEFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiIwoRTGlzdEFnZW50c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJIjkKEkxpc3RBZ2VudHNSZXNwb25zZRIjCgZhZ2VudHMYASADKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiqAEKEFNldFBvbGljeVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoJYWxsb3dsaXN0GAIgAygJEhUKDXNwZW5kX2NhcF91c2QYAyABKAkSHgoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgEIAEoCRIgChNtYXhfbmV0d29ya19mZWVfd2VpGAUgASgJSACIAQFCFgoUX21heF9uZXR3b3JrX2ZlZV93ZWkiOQoRU2V0UG9saWN5UmVzcG9uc2USJAoGcG9saWN5GAEgASgLMhQucGF5cG9saWN5LnYxLlBvbGljeSJkChRVcHNlcnRTZXJ2aWNlUmVxdWVzdBIsCgdzZXJ2aWNlGAEgASgLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQSEwoGb3JnX2lkGAIgASgJSACIAQFCCQoHX29yZ19pZCJFChVVcHNlcnRTZXJ2aWNlUmVzcG9uc2USLAoHc2VydmljZRgBIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkIkQKFERlbGV0ZVNlcnZpY2VSZXF1ZXN0EgwKBHNsdWcYASABKAkSEwoGb3JnX2lkGAIgASgJSACIAQFCCQoHX29yZ19pZCIXChVEZWxldGVTZXJ2aWNlUmVzcG9uc2UiNQoTTGlzdFNlcnZpY2VzUmVxdWVzdBITCgZvcmdfaWQYASABKAlIAIgBAUIJCgdfb3JnX2lkIkUKFExpc3RTZXJ2aWNlc1Jlc3BvbnNlEi0KCHNlcnZpY2VzGAEgAygLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQijQIKC1RyYW5zYWN0aW9uEgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRIMCgR0eXBlGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgphbW91bnRfdXNkGAYgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAcgASgJEhAKCGNoYWluX2lkGAggASgNEg4KBnJlYXNvbhgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNhcHByb3ZhbF9yZXF1ZXN0X2lkGAsgASgJEhQKDHNlcnZpY2Vfc2x1ZxgMIAEoCSLEAQoXTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIoCgRmcm9tGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAYgASgNEhIKCnBhZ2VfdG9rZW4YByABKAkiZAoYTGlzdFRyYW5zYWN0aW9uc1Jlc3BvbnNlEi8KDHRyYW5zYWN0aW9ucxgBIAMoCzIZLnBheXBvbGljeS52MS5UcmFuc2FjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkikQMKCEFwcHJvdmFsEgoKAmlkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgDIAEoCRIQCghhZ2VudF9pZBgEIAEoCRISCgphbW91bnRfdXNkGAUgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAYgASgJEg4KBnJlYXNvbhgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpkZWNpZGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpkZWNpZGVkX2J5GAsgASgJEgwKBG5vdGUYDCABKAkSFAoMc2VydmljZV9zbHVnGA0gASgJEhsKE21heF9uZXR3b3JrX2ZlZV93ZWkYDiABKAkSGwoTbWF4X25ldHdvcmtfZmVlX3VzZBgPIAEoCSI2ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJIkIKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRIpCglhcHByb3ZhbHMYASADKAsyFi5wYXlwb2xpY3kudjEuQXBwcm92YWwibwoVRGVjaWRlQXBwcm92YWxSZXF1ZXN0EgoKAmlkGAEgASgJEigKCGRlY2lzaW9uGAIgASgOMhYucGF5cG9saWN5LnYxLkRlY2lzaW9uEgwKBG5vdGUYAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJCChZEZWNpZGVBcHByb3ZhbFJlc3BvbnNlEigKCGFwcHJvdmFsGAEgASgLMhYucGF5cG9saWN5LnYxLkFwcHJvdmFsIqcBCg1EYXNoYm9hcmRVc2VyEgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIpCgRyb2xlGAQgASgOMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFJvbGUSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIZGlzYWJsZWQYBiABKAgieAoaQ3JlYXRlRGFzaGJvYXJkVXNlclJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEikKBHJvbGUYAyABKA4yGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkUm9sZRIQCghwYXNzd29yZBgEIAEoCSJIChtDcmVhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2USKQoEdXNlchgBIAEoCzIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRVc2VyKlgKCkFwaUtleU1vZGUSHAoYQVBJX0tFWV9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRQVBJX0tFWV9NT0RFX0xJVkUQARIVChFBUElfS0VZX01PREVfVEVTVBACKk0KCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVDSVNJT05fQVBQUk9WRRABEhEKDURFQ0lTSU9OX0RFTlkQAiqBAQoNRGFzaGJvYXJkUm9sZRIeChpEQVNIQk9BUkRfUk9MRV9VTlNQRUNJRklFRBAAEhgKFERBU0hCT0FSRF9ST0xFX09XTkVSEAESGwoXREFTSEJPQVJEX1JPTEVfQVBQUk9WRVIQAhIZChVEQVNIQk9BUkRfUk9MRV9WSUVXRVIQAzL0DQoMQWRtaW5TZXJ2aWNlEmcKEkNyZWF0ZU9yZ2FuaXphdGlvbhInLnBheXBvbGljeS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0GigucGF5cG9saWN5LnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEmcKElVwZGF0ZU9yZ2FuaXphdGlvbhInLnBheXBvbGljeS52MS5VcGRhdGVPcmdhbml6YXRpb25SZXF1ZXN0GigucGF5cG9saWN5LnYxLlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEmkKEUxpc3RPcmdhbml6YXRpb25zEiYucGF5cG9saWN5LnYxLkxpc3RPcmdhbml6YXRpb25zUmVxdWVzdBonLnBheXBvbGljeS52MS5MaXN0T3JnYW5pemF0aW9uc1Jlc3BvbnNlIgOQAgESZAoRUHJvdmlzaW9uVHJlYXN1cnkSJi5wYXlwb2xpY3kudjEuUHJvdmlzaW9uVHJlYXN1cnlSZXF1ZXN0GicucGF5cG9saWN5LnYxLlByb3Zpc2lvblRyZWFzdXJ5UmVzcG9uc2USVQoMQ3JlYXRlQXBpS2V5EiEucGF5cG9saWN5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USVQoMUmV2b2tlQXBpS2V5EiEucGF5cG9saWN5LnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USVwoLTGlzdEFwaUtleXMSIC5wYXlwb2xpY3kudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiEucGF5cG9saWN5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJSCgtDcmVhdGVBZ2VudBIgLnBheXBvbGljeS52MS5DcmVhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuQ3JlYXRlQWdlbnRSZXNwb25zZRJSCgtVcGRhdGVBZ2VudBIgLnBheXBvbGljeS52MS5VcGRhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuVXBkYXRlQWdlbnRSZXNwb25zZRJOCghHZXRBZ2VudBIdLnBheXBvbGljeS52MS5HZXRBZ2VudFJlcXVlc3QaHi5wYXlwb2xpY3kudjEuR2V0QWdlbnRSZXNwb25zZSIDkAIBElQKCkxpc3RBZ2VudHMSHy5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1JlcXVlc3QaIC5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1Jlc3BvbnNlIgOQAgESTAoJU2V0UG9saWN5Eh4ucGF5cG9saWN5LnYxLlNldFBvbGljeVJlcXVlc3QaHy5wYXlwb2xpY3kudjEuU2V0UG9saWN5UmVzcG9uc2USWAoNVXBzZXJ0U2VydmljZRIiLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVzcG9uc2USWAoNRGVsZXRlU2VydmljZRIiLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVzcG9uc2USWgoMTGlzdFNlcnZpY2VzEiEucGF5cG9saWN5LnYxLkxpc3RTZXJ2aWNlc1JlcXVlc3QaIi5wYXlwb2xpY3kudjEuTGlzdFNlcnZpY2VzUmVzcG9uc2UiA5ACARJmChBMaXN0VHJhbnNhY3Rpb25zEiUucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXF1ZXN0GiYucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXNwb25zZSIDkAIBEl0KDUxpc3RBcHByb3ZhbHMSIi5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIy5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlIgOQAgESWwoORGVjaWRlQXBwcm92YWwSIy5wYXlwb2xpY3kudjEuRGVjaWRlQXBwcm92YWxSZXF1ZXN0GiQucGF5cG9saWN5LnYxLkRlY2lkZUFwcHJvdmFsUmVzcG9uc2USagoTQ3JlYXRlRGFzaGJvYXJkVXNlchIoLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVxdWVzdBopLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
+  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiKJAQoZVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEiQKF2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzGAMgASgNSAGIAQFCBwoFX25hbWVCGgoYX2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzIk4KGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjAKDG9yZ2FuaXphdGlvbhgBIAEoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iQQoYTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJImcKGUxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2USMQoNb3JnYW5pemF0aW9ucxgBIAMoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKGFByb3Zpc2lvblRyZWFzdXJ5UmVxdWVzdBIOCgZvcmdfaWQYASABKAkiNQoZUHJvdmlzaW9uVHJlYXN1cnlSZXNwb25zZRIYChB0cmVhc3VyeV9hZGRyZXNzGAEgASgJIssBCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEiYKBG1vZGUYAyABKA4yGC5wYXlwb2xpY3kudjEuQXBpS2V5TW9kZRIOCgZwcmVmaXgYBCABKAkSDQoFbGFiZWwYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSJgoEbW9kZRgCIAEoDjIYLnBheXBvbGljeS52MS5BcGlLZXlNb2RlEg0KBWxhYmVsGAMgASgJIlQKFENyZWF0ZUFwaUtleVJlc3BvbnNlEiUKB2FwaV9rZXkYASABKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5EhUKDXBsYWludGV4dF9rZXkYAiABKAkiIQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSI9ChRSZXZva2VBcGlLZXlSZXNwb25zZRIlCgdhcGlfa2V5GAEgASgLMhQucGF5cG9saWN5LnYxLkFwaUtleSJLChJMaXN0QXBpS2V5c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJIlYKE0xpc3RBcGlLZXlzUmVzcG9uc2USJgoIYXBpX2tleXMYASADKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKfAQoGUG9saWN5EhEKCWFsbG93bGlzdBgBIAMoCRIVCg1zcGVuZF9jYXBfdXNkGAIgASgJEh4KFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYAyABKAkSLgoKdXBkYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbWF4X25ldHdvcmtfZmVlX3dlaRgFIAEoCSLkAQoFQWdlbnQSCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSKQoGc3RhdHVzGAQgASgOMhkucGF5cG9saWN5LnYxLkFnZW50U3RhdHVzEiQKBnBvbGljeRgFIAEoCzIULnBheXBvbGljeS52MS5Qb2xpY3kSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF9waW5nX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIyChJDcmVhdGVBZ2VudFJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgwKBG5hbWUYAiABKAkiOQoTQ3JlYXRlQWdlbnRSZXNwb25zZRIiCgVhZ2VudBgBIAEoCzITLnBheXBvbGljeS52MS5BZ2VudCJtChJVcGRhdGVBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEikKBnN0YXR1cxgDIAEoDjIZLnBheXBvbGljeS52MS5BZ2VudFN0YXR1c0IHCgVfbmFtZSI5ChNVcGRhdGVBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI2ChBHZXRBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IkoKEUxpc3RBZ2VudHNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJSChJMaXN0QWdlbnRzUmVzcG9uc2USIwoGYWdlbnRzGAEgAygLMhMucGF5cG9saWN5LnYxLkFnZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKoAQoQU2V0UG9saWN5UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglhbGxvd2xpc3QYAiADKAkSFQoNc3BlbmRfY2FwX3VzZBgDIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAQgASgJEiAKE21heF9uZXR3b3JrX2ZlZV93ZWkYBSABKAlIAIgBAUIWChRfbWF4X25ldHdvcmtfZmVlX3dlaSI5ChFTZXRQb2xpY3lSZXNwb25zZRIkCgZwb2xpY3kYASABKAsyFC5wYXlwb2xpY3kudjEuUG9saWN5ImQKFFVwc2VydFNlcnZpY2VSZXF1ZXN0EiwKB3NlcnZpY2UYASABKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZBITCgZvcmdfaWQYAiABKAlIAIgBAUIJCgdfb3JnX2lkIkUKFVVwc2VydFNlcnZpY2VSZXNwb25zZRIsCgdzZXJ2aWNlGAEgASgLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQiRAoURGVsZXRlU2VydmljZVJlcXVlc3QSDAoEc2x1ZxgBIAEoCRITCgZvcmdfaWQYAiABKAlIAIgBAUIJCgdfb3JnX2lkIhcKFURlbGV0ZVNlcnZpY2VSZXNwb25zZSJcChNMaXN0U2VydmljZXNSZXF1ZXN0EhMKBm9yZ19pZBgBIAEoCUgAiAEBEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJQgkKB19vcmdfaWQiXgoUTGlzdFNlcnZpY2VzUmVzcG9uc2USLQoIc2VydmljZXMYASADKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkirgIKC1RyYW5zYWN0aW9uEgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRIMCgR0eXBlGAQgASgJEi8KBnN0YXR1cxgFIAEoDjIfLnBheXBvbGljeS52MS5UcmFuc2FjdGlvblN0YXR1cxISCgphbW91bnRfdXNkGAYgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAcgASgJEhAKCGNoYWluX2lkGAggASgNEg4KBnJlYXNvbhgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNhcHByb3ZhbF9yZXF1ZXN0X2lkGAsgASgJEhQKDHNlcnZpY2Vfc2x1ZxgMIAEoCSLlAQoXTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBheXBvbGljeS52MS5UcmFuc2FjdGlvblN0YXR1cxIoCgRmcm9tGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAYgASgNEhIKCnBhZ2VfdG9rZW4YByABKAkiZAoYTGlzdFRyYW5zYWN0aW9uc1Jlc3BvbnNlEi8KDHRyYW5zYWN0aW9ucxgBIAMoCzIZLnBheXBvbGljeS52MS5UcmFuc2FjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkirwMKCEFwcHJvdmFsEgoKAmlkGAEgASgJEiwKBnN0YXR1cxgCIAEoDjIcLnBheXBvbGljeS52MS5BcHByb3ZhbFN0YXR1cxIWCg50cmFuc2FjdGlvbl9pZBgDIAEoCRIQCghhZ2VudF9pZBgEIAEoCRISCgphbW91bnRfdXNkGAUgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAYgASgJEg4KBnJlYXNvbhgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpkZWNpZGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpkZWNpZGVkX2J5GAsgASgJEgwKBG5vdGUYDCABKAkSFAoMc2VydmljZV9zbHVnGA0gASgJEhsKE21heF9uZXR3b3JrX2ZlZV93ZWkYDiABKAkSGwoTbWF4X25ldHdvcmtfZmVlX3VzZBgPIAEoCSJ7ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwucGF5cG9saWN5LnYxLkFwcHJvdmFsU3RhdHVzEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJIlsKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRIpCglhcHByb3ZhbHMYASADKAsyFi5wYXlwb2xpY3kudjEuQXBwcm92YWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIm8KFURlY2lkZUFwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIoCghkZWNpc2lvbhgCIAEoDjIWLnBheXBvbGljeS52MS5EZWNpc2lvbhIMCgRub3RlGAMgASgJEhIKCmRlY2lkZWRfYnkYBCABKAkiQgoWRGVjaWRlQXBwcm92YWxSZXNwb25zZRIoCghhcHByb3ZhbBgBIAEoCzIWLnBheXBvbGljeS52MS5BcHByb3ZhbCKnAQoNRGFzaGJvYXJkVXNlchIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSDQoFZW1haWwYAyABKAkSKQoEcm9sZRgEIAEoDjIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRSb2xlEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAYgASgIIngKGkNyZWF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIpCgRyb2xlGAMgASgOMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFJvbGUSEAoIcGFzc3dvcmQYBCABKAkiSAobQ3JlYXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlEikKBHVzZXIYASABKAsyGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkVXNlcipYCgpBcGlLZXlNb2RlEhwKGEFQSV9LRVlfTU9ERV9VTlNQRUNJRklFRBAAEhUKEUFQSV9LRVlfTU9ERV9MSVZFEAESFQoRQVBJX0tFWV9NT0RFX1RFU1QQAiq/AgoRVHJhbnNhY3Rpb25TdGF0dXMSIgoeVFJBTlNBQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaVFJBTlNBQ1RJT05fU1RBVFVTX1NJR05JTkcQARIdChlUUkFOU0FDVElPTl9TVEFUVVNfU0lHTkVEEAISHQoZVFJBTlNBQ1RJT05fU1RBVFVTX0ZBSUxFRBADEicKI1RSQU5TQUNUSU9OX1NUQVRVU19QRU5ESU5HX0FQUFJPVkFMEAQSHwobVFJBTlNBQ1RJT05fU1RBVFVTX0FQUFJPVkVEEAUSHQoZVFJBTlNBQ1RJT05fU1RBVFVTX0RFTklFRBAGEh4KGlRSQU5TQUNUSU9OX1NUQVRVU19FWFBJUkVEEAcSHwobVFJBTlNBQ1RJT05fU1RBVFVTX1JFQ09SREVEEAgqTQoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABIUChBERUNJU0lPTl9BUFBST1ZFEAESEQoNREVDSVNJT05fREVOWRACKoEBCg1EYXNoYm9hcmRSb2xlEh4KGkRBU0hCT0FSRF9ST0xFX1VOU1BFQ0lGSUVEEAASGAoUREFTSEJPQVJEX1JPTEVfT1dORVIQARIbChdEQVNIQk9BUkRfUk9MRV9BUFBST1ZFUhACEhkKFURBU0hCT0FSRF9ST0xFX1ZJRVdFUhADMvQNCgxBZG1pblNlcnZpY2USZwoSQ3JlYXRlT3JnYW5pemF0aW9uEicucGF5cG9saWN5LnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaKC5wYXlwb2xpY3kudjEuQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USZwoSVXBkYXRlT3JnYW5pemF0aW9uEicucGF5cG9saWN5LnYxLlVwZGF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaKC5wYXlwb2xpY3kudjEuVXBkYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USaQoRTGlzdE9yZ2FuaXphdGlvbnMSJi5wYXlwb2xpY3kudjEuTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0GicucGF5cG9saWN5LnYxLkxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2UiA5ACARJkChFQcm92aXNpb25UcmVhc3VyeRImLnBheXBvbGljeS52MS5Qcm92aXNpb25UcmVhc3VyeVJlcXVlc3QaJy5wYXlwb2xpY3kudjEuUHJvdmlzaW9uVHJlYXN1cnlSZXNwb25zZRJVCgxDcmVhdGVBcGlLZXkSIS5wYXlwb2xpY3kudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBoiLnBheXBvbGljeS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJVCgxSZXZva2VBcGlLZXkSIS5wYXlwb2xpY3kudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBoiLnBheXBvbGljeS52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJXCgtMaXN0QXBpS2V5cxIgLnBheXBvbGljeS52MS5MaXN0QXBpS2V5c1JlcXVlc3QaIS5wYXlwb2xpY3kudjEuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBElIKC0NyZWF0ZUFnZW50EiAucGF5cG9saWN5LnYxLkNyZWF0ZUFnZW50UmVxdWVzdBohLnBheXBvbGljeS52MS5DcmVhdGVBZ2VudFJlc3BvbnNlElIKC1VwZGF0ZUFnZW50EiAucGF5cG9saWN5LnYxLlVwZGF0ZUFnZW50UmVxdWVzdBohLnBheXBvbGljeS52MS5VcGRhdGVBZ2VudFJlc3BvbnNlEk4KCEdldEFnZW50Eh0ucGF5cG9saWN5LnYxLkdldEFnZW50UmVxdWVzdBoeLnBheXBvbGljeS52MS5HZXRBZ2VudFJlc3BvbnNlIgOQAgESVAoKTGlzdEFnZW50cxIfLnBheXBvbGljeS52MS5MaXN0QWdlbnRzUmVxdWVzdBogLnBheXBvbGljeS52MS5MaXN0QWdlbnRzUmVzcG9uc2UiA5ACARJMCglTZXRQb2xpY3kSHi5wYXlwb2xpY3kudjEuU2V0UG9saWN5UmVxdWVzdBofLnBheXBvbGljeS52MS5TZXRQb2xpY3lSZXNwb25zZRJYCg1VcHNlcnRTZXJ2aWNlEiIucGF5cG9saWN5LnYxLlVwc2VydFNlcnZpY2VSZXF1ZXN0GiMucGF5cG9saWN5LnYxLlVwc2VydFNlcnZpY2VSZXNwb25zZRJYCg1EZWxldGVTZXJ2aWNlEiIucGF5cG9saWN5LnYxLkRlbGV0ZVNlcnZpY2VSZXF1ZXN0GiMucGF5cG9saWN5LnYxLkRlbGV0ZVNlcnZpY2VSZXNwb25zZRJaCgxMaXN0U2VydmljZXMSIS5wYXlwb2xpY3kudjEuTGlzdFNlcnZpY2VzUmVxdWVzdBoiLnBheXBvbGljeS52MS5MaXN0U2VydmljZXNSZXNwb25zZSIDkAIBEmYKEExpc3RUcmFuc2FjdGlvbnMSJS5wYXlwb2xpY3kudjEuTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QaJi5wYXlwb2xpY3kudjEuTGlzdFRyYW5zYWN0aW9uc1Jlc3BvbnNlIgOQAgESXQoNTGlzdEFwcHJvdmFscxIiLnBheXBvbGljeS52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBojLnBheXBvbGljeS52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2UiA5ACARJbCg5EZWNpZGVBcHByb3ZhbBIjLnBheXBvbGljeS52MS5EZWNpZGVBcHByb3ZhbFJlcXVlc3QaJC5wYXlwb2xpY3kudjEuRGVjaWRlQXBwcm92YWxSZXNwb25zZRJqChNDcmVhdGVEYXNoYm9hcmRVc2VyEigucGF5cG9saWN5LnYxLkNyZWF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0GikucGF5cG9saWN5LnYxLkNyZWF0ZURhc2hib2FyZFVzZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_paypolicy_v1_payment_policy, file_paypolicy_v1_registry]);
 
 /**
  * Organization owns agents, keys and one treasury.
@@ -172,11 +174,24 @@ export const UpdateOrganizationResponseSchema: GenMessage<UpdateOrganizationResp
   messageDesc(file_paypolicy_v1_admin, 4);
 
 /**
- * ListOrganizationsRequest takes no filters.
+ * ListOrganizationsRequest pages through every organization.
  *
  * @generated from message paypolicy.v1.ListOrganizationsRequest
  */
 export type ListOrganizationsRequest = Message<"paypolicy.v1.ListOrganizationsRequest"> & {
+  /**
+   * Page size, 1 to 500; 0 means 50.
+   *
+   * @generated from field: uint32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
 };
 
 /**
@@ -198,6 +213,13 @@ export type ListOrganizationsResponse = Message<"paypolicy.v1.ListOrganizationsR
    * @generated from field: repeated paypolicy.v1.Organization organizations = 1;
    */
   organizations: Organization[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -429,6 +451,20 @@ export type ListApiKeysRequest = Message<"paypolicy.v1.ListApiKeysRequest"> & {
    * @generated from field: string org_id = 1;
    */
   orgId: string;
+
+  /**
+   * Page size, 1 to 500; 0 means 50.
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
 };
 
 /**
@@ -450,6 +486,13 @@ export type ListApiKeysResponse = Message<"paypolicy.v1.ListApiKeysResponse"> & 
    * @generated from field: repeated paypolicy.v1.ApiKey api_keys = 1;
    */
   apiKeys: ApiKey[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -537,11 +580,11 @@ export type Agent = Message<"paypolicy.v1.Agent"> & {
   name: string;
 
   /**
-   * `active`, `paused` or `revoked`.
+   * Whether the agent may make payments.
    *
-   * @generated from field: string status = 4;
+   * @generated from field: paypolicy.v1.AgentStatus status = 4;
    */
-  status: string;
+  status: AgentStatus;
 
   /**
    * The agent's policy.
@@ -642,11 +685,11 @@ export type UpdateAgentRequest = Message<"paypolicy.v1.UpdateAgentRequest"> & {
   name?: string | undefined;
 
   /**
-   * New status, `active`, `paused` or `revoked`; unset keeps the current one. Revocation is final.
+   * New status; AGENT_STATUS_UNSPECIFIED keeps the current one. Revocation is final.
    *
-   * @generated from field: optional string status = 3;
+   * @generated from field: paypolicy.v1.AgentStatus status = 3;
    */
-  status?: string | undefined;
+  status: AgentStatus;
 };
 
 /**
@@ -731,6 +774,20 @@ export type ListAgentsRequest = Message<"paypolicy.v1.ListAgentsRequest"> & {
    * @generated from field: string org_id = 1;
    */
   orgId: string;
+
+  /**
+   * Page size, 1 to 500; 0 means 50.
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
 };
 
 /**
@@ -752,6 +809,13 @@ export type ListAgentsResponse = Message<"paypolicy.v1.ListAgentsResponse"> & {
    * @generated from field: repeated paypolicy.v1.Agent agents = 1;
    */
   agents: Agent[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -937,6 +1001,20 @@ export type ListServicesRequest = Message<"paypolicy.v1.ListServicesRequest"> & 
    * @generated from field: optional string org_id = 1;
    */
   orgId?: string | undefined;
+
+  /**
+   * Page size, 1 to 500; 0 means 50.
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
 };
 
 /**
@@ -958,6 +1036,13 @@ export type ListServicesResponse = Message<"paypolicy.v1.ListServicesResponse"> 
    * @generated from field: repeated paypolicy.v1.ServiceRecord services = 1;
    */
   services: ServiceRecord[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -1002,11 +1087,11 @@ export type Transaction = Message<"paypolicy.v1.Transaction"> & {
   type: string;
 
   /**
-   * Status: `signing`, `signed`, `pending_approval`, `denied`, `expired`, `failed` or `recorded`.
+   * Where the row is in its life.
    *
-   * @generated from field: string status = 5;
+   * @generated from field: paypolicy.v1.TransactionStatus status = 5;
    */
-  status: string;
+  status: TransactionStatus;
 
   /**
    * USD amount, decimal string.
@@ -1086,11 +1171,11 @@ export type ListTransactionsRequest = Message<"paypolicy.v1.ListTransactionsRequ
   agentId: string;
 
   /**
-   * Only this status; empty means all.
+   * Only this status; unspecified means all.
    *
-   * @generated from field: string status = 3;
+   * @generated from field: paypolicy.v1.TransactionStatus status = 3;
    */
-  status: string;
+  status: TransactionStatus;
 
   /**
    * Only rows created at or after this time.
@@ -1170,11 +1255,11 @@ export type Approval = Message<"paypolicy.v1.Approval"> & {
   id: string;
 
   /**
-   * `pending`, `approved`, `denied` or `expired`.
+   * Current state.
    *
-   * @generated from field: string status = 2;
+   * @generated from field: paypolicy.v1.ApprovalStatus status = 2;
    */
-  status: string;
+  status: ApprovalStatus;
 
   /**
    * Transaction UUID.
@@ -1291,11 +1376,25 @@ export type ListApprovalsRequest = Message<"paypolicy.v1.ListApprovalsRequest"> 
   orgId: string;
 
   /**
-   * Only this status; empty means all.
+   * Only this status; unspecified means all.
    *
-   * @generated from field: string status = 2;
+   * @generated from field: paypolicy.v1.ApprovalStatus status = 2;
    */
-  status: string;
+  status: ApprovalStatus;
+
+  /**
+   * Page size, 1 to 500; 0 means 50.
+   *
+   * @generated from field: uint32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from the previous page's next_page_token; empty for the first page.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
 };
 
 /**
@@ -1317,6 +1416,13 @@ export type ListApprovalsResponse = Message<"paypolicy.v1.ListApprovalsResponse"
    * @generated from field: repeated paypolicy.v1.Approval approvals = 1;
    */
   approvals: Approval[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -1543,6 +1649,82 @@ export const ApiKeyModeSchema: GenEnum<ApiKeyMode> = /*@__PURE__*/
   enumDesc(file_paypolicy_v1_admin, 0);
 
 /**
+ * TransactionStatus is where a ledger row is in its life (README, "Transaction states").
+ *
+ * @generated from enum paypolicy.v1.TransactionStatus
+ */
+export enum TransactionStatus {
+  /**
+   * Never sent; in a filter it means every status.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Allowed and being signed; holds the spend cap.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_SIGNING = 1;
+   */
+  SIGNING = 1,
+
+  /**
+   * Signed; holds the spend cap.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_SIGNED = 2;
+   */
+  SIGNED = 2,
+
+  /**
+   * Signing or recording the signature failed, or a crash cut it off; nothing was handed out.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Waits for a human decision; holds the spend cap.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_PENDING_APPROVAL = 4;
+   */
+  PENDING_APPROVAL = 4,
+
+  /**
+   * A human approved a payment its agent has yet to collect; holds the spend cap.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_APPROVED = 5;
+   */
+  APPROVED = 5,
+
+  /**
+   * The policy or a human refused it.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_DENIED = 6;
+   */
+  DENIED = 6,
+
+  /**
+   * Nobody decided, or the agent did not collect it, in time.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_EXPIRED = 7;
+   */
+  EXPIRED = 7,
+
+  /**
+   * A zero-amount record such as a ping.
+   *
+   * @generated from enum value: TRANSACTION_STATUS_RECORDED = 8;
+   */
+  RECORDED = 8,
+}
+
+/**
+ * Describes the enum paypolicy.v1.TransactionStatus.
+ */
+export const TransactionStatusSchema: GenEnum<TransactionStatus> = /*@__PURE__*/
+  enumDesc(file_paypolicy_v1_admin, 1);
+
+/**
  * Decision is a human's answer to an approval request.
  *
  * @generated from enum paypolicy.v1.Decision
@@ -1574,7 +1756,7 @@ export enum Decision {
  * Describes the enum paypolicy.v1.Decision.
  */
 export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
-  enumDesc(file_paypolicy_v1_admin, 1);
+  enumDesc(file_paypolicy_v1_admin, 2);
 
 /**
  * DashboardRole decides what a dashboard user may do; the server enforces it on every request.
@@ -1615,7 +1797,7 @@ export enum DashboardRole {
  * Describes the enum paypolicy.v1.DashboardRole.
  */
 export const DashboardRoleSchema: GenEnum<DashboardRole> = /*@__PURE__*/
-  enumDesc(file_paypolicy_v1_admin, 2);
+  enumDesc(file_paypolicy_v1_admin, 3);
 
 /**
  * AdminService is the operator API. Every call takes `Authorization: Bearer <admin token>`, a

@@ -5,16 +5,16 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { ServiceRecord } from "./registry_pb.js";
 import { file_paypolicy_v1_registry } from "./registry_pb.js";
-import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file paypolicy/v1/payment_policy.proto.
  */
 export const file_paypolicy_v1_payment_policy: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXlwb2xpY3kvdjEvcGF5bWVudF9wb2xpY3kucHJvdG8SDHBheXBvbGljeS52MSLvAQoLU2lnblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJwoEdHlwZRgCIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRIVCghjaGFpbl9pZBgDIAEoDUgAiAEBEhkKEXJlY2lwaWVudF9hZGRyZXNzGAQgASgJEhIKCmFtb3VudF91c2QYBSABKAkSKAoHcGF5bG9hZBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHZHJ5X3J1bhgHIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAlCCwoJX2NoYWluX2lkIscBChRFaXAzMDA5QXV0aG9yaXphdGlvbhIMCgRmcm9tGAEgASgJEgoKAnRvGAIgASgJEg0KBXZhbHVlGAMgASgJEhMKC3ZhbGlkX2FmdGVyGAQgASgJEhQKDHZhbGlkX2JlZm9yZRgFIAEoCRINCgVub25jZRgGIAEoCRINCgV0b2tlbhgHIAEoCRITCgtkb21haW5fbmFtZRgIIAEoCRIWCg5kb21haW5fdmVyc2lvbhgJIAEoCRIQCghjaGFpbl9pZBgKIAEoDSLCAQoUUGVybWl0MkF1dGhvcml6YXRpb24SDQoFb3duZXIYASABKAkSDQoFdG9rZW4YAiABKAkSDgoGYW1vdW50GAMgASgJEg8KB3NwZW5kZXIYBCABKAkSDQoFbm9uY2UYBSABKAkSEAoIZGVhZGxpbmUYBiABKAkSCgoCdG8YByABKAkSFwoPcGVybWl0Ml9hZGRyZXNzGAggASgJEhAKCGNoYWluX2lkGAkgASgNEhMKC3ZhbGlkX2FmdGVyGAogASgJImIKDlJhd1RyYW5zYWN0aW9uEhIKCnNlcmlhbGl6ZWQYASABKAkSDAoEaGFzaBgCIAEoCRINCgVub25jZRgDIAEoCRINCgV0b2tlbhgEIAEoCRIQCghjaGFpbl9pZBgFIAEoDSIsCg1QYXltZW50SGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkiqAUKDFNpZ25SZXNwb25zZRIqCgdvdXRjb21lGAEgASgOMhkucGF5cG9saWN5LnYxLlNpZ25PdXRjb21lEhAKCGFnZW50X2lkGAIgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAMgASgJEhYKCXNpZ25hdHVyZRgEIAEoCUgAiAEBEhQKB3R4X2hhc2gYBSABKAlIAYgBARIVCghjb3N0X3VzZBgGIAEoCUgCiAEBEhIKCmlkZW1wb3RlbnQYByABKAgSDgoGcmVhc29uGAggASgJEhsKE2FwcHJvdmFsX3JlcXVlc3RfaWQYCSABKAkSDwoHZHJ5X3J1bhgKIAEoCBIjChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAsgASgJSAOIAQESEAoIY2hhaW5faWQYDCABKA0SJwoEdHlwZRgNIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRI5Cg1hdXRob3JpemF0aW9uGA4gASgLMiIucGF5cG9saWN5LnYxLkVpcDMwMDlBdXRob3JpemF0aW9uEjMKB3Blcm1pdDIYDyABKAsyIi5wYXlwb2xpY3kudjEuUGVybWl0MkF1dGhvcml6YXRpb24SNQoPcmF3X3RyYW5zYWN0aW9uGBAgASgLMhwucGF5cG9saWN5LnYxLlJhd1RyYW5zYWN0aW9uEjMKDnBheW1lbnRfaGVhZGVyGBEgASgLMhsucGF5cG9saWN5LnYxLlBheW1lbnRIZWFkZXISGQoRcmVjaXBpZW50X2FkZHJlc3MYEiABKAkSEgoKYW1vdW50X3VzZBgTIAEoCUIMCgpfc2lnbmF0dXJlQgoKCF90eF9oYXNoQgsKCV9jb3N0X3VzZEIZChdfYXBwcm92YWxfdGhyZXNob2xkX3VzZCI9CgxRdW90ZVJlcXVlc3QSCwoDdXJsGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBm1ldGhvZBgDIAEoCSJZCg5PZmZlclJlY2lwaWVudBIPCgdhZGRyZXNzGAEgASgJEhEKBHNsdWcYAiABKAlIAIgBARIRCgRuYW1lGAMgASgJSAGIAQFCBwoFX3NsdWdCBwoFX25hbWUi5AIKDVF1b3RlUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkucGF5cG9saWN5LnYxLk9mZmVyU3RhdHVzEgwKBHJhaWwYAiABKAkSEAoIY2hhaW5faWQYAyABKA0SEgoKYW1vdW50X3VzZBgEIAEoCRIvCglyZWNpcGllbnQYBSABKAsyHC5wYXlwb2xpY3kudjEuT2ZmZXJSZWNpcGllbnQSFAoMcmVzb3VyY2VfdXJsGAYgASgJEhMKBnNjaGVtZRgHIAEoCUgAiAEBEg8KB25ldHdvcmsYCCABKAkSEgoFcmVhbG0YCSABKAlIAYgBARIOCgZjYWNoZWQYCiABKAgSDgoGcmVhc29uGAsgASgJEiMKFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYDCABKAlIAogBAUIJCgdfc2NoZW1lQggKBl9yZWFsbUIZChdfYXBwcm92YWxfdGhyZXNob2xkX3VzZCIfCg5SZXNvbHZlUmVxdWVzdBINCgVzbHVncxgBIAMoCSJLCg1SZXNvbHZlUmVzdWx0EgwKBHNsdWcYASABKAkSLAoHc2VydmljZRgCIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkInEKD1Jlc29sdmVSZXNwb25zZRIsCgdyZXN1bHRzGAEgAygLMhsucGF5cG9saWN5LnYxLlJlc29sdmVSZXN1bHQSFgoOcmVzb2x2ZWRfY291bnQYAiABKA0SGAoQdW5yZXNvbHZlZF9jb3VudBgDIAEoDSImChhHZXRBcHByb3ZhbFN0YXR1c1JlcXVlc3QSCgoCaWQYASABKAkiwQEKGUdldEFwcHJvdmFsU3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwucGF5cG9saWN5LnYxLkFwcHJvdmFsU3RhdHVzEi4KCmRlY2lkZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnRyYW5zYWN0aW9uX2lkGAQgASgJIh8KC1BpbmdSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJImAKDFBpbmdSZXNwb25zZRIKCgJvaxgBIAEoCBIQCghhZ2VudF9pZBgCIAEoCRISCgphZ2VudF9uYW1lGAMgASgJEg4KBm9yZ19pZBgEIAEoCRIOCgZzdGF0dXMYBSABKAkqrgEKC1BheW1lbnRUeXBlEhwKGFBBWU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhgKFFBBWU1FTlRfVFlQRV9FSVAzMDA5EAESGAoUUEFZTUVOVF9UWVBFX1BFUk1JVDIQAhIgChxQQVlNRU5UX1RZUEVfUkFXX1RSQU5TQUNUSU9OEAMSFQoRUEFZTUVOVF9UWVBFX1g0MDIQBBIUChBQQVlNRU5UX1RZUEVfTVBQEAUqgQEKC1NpZ25PdXRjb21lEhwKGFNJR05fT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFNJR05fT1VUQ09NRV9BTExPV0VEEAESIQodU0lHTl9PVVRDT01FX1BFTkRJTkdfQVBQUk9WQUwQAhIXChNTSUdOX09VVENPTUVfREVOSUVEEAMqgQEKC09mZmVyU3RhdHVzEhwKGE9GRkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFE9GRkVSX1NUQVRVU19BTExPV0VEEAESIQodT0ZGRVJfU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQAhIXChNPRkZFUl9TVEFUVVNfREVOSUVEEAMqpQEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISGgoWQVBQUk9WQUxfU1RBVFVTX0RFTklFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQyjgMKFFBheW1lbnRQb2xpY3lTZXJ2aWNlEj0KBFNpZ24SGS5wYXlwb2xpY3kudjEuU2lnblJlcXVlc3QaGi5wYXlwb2xpY3kudjEuU2lnblJlc3BvbnNlEkAKBVF1b3RlEhoucGF5cG9saWN5LnYxLlF1b3RlUmVxdWVzdBobLnBheXBvbGljeS52MS5RdW90ZVJlc3BvbnNlEksKB1Jlc29sdmUSHC5wYXlwb2xpY3kudjEuUmVzb2x2ZVJlcXVlc3QaHS5wYXlwb2xpY3kudjEuUmVzb2x2ZVJlc3BvbnNlIgOQAgESaQoRR2V0QXBwcm92YWxTdGF0dXMSJi5wYXlwb2xpY3kudjEuR2V0QXBwcm92YWxTdGF0dXNSZXF1ZXN0GicucGF5cG9saWN5LnYxLkdldEFwcHJvdmFsU3RhdHVzUmVzcG9uc2UiA5ACARI9CgRQaW5nEhkucGF5cG9saWN5LnYxLlBpbmdSZXF1ZXN0GhoucGF5cG9saWN5LnYxLlBpbmdSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
+  fileDesc("CiFwYXlwb2xpY3kvdjEvcGF5bWVudF9wb2xpY3kucHJvdG8SDHBheXBvbGljeS52MSLTAwoLU2lnblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJwoEdHlwZRgCIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRIVCghjaGFpbl9pZBgDIAEoDUgBiAEBEhkKEXJlY2lwaWVudF9hZGRyZXNzGAQgASgJEhIKCmFtb3VudF91c2QYBSABKAkSDwoHZHJ5X3J1bhgHIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSLwoHZWlwMzAwORgJIAEoCzIcLnBheXBvbGljeS52MS5FaXAzMDA5UGF5bG9hZEgAEi8KB3Blcm1pdDIYCiABKAsyHC5wYXlwb2xpY3kudjEuUGVybWl0MlBheWxvYWRIABI+Cg9yYXdfdHJhbnNhY3Rpb24YCyABKAsyIy5wYXlwb2xpY3kudjEuUmF3VHJhbnNhY3Rpb25QYXlsb2FkSAASLAoEeDQwMhgMIAEoCzIcLnBheXBvbGljeS52MS5QYXl3YWxsUGF5bG9hZEgAEisKA21wcBgNIAEoCzIcLnBheXBvbGljeS52MS5QYXl3YWxsUGF5bG9hZEgAQgkKB3BheWxvYWRCCwoJX2NoYWluX2lkSgQIBhAHIkYKDkVpcDMwMDlQYXlsb2FkEh4KEXZhbGlkX2Zvcl9zZWNvbmRzGAEgASgNSACIAQFCFAoSX3ZhbGlkX2Zvcl9zZWNvbmRzIkYKDlBlcm1pdDJQYXlsb2FkEh4KEXZhbGlkX2Zvcl9zZWNvbmRzGAEgASgNSACIAQFCFAoSX3ZhbGlkX2Zvcl9zZWNvbmRzIqcBChVSYXdUcmFuc2FjdGlvblBheWxvYWQSEAoDZ2FzGAEgASgESACIAQESHAoPbWF4X2ZlZV9wZXJfZ2FzGAIgASgESAGIAQESJQoYbWF4X3ByaW9yaXR5X2ZlZV9wZXJfZ2FzGAMgASgESAKIAQFCBgoEX2dhc0ISChBfbWF4X2ZlZV9wZXJfZ2FzQhsKGV9tYXhfcHJpb3JpdHlfZmVlX3Blcl9nYXMiNgoOUGF5d2FsbFBheWxvYWQSFAoMcmVzb3VyY2VfdXJsGAEgASgJEg4KBm1ldGhvZBgCIAEoCSLHAQoURWlwMzAwOUF1dGhvcml6YXRpb24SDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRINCgV2YWx1ZRgDIAEoCRITCgt2YWxpZF9hZnRlchgEIAEoCRIUCgx2YWxpZF9iZWZvcmUYBSABKAkSDQoFbm9uY2UYBiABKAkSDQoFdG9rZW4YByABKAkSEwoLZG9tYWluX25hbWUYCCABKAkSFgoOZG9tYWluX3ZlcnNpb24YCSABKAkSEAoIY2hhaW5faWQYCiABKA0iOAoXUGVybWl0MlRva2VuUGVybWlzc2lvbnMSDQoFdG9rZW4YASABKAkSDgoGYW1vdW50GAIgASgJIjEKDlBlcm1pdDJXaXRuZXNzEgoKAnRvGAEgASgJEhMKC3ZhbGlkX2FmdGVyGAIgASgJIvABChZQZXJtaXQyV2l0bmVzc1RyYW5zZmVyEg0KBW93bmVyGAEgASgJEjgKCXBlcm1pdHRlZBgCIAEoCzIlLnBheXBvbGljeS52MS5QZXJtaXQyVG9rZW5QZXJtaXNzaW9ucxIPCgdzcGVuZGVyGAMgASgJEg0KBW5vbmNlGAQgASgJEhAKCGRlYWRsaW5lGAUgASgJEi0KB3dpdG5lc3MYBiABKAsyHC5wYXlwb2xpY3kudjEuUGVybWl0MldpdG5lc3MSGgoSdmVyaWZ5aW5nX2NvbnRyYWN0GAcgASgJEhAKCGNoYWluX2lkGAggASgNImIKDlJhd1RyYW5zYWN0aW9uEhIKCnNlcmlhbGl6ZWQYASABKAkSDAoEaGFzaBgCIAEoCRINCgVub25jZRgDIAEoCRINCgV0b2tlbhgEIAEoCRIQCghjaGFpbl9pZBgFIAEoDSIsCg1QYXltZW50SGVhZGVyEgwKBG5hbWUYASABKAkSDQoFdmFsdWUYAiABKAkigAYKDFNpZ25SZXNwb25zZRIqCgdvdXRjb21lGAEgASgOMhkucGF5cG9saWN5LnYxLlNpZ25PdXRjb21lEhAKCGFnZW50X2lkGAIgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAMgASgJEhYKCXNpZ25hdHVyZRgEIAEoCUgAiAEBEhQKB3R4X2hhc2gYBSABKAlIAYgBARIVCghjb3N0X3VzZBgGIAEoCUgCiAEBEhIKCmlkZW1wb3RlbnQYByABKAgSDgoGcmVhc29uGAggASgJEhsKE2FwcHJvdmFsX3JlcXVlc3RfaWQYCSABKAkSDwoHZHJ5X3J1bhgKIAEoCBIjChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAsgASgJSAOIAQESEAoIY2hhaW5faWQYDCABKA0SJwoEdHlwZRgNIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRI5Cg1hdXRob3JpemF0aW9uGA4gASgLMiIucGF5cG9saWN5LnYxLkVpcDMwMDlBdXRob3JpemF0aW9uEjUKB3Blcm1pdDIYDyABKAsyJC5wYXlwb2xpY3kudjEuUGVybWl0MldpdG5lc3NUcmFuc2ZlchI1Cg9yYXdfdHJhbnNhY3Rpb24YECABKAsyHC5wYXlwb2xpY3kudjEuUmF3VHJhbnNhY3Rpb24SMwoOcGF5bWVudF9oZWFkZXIYESABKAsyGy5wYXlwb2xpY3kudjEuUGF5bWVudEhlYWRlchIZChFyZWNpcGllbnRfYWRkcmVzcxgSIAEoCRISCgphbW91bnRfdXNkGBMgASgJEhkKDHJlc291cmNlX3VybBgUIAEoCUgEiAEBEigKA21wcBgVIAEoCzIbLnBheXBvbGljeS52MS5NcHBDcmVkZW50aWFsQgwKCl9zaWduYXR1cmVCCgoIX3R4X2hhc2hCCwoJX2Nvc3RfdXNkQhkKF19hcHByb3ZhbF90aHJlc2hvbGRfdXNkQg8KDV9yZXNvdXJjZV91cmwiKQoNTXBwQ3JlZGVudGlhbBIYChB0cmFuc2FjdGlvbl9oYXNoGAEgASgJIj0KDFF1b3RlUmVxdWVzdBILCgN1cmwYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGbWV0aG9kGAMgASgJIlkKDk9mZmVyUmVjaXBpZW50Eg8KB2FkZHJlc3MYASABKAkSEQoEc2x1ZxgCIAEoCUgAiAEBEhEKBG5hbWUYAyABKAlIAYgBAUIHCgVfc2x1Z0IHCgVfbmFtZSLkAgoNUXVvdGVSZXNwb25zZRIpCgZzdGF0dXMYASABKA4yGS5wYXlwb2xpY3kudjEuT2ZmZXJTdGF0dXMSDAoEcmFpbBgCIAEoCRIQCghjaGFpbl9pZBgDIAEoDRISCgphbW91bnRfdXNkGAQgASgJEi8KCXJlY2lwaWVudBgFIAEoCzIcLnBheXBvbGljeS52MS5PZmZlclJlY2lwaWVudBIUCgxyZXNvdXJjZV91cmwYBiABKAkSEwoGc2NoZW1lGAcgASgJSACIAQESDwoHbmV0d29yaxgIIAEoCRISCgVyZWFsbRgJIAEoCUgBiAEBEg4KBmNhY2hlZBgKIAEoCBIOCgZyZWFzb24YCyABKAkSIwoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgMIAEoCUgCiAEBQgkKB19zY2hlbWVCCAoGX3JlYWxtQhkKF19hcHByb3ZhbF90aHJlc2hvbGRfdXNkIh8KDlJlc29sdmVSZXF1ZXN0Eg0KBXNsdWdzGAEgAygJIksKDVJlc29sdmVSZXN1bHQSDAoEc2x1ZxgBIAEoCRIsCgdzZXJ2aWNlGAIgASgLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQicQoPUmVzb2x2ZVJlc3BvbnNlEiwKB3Jlc3VsdHMYASADKAsyGy5wYXlwb2xpY3kudjEuUmVzb2x2ZVJlc3VsdBIWCg5yZXNvbHZlZF9jb3VudBgCIAEoDRIYChB1bnJlc29sdmVkX2NvdW50GAMgASgNIiYKGEdldEFwcHJvdmFsU3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCSLBAQoZR2V0QXBwcm92YWxTdGF0dXNSZXNwb25zZRIsCgZzdGF0dXMYASABKA4yHC5wYXlwb2xpY3kudjEuQXBwcm92YWxTdGF0dXMSLgoKZGVjaWRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOdHJhbnNhY3Rpb25faWQYBCABKAkiHwoLUGluZ1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiewoMUGluZ1Jlc3BvbnNlEgoKAm9rGAEgASgIEhAKCGFnZW50X2lkGAIgASgJEhIKCmFnZW50X25hbWUYAyABKAkSDgoGb3JnX2lkGAQgASgJEikKBnN0YXR1cxgFIAEoDjIZLnBheXBvbGljeS52MS5BZ2VudFN0YXR1cyquAQoLUGF5bWVudFR5cGUSHAoYUEFZTUVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASGAoUUEFZTUVOVF9UWVBFX0VJUDMwMDkQARIYChRQQVlNRU5UX1RZUEVfUEVSTUlUMhACEiAKHFBBWU1FTlRfVFlQRV9SQVdfVFJBTlNBQ1RJT04QAxIVChFQQVlNRU5UX1RZUEVfWDQwMhAEEhQKEFBBWU1FTlRfVFlQRV9NUFAQBSqBAQoLU2lnbk91dGNvbWUSHAoYU0lHTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGAoUU0lHTl9PVVRDT01FX0FMTE9XRUQQARIhCh1TSUdOX09VVENPTUVfUEVORElOR19BUFBST1ZBTBACEhcKE1NJR05fT1VUQ09NRV9ERU5JRUQQAyqBAQoLT2ZmZXJTdGF0dXMSHAoYT0ZGRVJfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGAoUT0ZGRVJfU1RBVFVTX0FMTE9XRUQQARIhCh1PRkZFUl9TVEFUVVNfUEVORElOR19BUFBST1ZBTBACEhcKE09GRkVSX1NUQVRVU19ERU5JRUQQAyqlAQoOQXBwcm92YWxTdGF0dXMSHwobQVBQUk9WQUxfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfU1RBVFVTX1BFTkRJTkcQARIcChhBUFBST1ZBTF9TVEFUVVNfQVBQUk9WRUQQAhIaChZBUFBST1ZBTF9TVEFUVVNfREVOSUVEEAMSGwoXQVBQUk9WQUxfU1RBVFVTX0VYUElSRUQQBCp3CgtBZ2VudFN0YXR1cxIcChhBR0VOVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNBR0VOVF9TVEFUVVNfQUNUSVZFEAESFwoTQUdFTlRfU1RBVFVTX1BBVVNFRBACEhgKFEFHRU5UX1NUQVRVU19SRVZPS0VEEAMyjgMKFFBheW1lbnRQb2xpY3lTZXJ2aWNlEj0KBFNpZ24SGS5wYXlwb2xpY3kudjEuU2lnblJlcXVlc3QaGi5wYXlwb2xpY3kudjEuU2lnblJlc3BvbnNlEkAKBVF1b3RlEhoucGF5cG9saWN5LnYxLlF1b3RlUmVxdWVzdBobLnBheXBvbGljeS52MS5RdW90ZVJlc3BvbnNlEksKB1Jlc29sdmUSHC5wYXlwb2xpY3kudjEuUmVzb2x2ZVJlcXVlc3QaHS5wYXlwb2xpY3kudjEuUmVzb2x2ZVJlc3BvbnNlIgOQAgESaQoRR2V0QXBwcm92YWxTdGF0dXMSJi5wYXlwb2xpY3kudjEuR2V0QXBwcm92YWxTdGF0dXNSZXF1ZXN0GicucGF5cG9saWN5LnYxLkdldEFwcHJvdmFsU3RhdHVzUmVzcG9uc2UiA5ACARI9CgRQaW5nEhkucGF5cG9saWN5LnYxLlBpbmdSZXF1ZXN0GhoucGF5cG9saWN5LnYxLlBpbmdSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
 
 /**
  * SignRequest asks for one payment.
@@ -59,13 +59,6 @@ export type SignRequest = Message<"paypolicy.v1.SignRequest"> & {
   amountUsd: string;
 
   /**
-   * Type-specific payload; for x402 and mpp it carries `resource_url`.
-   *
-   * @generated from field: google.protobuf.Struct payload = 6;
-   */
-  payload?: JsonObject | undefined;
-
-  /**
    * When true the policy is evaluated and the verdict returned without signing or persisting.
    *
    * @generated from field: bool dry_run = 7;
@@ -78,6 +71,55 @@ export type SignRequest = Message<"paypolicy.v1.SignRequest"> & {
    * @generated from field: string idempotency_key = 8;
    */
   idempotencyKey: string;
+
+  /**
+   * Type-specific parameters (REST: the `payload` object). The case must match `type`; when `type`
+   * is unspecified the case chooses it. Unset means every parameter takes its default, which for
+   * x402 and mpp is an error: they need a resource URL.
+   *
+   * @generated from oneof paypolicy.v1.SignRequest.payload
+   */
+  payload: {
+    /**
+     * Parameters of an eip3009 payment.
+     *
+     * @generated from field: paypolicy.v1.Eip3009Payload eip3009 = 9;
+     */
+    value: Eip3009Payload;
+    case: "eip3009";
+  } | {
+    /**
+     * Parameters of a permit2 payment.
+     *
+     * @generated from field: paypolicy.v1.Permit2Payload permit2 = 10;
+     */
+    value: Permit2Payload;
+    case: "permit2";
+  } | {
+    /**
+     * Parameters of a raw_transaction payment.
+     *
+     * @generated from field: paypolicy.v1.RawTransactionPayload raw_transaction = 11;
+     */
+    value: RawTransactionPayload;
+    case: "rawTransaction";
+  } | {
+    /**
+     * Parameters of an x402 payment.
+     *
+     * @generated from field: paypolicy.v1.PaywallPayload x402 = 12;
+     */
+    value: PaywallPayload;
+    case: "x402";
+  } | {
+    /**
+     * Parameters of an mpp payment.
+     *
+     * @generated from field: paypolicy.v1.PaywallPayload mpp = 13;
+     */
+    value: PaywallPayload;
+    case: "mpp";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -86,6 +128,113 @@ export type SignRequest = Message<"paypolicy.v1.SignRequest"> & {
  */
 export const SignRequestSchema: GenMessage<SignRequest> = /*@__PURE__*/
   messageDesc(file_paypolicy_v1_payment_policy, 0);
+
+/**
+ * Eip3009Payload tunes an EIP-3009 authorization.
+ *
+ * @generated from message paypolicy.v1.Eip3009Payload
+ */
+export type Eip3009Payload = Message<"paypolicy.v1.Eip3009Payload"> & {
+  /**
+   * Seconds from signing until valid_before, 30 to 86400; unset means 3600.
+   *
+   * @generated from field: optional uint32 valid_for_seconds = 1;
+   */
+  validForSeconds?: number | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.Eip3009Payload.
+ * Use `create(Eip3009PayloadSchema)` to create a new message.
+ */
+export const Eip3009PayloadSchema: GenMessage<Eip3009Payload> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 1);
+
+/**
+ * Permit2Payload tunes a Permit2 permit.
+ *
+ * @generated from message paypolicy.v1.Permit2Payload
+ */
+export type Permit2Payload = Message<"paypolicy.v1.Permit2Payload"> & {
+  /**
+   * Seconds from signing until the permit's deadline, 30 to 86400; unset means 3600.
+   *
+   * @generated from field: optional uint32 valid_for_seconds = 1;
+   */
+  validForSeconds?: number | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.Permit2Payload.
+ * Use `create(Permit2PayloadSchema)` to create a new message.
+ */
+export const Permit2PayloadSchema: GenMessage<Permit2Payload> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 2);
+
+/**
+ * RawTransactionPayload sets the gas of a signed EIP-1559 transaction; every value is bounded by the
+ * server, and gas × max_fee_per_gas by the agent's max_network_fee_wei.
+ *
+ * @generated from message paypolicy.v1.RawTransactionPayload
+ */
+export type RawTransactionPayload = Message<"paypolicy.v1.RawTransactionPayload"> & {
+  /**
+   * Gas limit, 21000 to 1000000; unset means 100000.
+   *
+   * @generated from field: optional uint64 gas = 1;
+   */
+  gas?: bigint | undefined;
+
+  /**
+   * Max fee per gas in wei, 1 to 10^12; unset means 1 gwei.
+   *
+   * @generated from field: optional uint64 max_fee_per_gas = 2;
+   */
+  maxFeePerGas?: bigint | undefined;
+
+  /**
+   * Max priority fee per gas in wei, at most max_fee_per_gas; unset means 10^6 wei (or
+   * max_fee_per_gas when that is lower).
+   *
+   * @generated from field: optional uint64 max_priority_fee_per_gas = 3;
+   */
+  maxPriorityFeePerGas?: bigint | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.RawTransactionPayload.
+ * Use `create(RawTransactionPayloadSchema)` to create a new message.
+ */
+export const RawTransactionPayloadSchema: GenMessage<RawTransactionPayload> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 3);
+
+/**
+ * PaywallPayload names the paywalled resource of an x402 or mpp payment.
+ *
+ * @generated from message paypolicy.v1.PaywallPayload
+ */
+export type PaywallPayload = Message<"paypolicy.v1.PaywallPayload"> & {
+  /**
+   * Resource URL whose live challenge sets recipient and amount; required.
+   *
+   * @generated from field: string resource_url = 1;
+   */
+  resourceUrl: string;
+
+  /**
+   * Method to request it with, `GET` or `POST`; empty means GET.
+   *
+   * @generated from field: string method = 2;
+   */
+  method: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.PaywallPayload.
+ * Use `create(PaywallPayloadSchema)` to create a new message.
+ */
+export const PaywallPayloadSchema: GenMessage<PaywallPayload> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 4);
 
 /**
  * Eip3009Authorization is the signed TransferWithAuthorization message, so the caller can submit it.
@@ -169,91 +318,135 @@ export type Eip3009Authorization = Message<"paypolicy.v1.Eip3009Authorization"> 
  * Use `create(Eip3009AuthorizationSchema)` to create a new message.
  */
 export const Eip3009AuthorizationSchema: GenMessage<Eip3009Authorization> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 1);
+  messageDesc(file_paypolicy_v1_payment_policy, 5);
 
 /**
- * Permit2Authorization is the signed Permit2 PermitTransferFrom message.
+ * Permit2TokenPermissions is Permit2's `TokenPermissions`: the token and the most the spender may move.
  *
- * @generated from message paypolicy.v1.Permit2Authorization
+ * @generated from message paypolicy.v1.Permit2TokenPermissions
  */
-export type Permit2Authorization = Message<"paypolicy.v1.Permit2Authorization"> & {
+export type Permit2TokenPermissions = Message<"paypolicy.v1.Permit2TokenPermissions"> & {
   /**
-   * Signer: the organization's treasury address.
+   * Token contract being permitted.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * Amount in the token's atomic units, decimal string.
+   *
+   * @generated from field: string amount = 2;
+   */
+  amount: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.Permit2TokenPermissions.
+ * Use `create(Permit2TokenPermissionsSchema)` to create a new message.
+ */
+export const Permit2TokenPermissionsSchema: GenMessage<Permit2TokenPermissions> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 6);
+
+/**
+ * Permit2Witness is the `Witness` struct x402's exact scheme signs with the permit: it binds the
+ * recipient, so the spender (the x402 Permit2 proxy) can pay no one else.
+ *
+ * @generated from message paypolicy.v1.Permit2Witness
+ */
+export type Permit2Witness = Message<"paypolicy.v1.Permit2Witness"> & {
+  /**
+   * Recipient the proxy must transfer to.
+   *
+   * @generated from field: string to = 1;
+   */
+  to: string;
+
+  /**
+   * Unix seconds before which the transfer may not execute, decimal string.
+   *
+   * @generated from field: string valid_after = 2;
+   */
+  validAfter: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.Permit2Witness.
+ * Use `create(Permit2WitnessSchema)` to create a new message.
+ */
+export const Permit2WitnessSchema: GenMessage<Permit2Witness> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 7);
+
+/**
+ * Permit2WitnessTransfer is the signed Permit2 `PermitWitnessTransferFrom` message (EIP-712 primary
+ * type), with the owner and the EIP-712 domain needed to verify or submit it.
+ *
+ * @generated from message paypolicy.v1.Permit2WitnessTransfer
+ */
+export type Permit2WitnessTransfer = Message<"paypolicy.v1.Permit2WitnessTransfer"> & {
+  /**
+   * Signer and payer (the `owner` argument of permitWitnessTransferFrom): the treasury address.
    *
    * @generated from field: string owner = 1;
    */
   owner: string;
 
   /**
-   * Token contract being permitted.
+   * The permitted token and amount.
    *
-   * @generated from field: string token = 2;
+   * @generated from field: paypolicy.v1.Permit2TokenPermissions permitted = 2;
    */
-  token: string;
+  permitted?: Permit2TokenPermissions | undefined;
 
   /**
-   * Amount in atomic units, decimal string.
+   * Address allowed to execute the transfer: x402's exact-scheme Permit2 proxy.
    *
-   * @generated from field: string amount = 3;
-   */
-  amount: string;
-
-  /**
-   * Address allowed to execute the transfer.
-   *
-   * @generated from field: string spender = 4;
+   * @generated from field: string spender = 3;
    */
   spender: string;
 
   /**
    * Permit2 unordered nonce, decimal string.
    *
-   * @generated from field: string nonce = 5;
+   * @generated from field: string nonce = 4;
    */
   nonce: string;
 
   /**
    * Unix seconds after which the permit is void, decimal string.
    *
-   * @generated from field: string deadline = 6;
+   * @generated from field: string deadline = 5;
    */
   deadline: string;
 
   /**
-   * Recipient the transfer is intended for.
+   * The witness bound into the signature.
    *
-   * @generated from field: string to = 7;
+   * @generated from field: paypolicy.v1.Permit2Witness witness = 6;
    */
-  to: string;
+  witness?: Permit2Witness | undefined;
 
   /**
    * Canonical Permit2 contract (the EIP-712 verifying contract).
    *
-   * @generated from field: string permit2_address = 8;
+   * @generated from field: string verifying_contract = 7;
    */
-  permit2Address: string;
+  verifyingContract: string;
 
   /**
    * Chain id of the EIP-712 domain.
    *
-   * @generated from field: uint32 chain_id = 9;
+   * @generated from field: uint32 chain_id = 8;
    */
   chainId: number;
-
-  /**
-   * Witness validAfter: Unix seconds before which the transfer may not execute, decimal string.
-   *
-   * @generated from field: string valid_after = 10;
-   */
-  validAfter: string;
 };
 
 /**
- * Describes the message paypolicy.v1.Permit2Authorization.
- * Use `create(Permit2AuthorizationSchema)` to create a new message.
+ * Describes the message paypolicy.v1.Permit2WitnessTransfer.
+ * Use `create(Permit2WitnessTransferSchema)` to create a new message.
  */
-export const Permit2AuthorizationSchema: GenMessage<Permit2Authorization> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 2);
+export const Permit2WitnessTransferSchema: GenMessage<Permit2WitnessTransfer> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 8);
 
 /**
  * RawTransaction is a signed EIP-1559 transaction ready for eth_sendRawTransaction.
@@ -302,7 +495,7 @@ export type RawTransaction = Message<"paypolicy.v1.RawTransaction"> & {
  * Use `create(RawTransactionSchema)` to create a new message.
  */
 export const RawTransactionSchema: GenMessage<RawTransaction> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 3);
+  messageDesc(file_paypolicy_v1_payment_policy, 9);
 
 /**
  * PaymentHeader is the HTTP header an agent sends to a paywall to present the payment.
@@ -330,7 +523,7 @@ export type PaymentHeader = Message<"paypolicy.v1.PaymentHeader"> & {
  * Use `create(PaymentHeaderSchema)` to create a new message.
  */
 export const PaymentHeaderSchema: GenMessage<PaymentHeader> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 4);
+  messageDesc(file_paypolicy_v1_payment_policy, 10);
 
 /**
  * SignResponse carries the verdict and, when allowed, the signed payment.
@@ -439,9 +632,9 @@ export type SignResponse = Message<"paypolicy.v1.SignResponse"> & {
   /**
    * Signed Permit2 message (permit2 type).
    *
-   * @generated from field: paypolicy.v1.Permit2Authorization permit2 = 15;
+   * @generated from field: paypolicy.v1.Permit2WitnessTransfer permit2 = 15;
    */
-  permit2?: Permit2Authorization | undefined;
+  permit2?: Permit2WitnessTransfer | undefined;
 
   /**
    * Signed transaction (raw_transaction type).
@@ -470,6 +663,20 @@ export type SignResponse = Message<"paypolicy.v1.SignResponse"> & {
    * @generated from field: string amount_usd = 19;
    */
   amountUsd: string;
+
+  /**
+   * The paywalled resource paid for (x402 and mpp types); unset for the direct types.
+   *
+   * @generated from field: optional string resource_url = 20;
+   */
+  resourceUrl?: string | undefined;
+
+  /**
+   * The signed Tempo transfer behind an MPP credential (mpp type).
+   *
+   * @generated from field: paypolicy.v1.MppCredential mpp = 21;
+   */
+  mpp?: MppCredential | undefined;
 };
 
 /**
@@ -477,7 +684,28 @@ export type SignResponse = Message<"paypolicy.v1.SignResponse"> & {
  * Use `create(SignResponseSchema)` to create a new message.
  */
 export const SignResponseSchema: GenMessage<SignResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 5);
+  messageDesc(file_paypolicy_v1_payment_policy, 11);
+
+/**
+ * MppCredential describes the Tempo transaction an MPP credential carries.
+ *
+ * @generated from message paypolicy.v1.MppCredential
+ */
+export type MppCredential = Message<"paypolicy.v1.MppCredential"> & {
+  /**
+   * Hash of the signed Tempo transaction, 0x-hex.
+   *
+   * @generated from field: string transaction_hash = 1;
+   */
+  transactionHash: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.MppCredential.
+ * Use `create(MppCredentialSchema)` to create a new message.
+ */
+export const MppCredentialSchema: GenMessage<MppCredential> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 12);
 
 /**
  * QuoteRequest asks the server to probe a paywalled URL.
@@ -512,7 +740,7 @@ export type QuoteRequest = Message<"paypolicy.v1.QuoteRequest"> & {
  * Use `create(QuoteRequestSchema)` to create a new message.
  */
 export const QuoteRequestSchema: GenMessage<QuoteRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 6);
+  messageDesc(file_paypolicy_v1_payment_policy, 13);
 
 /**
  * OfferRecipient is who an offer pays.
@@ -547,7 +775,7 @@ export type OfferRecipient = Message<"paypolicy.v1.OfferRecipient"> & {
  * Use `create(OfferRecipientSchema)` to create a new message.
  */
 export const OfferRecipientSchema: GenMessage<OfferRecipient> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 7);
+  messageDesc(file_paypolicy_v1_payment_policy, 14);
 
 /**
  * QuoteResponse is the parsed offer with its dry-run verdict.
@@ -645,7 +873,7 @@ export type QuoteResponse = Message<"paypolicy.v1.QuoteResponse"> & {
  * Use `create(QuoteResponseSchema)` to create a new message.
  */
 export const QuoteResponseSchema: GenMessage<QuoteResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 8);
+  messageDesc(file_paypolicy_v1_payment_policy, 15);
 
 /**
  * ResolveRequest names the slugs to look up.
@@ -666,7 +894,7 @@ export type ResolveRequest = Message<"paypolicy.v1.ResolveRequest"> & {
  * Use `create(ResolveRequestSchema)` to create a new message.
  */
 export const ResolveRequestSchema: GenMessage<ResolveRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 9);
+  messageDesc(file_paypolicy_v1_payment_policy, 16);
 
 /**
  * ResolveResult is the lookup of one slug.
@@ -694,7 +922,7 @@ export type ResolveResult = Message<"paypolicy.v1.ResolveResult"> & {
  * Use `create(ResolveResultSchema)` to create a new message.
  */
 export const ResolveResultSchema: GenMessage<ResolveResult> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 10);
+  messageDesc(file_paypolicy_v1_payment_policy, 17);
 
 /**
  * ResolveResponse lists one result per distinct requested slug, in request order.
@@ -729,7 +957,7 @@ export type ResolveResponse = Message<"paypolicy.v1.ResolveResponse"> & {
  * Use `create(ResolveResponseSchema)` to create a new message.
  */
 export const ResolveResponseSchema: GenMessage<ResolveResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 11);
+  messageDesc(file_paypolicy_v1_payment_policy, 18);
 
 /**
  * GetApprovalStatusRequest names an approval request.
@@ -750,7 +978,7 @@ export type GetApprovalStatusRequest = Message<"paypolicy.v1.GetApprovalStatusRe
  * Use `create(GetApprovalStatusRequestSchema)` to create a new message.
  */
 export const GetApprovalStatusRequestSchema: GenMessage<GetApprovalStatusRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 12);
+  messageDesc(file_paypolicy_v1_payment_policy, 19);
 
 /**
  * GetApprovalStatusResponse is the state of one approval request.
@@ -792,7 +1020,7 @@ export type GetApprovalStatusResponse = Message<"paypolicy.v1.GetApprovalStatusR
  * Use `create(GetApprovalStatusResponseSchema)` to create a new message.
  */
 export const GetApprovalStatusResponseSchema: GenMessage<GetApprovalStatusResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 13);
+  messageDesc(file_paypolicy_v1_payment_policy, 20);
 
 /**
  * PingRequest names the agent to check.
@@ -813,7 +1041,7 @@ export type PingRequest = Message<"paypolicy.v1.PingRequest"> & {
  * Use `create(PingRequestSchema)` to create a new message.
  */
 export const PingRequestSchema: GenMessage<PingRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 14);
+  messageDesc(file_paypolicy_v1_payment_policy, 21);
 
 /**
  * PingResponse is a snapshot of the agent and its organization.
@@ -850,11 +1078,11 @@ export type PingResponse = Message<"paypolicy.v1.PingResponse"> & {
   orgId: string;
 
   /**
-   * Agent status, for example `active` or `paused`.
+   * Agent status.
    *
-   * @generated from field: string status = 5;
+   * @generated from field: paypolicy.v1.AgentStatus status = 5;
    */
-  status: string;
+  status: AgentStatus;
 };
 
 /**
@@ -862,7 +1090,7 @@ export type PingResponse = Message<"paypolicy.v1.PingResponse"> & {
  * Use `create(PingResponseSchema)` to create a new message.
  */
 export const PingResponseSchema: GenMessage<PingResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 15);
+  messageDesc(file_paypolicy_v1_payment_policy, 22);
 
 /**
  * PaymentType selects what Sign produces.
@@ -1048,6 +1276,47 @@ export enum ApprovalStatus {
  */
 export const ApprovalStatusSchema: GenEnum<ApprovalStatus> = /*@__PURE__*/
   enumDesc(file_paypolicy_v1_payment_policy, 3);
+
+/**
+ * AgentStatus is whether an agent may make payments.
+ *
+ * @generated from enum paypolicy.v1.AgentStatus
+ */
+export enum AgentStatus {
+  /**
+   * Never sent; in a request it means "unchanged".
+   *
+   * @generated from enum value: AGENT_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The agent may make payments.
+   *
+   * @generated from enum value: AGENT_STATUS_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * Payments are denied until the agent is made active again.
+   *
+   * @generated from enum value: AGENT_STATUS_PAUSED = 2;
+   */
+  PAUSED = 2,
+
+  /**
+   * Final: the agent can never make payments again.
+   *
+   * @generated from enum value: AGENT_STATUS_REVOKED = 3;
+   */
+  REVOKED = 3,
+}
+
+/**
+ * Describes the enum paypolicy.v1.AgentStatus.
+ */
+export const AgentStatusSchema: GenEnum<AgentStatus> = /*@__PURE__*/
+  enumDesc(file_paypolicy_v1_payment_policy, 4);
 
 /**
  * PaymentPolicyService is the agent-facing API: agents authenticate with an organization API key

@@ -13,7 +13,9 @@ import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
-const AGENT_STATUSES = ['active', 'paused', 'revoked'] as const;
+import { agentStatus } from '../../contract/enums.js';
+import { AGENT_STATUSES } from '../../domain/validate.js';
+import { allPages } from './pages.js';
 
 function allowlistText(p: Policy | undefined): string {
   return p && p.allowlist.length > 0 ? p.allowlist.join(', ') : 'nothing';
@@ -40,7 +42,7 @@ function agentFields(a: Agent | undefined): string {
     ['id', a.id],
     ['organization', a.orgId],
     ['name', a.name],
-    ['status', a.status],
+    ['status', agentStatus.fromProto(a.status) ?? '-'],
     ...policyFields(a.policy),
     ['created', formatTime(a.createdAt)],
     ['last ping', a.lastPingAt ? formatTime(a.lastPingAt) : 'never'],
@@ -72,7 +74,8 @@ export const agentCommands: Command[] = [
     prepare(flags) {
       const agentId = flags.require('--id');
       const name = flags.get('--name');
-      const status = optionalChoice(flags, '--status', AGENT_STATUSES);
+      const statusName = optionalChoice(flags, '--status', AGENT_STATUSES);
+      const status = statusName === undefined ? undefined : agentStatus.toProto(statusName);
       if (name === undefined && status === undefined) throw new UsageError('agent update needs --name or --status');
       return async (client) => {
         const r = await client.updateAgent({ agentId, name, status });
@@ -103,9 +106,9 @@ export const agentCommands: Command[] = [
     prepare(flags) {
       const request = { orgId: flags.require('--org') };
       return async (client) => {
-        const r = await client.listAgents(request);
+        const r = await allPages((page) => client.listAgents({ ...request, ...page }), (x) => x.agents);
         const rows = r.agents.map((a) => [
-          a.id, a.name, a.status, formatUsdText(a.policy?.spendCapUsd ?? ''), formatUsdText(a.policy?.approvalThresholdUsd ?? ''),
+          a.id, a.name, agentStatus.fromProto(a.status) ?? '-', formatUsdText(a.policy?.spendCapUsd ?? ''), formatUsdText(a.policy?.approvalThresholdUsd ?? ''),
           a.lastPingAt ? formatTime(a.lastPingAt) : 'never', allowlistText(a.policy),
         ]);
         return commandOutput(ListAgentsResponseSchema, r, formatList('agents', ['ID', 'NAME', 'STATUS', 'CAP/24H', 'APPROVAL ABOVE', 'LAST PING', 'ALLOWLIST'], rows));

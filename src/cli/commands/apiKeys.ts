@@ -6,6 +6,7 @@ import {
   type ApiKey,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
+import { allPages } from './pages.js';
 import { requireChoice } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
 
@@ -72,7 +73,7 @@ export const apiKeyCommands: Command[] = [
     prepare(flags) {
       const request = { orgId: flags.require('--org') };
       return async (client) => {
-        const r = await client.listApiKeys(request);
+        const r = await allPages((page) => client.listApiKeys({ ...request, ...page }), (x) => x.apiKeys);
         const rows = r.apiKeys.map((k) => [k.id, modeName(k.mode), k.prefix, k.label, formatTime(k.createdAt), formatTime(k.revokedAt)]);
         return commandOutput(ListApiKeysResponseSchema, r, formatList('API keys', ['ID', 'MODE', 'PREFIX', 'LABEL', 'CREATED', 'REVOKED'], rows));
       };

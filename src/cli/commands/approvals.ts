@@ -9,7 +9,8 @@ import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
-const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'expired'] as const;
+import { APPROVAL_STATES, approvalStatus } from '../../contract/enums.js';
+import { allPages } from './pages.js';
 
 /** The most the payment can cost in network fees on top of its amount, as the server reported it. */
 function maxFeeText(a: Approval): string {
@@ -22,7 +23,7 @@ function approvalFields(a: Approval | undefined): string {
   if (!a) return 'no approval in the response';
   return formatFields([
     ['id', a.id],
-    ['status', a.status],
+    ['status', approvalStatus.fromProto(a.status) ?? '-'],
     ['transaction', a.transactionId],
     ['agent', a.agentId],
     ['amount', formatUsdText(a.amountUsd)],
@@ -46,11 +47,12 @@ export const approvalCommands: Command[] = [
     summary: "List an organization's approval requests, newest first.",
     flags: { '--org': 'value', '--status': 'value' },
     prepare(flags) {
-      const request = { orgId: flags.require('--org'), status: optionalChoice(flags, '--status', APPROVAL_STATUSES) ?? '' };
+      const statusName = optionalChoice(flags, '--status', APPROVAL_STATES);
+      const request = { orgId: flags.require('--org'), status: statusName === undefined ? 0 : approvalStatus.toProto(statusName) };
       return async (client) => {
-        const r = await client.listApprovals(request);
+        const r = await allPages((page) => client.listApprovals({ ...request, ...page }), (x) => x.approvals);
         const rows = r.approvals.map((a) => [
-          a.id, a.status, formatUsdText(a.amountUsd), maxFeeText(a), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
+          a.id, approvalStatus.fromProto(a.status) ?? '-', formatUsdText(a.amountUsd), maxFeeText(a), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
         ]);
         const headers = ['ID', 'STATUS', 'AMOUNT', 'MAX FEE', 'AGENT', 'RECIPIENT', 'CREATED', 'EXPIRES', 'REASON'];
         return commandOutput(ListApprovalsResponseSchema, r, formatList('approvals', headers, rows));

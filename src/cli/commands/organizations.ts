@@ -6,6 +6,7 @@ import {
   type Organization,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
+import { allPages } from './pages.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
 
@@ -61,7 +62,7 @@ export const organizationCommands: Command[] = [
     flags: {},
     prepare() {
       return async (client) => {
-        const r = await client.listOrganizations({});
+        const r = await allPages((page) => client.listOrganizations(page), (x) => x.organizations);
         const rows = r.organizations.map((o) => [o.id, o.name, o.treasuryAddress, `${o.approvalWindowSeconds}s`, formatTime(o.createdAt)]);
         return commandOutput(ListOrganizationsResponseSchema, r, formatList('organizations', ['ID', 'NAME', 'TREASURY', 'APPROVAL WINDOW', 'CREATED'], rows));
       };

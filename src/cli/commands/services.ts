@@ -6,6 +6,7 @@ import {
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecord } from '../../../gen/paypolicy/v1/registry_pb.js';
 import { commandOutput, type Command } from '../command.js';
+import { allPages } from './pages.js';
 import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import type { Flags } from '../parseFlags.js';
@@ -104,7 +105,7 @@ export const serviceCommands: Command[] = [
     prepare(flags) {
       const orgId = flags.get('--org');
       return async (client) => {
-        const r = await client.listServices({ orgId });
+        const r = await allPages((page) => client.listServices({ orgId, ...page }), (x) => x.services);
         const rows = r.services.map((s) => [
           s.slug, s.name, s.category, s.paymentMethods.map((m) => m.protocol).join(','), String(s.endpoints.length), s.id,
         ]);

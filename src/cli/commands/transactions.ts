@@ -1,6 +1,7 @@
 import { ListTransactionsResponseSchema, type Transaction } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
+import { transactionStatus } from '../../contract/enums.js';
 import { optionalChoice, optionalInteger, optionalTime } from '../flagValues.js';
 import { formatList, formatTime, formatUsdText } from '../render.js';
 
@@ -8,6 +9,11 @@ import { formatList, formatTime, formatUsdText } from '../render.js';
 function recipient(t: Transaction): string {
   if (t.serviceSlug && t.recipientAddress) return `${t.serviceSlug} (${t.recipientAddress})`;
   return t.serviceSlug || t.recipientAddress;
+}
+
+/** A --status choice as the request's enum; unset lists every status. */
+function statusOf(name: (typeof TRANSACTION_STATES)[number] | undefined) {
+  return name === undefined ? 0 : transactionStatus.toProto(name);
 }
 
 /** `tx list`. */
@@ -24,7 +30,7 @@ export const transactionCommands: Command[] = [
       const request = {
         orgId: flags.require('--org'),
         agentId: flags.get('--agent') ?? '',
-        status: optionalChoice(flags, '--status', TRANSACTION_STATES) ?? '',
+        status: statusOf(optionalChoice(flags, '--status', TRANSACTION_STATES)),
         from: optionalTime(flags, '--from'),
         to: optionalTime(flags, '--to'),
         pageSize: optionalInteger(flags, '--page-size', 1, 500) ?? 0,
@@ -33,7 +39,7 @@ export const transactionCommands: Command[] = [
       return async (client) => {
         const r = await client.listTransactions(request);
         const rows = r.transactions.map((t) => [
-          formatTime(t.createdAt), t.id, t.agentId, t.type, t.status, formatUsdText(t.amountUsd), t.chainId ? String(t.chainId) : '',
+          formatTime(t.createdAt), t.id, t.agentId, t.type, transactionStatus.fromProto(t.status) ?? '-', formatUsdText(t.amountUsd), t.chainId ? String(t.chainId) : '',
           recipient(t), t.reason,
         ]);
         const table = formatList('transactions', ['CREATED', 'ID', 'AGENT', 'TYPE', 'STATUS', 'AMOUNT', 'CHAIN', 'RECIPIENT', 'REASON'], rows);

@@ -1,34 +1,51 @@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { formatUsd } from '../domain/money.js';
+import { isAgentStatus } from '../domain/validate.js';
+import { DomainError } from '../domain/errors.js';
 import type { Agent, ApiKeyRecord, Organization, Policy, ServiceRecord, TransactionRecord } from '../domain/types.js';
 import {
   ApiKeyMode,
   type AgentSchema,
   type ApiKeySchema,
+  type ApprovalSchema,
   type OrganizationSchema,
   type PolicySchema,
   type TransactionSchema,
 } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
-import {
-  ApprovalStatus,
-  PaymentType as PaymentTypeEnum,
-  SignOutcome,
-  OfferStatus,
-  type GetApprovalStatusResponseSchema,
-  type QuoteResponseSchema,
-  type SignResponseSchema,
+import type {
+  GetApprovalStatusResponseSchema,
+  PingResponseSchema,
+  QuoteResponseSchema,
+  ResolveResponseSchema,
+  SignResponseSchema,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
-import type { ApprovalSchema } from '../../gen/paypolicy/v1/admin_pb.js';
+import type { PingResult } from '../app/ping.js';
+import type { ResolveResult } from '../app/registry.js';
 import type { SignResult } from '../app/sign.js';
 import type { QuoteResult } from '../app/quote.js';
 import type { SignedPayment } from '../app/signedPayment.js';
-import type { ApprovalView } from '../app/approvals.js';
-import type { ApprovalRow } from '../store/approvals.js';
-import type { PaymentType } from '../domain/paymentRequest.js';
+import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, transactionStatus, type ApprovalState } from './enums.js';
 
-/** Domain records → protobuf message shapes. Pure functions; no rule lives here. */
+/**
+ * Use-case results → the protobuf messages of the contract (proto/paypolicy/v1). Both transports
+ * answer from these: the RPC services send them as they are, and REST writes them through the
+ * declared field mapping of rest/mappers.ts. Pure functions; no rule lives here.
+ */
+
+/** An approval request as the use cases describe it (no store row type crosses into the transports). */
+export type ApprovalRecord = {
+  id: string; status: ApprovalState; transactionId: string; agentId: string; createdAt: number; expiresAt: number;
+  decidedAt: number | null; decidedBy: string; note: string;
+};
+
+/** An approval with the payment it is for (AdminService's Approval). */
+export type ApprovalDescription = ApprovalRecord & {
+  amountMicros: bigint; recipient: string; reason: string; serviceSlug: string; maxNetworkFeeWei: bigint | null; maxTempoFeeMicros: bigint | null;
+};
+
+const optionalTime = (ms: number | null) => (ms === null ? undefined : timestampFromMs(ms));
 
 export function organizationToProto(o: Organization): MessageInitShape<typeof OrganizationSchema> {
   return {
@@ -40,7 +57,7 @@ export function organizationToProto(o: Organization): MessageInitShape<typeof Or
 export function apiKeyToProto(k: ApiKeyRecord): MessageInitShape<typeof ApiKeySchema> {
   return {
     id: k.id, orgId: k.orgId, mode: k.mode === 'live' ? ApiKeyMode.LIVE : ApiKeyMode.TEST, prefix: k.prefix, label: k.label,
-    createdAt: timestampFromMs(k.createdAt), revokedAt: k.revokedAt === null ? undefined : timestampFromMs(k.revokedAt),
+    createdAt: timestampFromMs(k.createdAt), revokedAt: optionalTime(k.revokedAt),
   };
 }
 
@@ -54,9 +71,14 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
 
 export function agentToProto(a: Agent): MessageInitShape<typeof AgentSchema> {
   return {
-    id: a.id, orgId: a.orgId, name: a.name, status: a.status, policy: policyToProto(a.policy),
-    createdAt: timestampFromMs(a.createdAt), lastPingAt: a.lastPingAt === null ? undefined : timestampFromMs(a.lastPingAt),
+    id: a.id, orgId: a.orgId, name: a.name, status: agentStatus.toProto(a.status), policy: policyToProto(a.policy),
+    createdAt: timestampFromMs(a.createdAt), lastPingAt: optionalTime(a.lastPingAt),
   };
+}
+
+export function pingResultToProto(r: PingResult): MessageInitShape<typeof PingResponseSchema> {
+  if (!isAgentStatus(r.status)) throw new DomainError('internal', `agent status ${r.status} has no proto value`);
+  return { ok: r.ok, agentId: r.agentId, agentName: r.agentName, orgId: r.orgId, status: agentStatus.toProto(r.status) };
 }
 
 export function serviceToProto(s: ServiceRecord): MessageInitShape<typeof ServiceRecordSchema> {
@@ -84,106 +106,94 @@ export function serviceFromProto(s: {
   };
 }
 
+export function resolveResultToProto(r: ResolveResult): MessageInitShape<typeof ResolveResponseSchema> {
+  return {
+    results: r.results.map((x) => ({ slug: x.slug, service: x.service ? serviceToProto(x.service) : undefined })),
+    resolvedCount: r.resolvedCount,
+    unresolvedCount: r.unresolvedCount,
+  };
+}
+
 export function transactionToProto(t: TransactionRecord): MessageInitShape<typeof TransactionSchema> {
   return {
-    id: t.id, orgId: t.orgId, agentId: t.agentId, type: t.type, status: t.status, amountUsd: formatUsd(t.amountMicros),
+    id: t.id, orgId: t.orgId, agentId: t.agentId, type: t.type, status: transactionStatus.toProto(t.status), amountUsd: formatUsd(t.amountMicros),
     recipientAddress: t.recipient, chainId: t.chainId, reason: t.reason, createdAt: timestampFromMs(t.createdAt),
     approvalRequestId: t.approvalId ?? '', serviceSlug: t.serviceSlug,
   };
 }
 
-const PAYMENT_TYPE_TO_PROTO: Record<PaymentType, PaymentTypeEnum> = {
-  eip3009: PaymentTypeEnum.EIP3009,
-  permit2: PaymentTypeEnum.PERMIT2,
-  raw_transaction: PaymentTypeEnum.RAW_TRANSACTION,
-  x402: PaymentTypeEnum.X402,
-  mpp: PaymentTypeEnum.MPP,
-};
+type SignedFields = Pick<MessageInitShape<typeof SignResponseSchema>, 'signature' | 'authorization' | 'permit2' | 'rawTransaction' | 'mpp' | 'paymentHeader'>;
 
-/** Proto enum → wire type name; UNSPECIFIED means "not given" (the default applies). */
-export function paymentTypeFromProto(t: PaymentTypeEnum): string | undefined {
-  const entry = Object.entries(PAYMENT_TYPE_TO_PROTO).find(([, v]) => v === t);
-  if (entry) return entry[0];
-  return t === PaymentTypeEnum.UNSPECIFIED ? undefined : `unknown(${t})`;
-}
-
-type SignedFields = {
-  signature?: string;
-  paymentHeader?: { name: string; value: string };
-  authorization?: Extract<SignedPayment, { type: 'eip3009' }>['authorization'];
-  permit2?: Extract<SignedPayment, { type: 'permit2' }>['permit2'];
-  rawTransaction?: Extract<SignedPayment, { type: 'raw_transaction' }>['rawTransaction'];
-};
-
+/** The signed material of each type, in the fields of SignResponse. */
 function signedToProto(s: SignedPayment): SignedFields {
   switch (s.type) {
     case 'eip3009':
       return { signature: s.signature, authorization: s.authorization };
-    case 'permit2':
-      return { signature: s.signature, permit2: s.permit2 };
+    case 'permit2': {
+      const p = s.permit2;
+      return {
+        signature: s.signature,
+        permit2: {
+          owner: p.owner, permitted: { token: p.token, amount: p.amount }, spender: p.spender, nonce: p.nonce, deadline: p.deadline,
+          witness: { to: p.to, validAfter: p.validAfter }, verifyingContract: p.permit2Address, chainId: p.chainId,
+        },
+      };
+    }
     case 'raw_transaction':
       return { rawTransaction: s.rawTransaction };
     case 'x402':
       return { signature: s.signature, authorization: s.authorization, paymentHeader: s.paymentHeader };
     case 'mpp':
-      return { paymentHeader: s.paymentHeader };
+      return { mpp: { transactionHash: s.transactionHash }, paymentHeader: s.paymentHeader };
   }
 }
-
-const VERDICT_OUTCOME = { allowed: SignOutcome.ALLOWED, pending_approval: SignOutcome.PENDING_APPROVAL, denied: SignOutcome.DENIED } as const;
 
 export function signResultToProto(r: SignResult): MessageInitShape<typeof SignResponseSchema> {
   switch (r.outcome) {
     case 'allowed':
       return {
-        outcome: SignOutcome.ALLOWED, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
+        outcome: signOutcome.toProto('allowed'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
         costUsd: formatUsd(r.amountMicros), amountUsd: formatUsd(r.amountMicros), chainId: r.chainId,
-        type: PAYMENT_TYPE_TO_PROTO[r.type], recipientAddress: r.recipient, ...signedToProto(r.signed),
+        type: paymentType.toProto(r.type), recipientAddress: r.recipient, resourceUrl: r.resourceUrl || undefined, ...signedToProto(r.signed),
       };
     case 'pending_approval':
       return {
-        outcome: SignOutcome.PENDING_APPROVAL, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
+        outcome: signOutcome.toProto('pending_approval'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
         reason: r.reason, approvalRequestId: r.approvalRequestId,
       };
     case 'denied':
-      return { outcome: SignOutcome.DENIED, agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent, reason: r.reason };
+      return { outcome: signOutcome.toProto('denied'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent, reason: r.reason };
     case 'dry_run':
       return {
-        outcome: VERDICT_OUTCOME[r.verdict.outcome], agentId: r.agentId, dryRun: true, chainId: r.chainId,
-        type: PAYMENT_TYPE_TO_PROTO[r.type], recipientAddress: r.recipient, amountUsd: formatUsd(r.amountMicros),
+        outcome: signOutcome.toProto(r.verdict.outcome), agentId: r.agentId, dryRun: true, chainId: r.chainId,
+        type: paymentType.toProto(r.type), recipientAddress: r.recipient, amountUsd: formatUsd(r.amountMicros),
         reason: r.verdict.outcome === 'allowed' ? '' : r.verdict.reason,
         approvalThresholdUsd: r.verdict.outcome === 'pending_approval' ? formatUsd(r.verdict.thresholdMicros) : undefined,
       };
   }
 }
 
-const APPROVAL_STATUS = {
-  pending: ApprovalStatus.PENDING, approved: ApprovalStatus.APPROVED, denied: ApprovalStatus.DENIED, expired: ApprovalStatus.EXPIRED,
-} as const;
-
-export function approvalStatusToProto(a: ApprovalRow): MessageInitShape<typeof GetApprovalStatusResponseSchema> {
+export function approvalStatusToProto(a: ApprovalRecord): MessageInitShape<typeof GetApprovalStatusResponseSchema> {
   return {
-    status: APPROVAL_STATUS[a.status], transactionId: a.transactionId, expiresAt: timestampFromMs(a.expiresAt),
-    decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt),
+    status: approvalStatus.toProto(a.status), transactionId: a.transactionId, expiresAt: timestampFromMs(a.expiresAt),
+    decidedAt: optionalTime(a.decidedAt),
   };
 }
 
-export function approvalToProto(a: ApprovalView): MessageInitShape<typeof ApprovalSchema> {
+export function approvalToProto(a: ApprovalDescription): MessageInitShape<typeof ApprovalSchema> {
   return {
-    id: a.id, status: a.status, transactionId: a.transactionId, agentId: a.agentId, amountUsd: formatUsd(a.amountMicros),
+    id: a.id, status: approvalStatus.toProto(a.status), transactionId: a.transactionId, agentId: a.agentId, amountUsd: formatUsd(a.amountMicros),
     recipientAddress: a.recipient, reason: a.reason, createdAt: timestampFromMs(a.createdAt), expiresAt: timestampFromMs(a.expiresAt),
-    decidedAt: a.decidedAt === null ? undefined : timestampFromMs(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
+    decidedAt: optionalTime(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
     serviceSlug: a.serviceSlug, maxNetworkFeeWei: a.maxNetworkFeeWei?.toString() ?? '',
     maxNetworkFeeUsd: a.maxTempoFeeMicros === null ? '' : formatUsd(a.maxTempoFeeMicros),
   };
 }
 
-const OFFER_STATUS = { allowed: OfferStatus.ALLOWED, pending_approval: OfferStatus.PENDING_APPROVAL, denied: OfferStatus.DENIED } as const;
-
 export function quoteResultToProto(r: QuoteResult): MessageInitShape<typeof QuoteResponseSchema> {
   const { offer, verdict, attribution } = r;
   return {
-    status: OFFER_STATUS[verdict.outcome], rail: offer.rail, chainId: offer.chainId, amountUsd: formatUsd(offer.amountMicros),
+    status: offerStatus.toProto(verdict.outcome), rail: offer.rail, chainId: offer.chainId, amountUsd: formatUsd(offer.amountMicros),
     recipient: {
       address: offer.payTo,
       slug: attribution.attributed ? attribution.slug : undefined,
