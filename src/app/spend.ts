@@ -42,12 +42,13 @@ export function summarizeSpend(deps: AppDeps, principal: Principal, orgId: strin
   sweepExpiredApprovals(deps);
   const now = deps.now();
   const since = now - 7 * DAY_MS;
-  const agents = own.map((agent): AgentSpend => {
+  // One snapshot for every agent's sums, so the totals add up to the same ledger state.
+  const agents = deps.uow.read(() => own.map((agent): AgentSpend => {
     const hours = deps.store.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
     const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
     const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
     return { agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily };
-  });
+  }));
   const live = agents.filter((a) => a.agent.status !== 'revoked');
   return {
     now,
