@@ -2,6 +2,8 @@ import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import { OVERLOADED_RETRY_AFTER_SECONDS, toDomainError, type ErrorKind } from '../domain/errors.js';
 import { requestLoggerKey } from './context.js';
+import { errorInfo } from '../contract/errors.js';
+import { ErrorInfoSchema } from '../../gen/paypolicy/v1/error_pb.js';
 
 /** DomainError kind → Connect code: the only place the RPC transport decides a code. */
 export const CONNECT_CODES = {
@@ -30,7 +32,9 @@ export function toConnectError(err: unknown, log: Logger | undefined): ConnectEr
   if (err instanceof ConnectError) return err;
   const e = toDomainError(err);
   if (e.kind === 'internal') log?.error({ err: e.cause ?? e }, 'unhandled error in rpc handler');
-  const ce = new ConnectError(e.shortMessage, CONNECT_CODES[e.kind]);
+  // The code travels twice: as a paypolicy.v1.ErrorInfo detail (grpc-status-details-bin on gRPC,
+  // `details` in Connect JSON) for typed clients, and as the x-error-code header for the rest.
+  const ce = new ConnectError(e.shortMessage, CONNECT_CODES[e.kind], undefined, [{ desc: ErrorInfoSchema, value: errorInfo(e) }]);
   ce.metadata.set('x-error-code', e.code);
   if (e.kind === 'overloaded') ce.metadata.set('retry-after', String(OVERLOADED_RETRY_AFTER_SECONDS));
   return ce;
