@@ -1,4 +1,4 @@
-import { createClient, PaypolicyError, type PaypolicyClient } from '@paypolicy/client';
+import { createClient, type PaypolicyClient } from '@paypolicy/client';
 import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -6,6 +6,7 @@ import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { listAllTransactions, recoverAuthorizationSigner, setPolicy, type WireAuthorization } from '../helpers/payments.js';
 import { closedPort, startFetchPeer, type Peer } from '../helpers/peers.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { rejection } from './rejection.js';
 
 /**
  * The REST client of @paypolicy/client (built package) against the real server: typed results
@@ -55,11 +56,6 @@ function recordingFetch(loseAnswers = 0) {
   return { impl, calls };
 }
 
-async function rejection(p: Promise<unknown>): Promise<PaypolicyError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
-  expect(err).toBeInstanceOf(PaypolicyError);
-  return err as PaypolicyError;
-}
 
 describe('createClient', () => {
   test('behavior: ping, resolve, spendStatus and dryRun return the wire bodies', async () => {
@@ -138,7 +134,7 @@ describe('createClient', () => {
       baseUrl: s.url, apiKey: s.bootstrap.api_key,
       fetch: async (input, init) => {
         const res = await fetch(input, init);
-        if (String(input).endsWith('/api/sign') && res.status === 202) approvalId = (await res.clone().json()).approval_request_id;
+        if (String(input).endsWith('/api/sign') && res.status === 202) approvalId = ((await res.clone().json()) as { approval_request_id: string }).approval_request_id;
         // Decided by a human after the client has seen it pending twice.
         if (String(input).endsWith('/status') && ++polls === 2) await admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth);
         return res;

@@ -21,7 +21,6 @@ const SERVER_DEPS = ['better-sqlite3', 'secp256k1', 'viem', 'pino', '@connectrpc
 
 let work: string;
 let app: string;
-let tarball: string;
 let packed: { files: Array<{ path: string }>; integrity: string; filename: string };
 
 type LockEntry = Record<string, unknown> & { dependencies?: Record<string, string>; optionalDependencies?: Record<string, string> };
@@ -64,7 +63,6 @@ const node = (code: string) => execFileSync(process.execPath, ['--input-type=mod
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'paypolicy-pack-'));
   [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', work], PKG));
-  tarball = join(work, readdirSync(work).find((f) => f.endsWith('.tgz'))!);
   app = join(work, 'app');
   execFileSync('mkdir', [app]);
   const spec = `file:../${packed.filename}`;

@@ -1,4 +1,4 @@
-import { createClient, createPayingFetch, PaypolicyError, type PaypolicyClient } from '@paypolicy/client';
+import { createClient, createPayingFetch, type PaypolicyClient } from '@paypolicy/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
@@ -7,6 +7,7 @@ import {
   MPP_RECIPIENT, PAY_TO, carriesPayment, startFetchPeer, startMppPeer, startPlainPeer, startX402Peer, type MppPeer, type Peer, type PlainPeer, type X402Peer,
 } from '../helpers/peers.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { rejection } from './rejection.js';
 
 /**
  * createPayingFetch from the built @paypolicy/client package against the real server on loopback
@@ -60,12 +61,6 @@ async function ledger(agentId: string) {
 
 const payments = (peer: Peer, path: string) => peer.requestsTo(path).filter(carriesPayment);
 
-/** The error a promise rejects with (fails the test if it resolves). */
-async function rejection(p: Promise<unknown>): Promise<PaypolicyError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
-  expect(err).toBeInstanceOf(PaypolicyError);
-  return err as PaypolicyError;
-}
 
 describe('createPayingFetch', () => {
   test('behavior: x402 v2 paywall: one call pays and returns the paid body, the receipt and the transaction id', async () => {
@@ -121,7 +116,7 @@ describe('createPayingFetch', () => {
       fetch: async (input, init) => {
         const res = await fetch(input, init);
         if (String(input).endsWith('/status') && ++polls === 1) {
-          expect((await res.clone().json()).status).toBe('pending');
+          expect(((await res.clone().json()) as { status: string }).status).toBe('pending');
           await admin.client.decideApproval({ id: approval, decision: Decision.APPROVE, note: 'ok' }, admin.auth);
         }
         return res;
