@@ -16,7 +16,7 @@ import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
-import { prepareDataDir } from './store/dataDir.js';
+import { lockDataDir, prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
@@ -61,7 +61,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (config.skipIntegrityCheck) log.warn({ file: dbFile }, 'integrity check skipped (--skip-integrity-check)');
   // An existing key (its mode, its format) is checked before anything is created next to it.
   let master = config.masterKey || existsSync(join(config.dataDir, 'master.key')) ? loadMasterKey(config.masterKey, config.dataDir) : undefined;
-  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  // One process per data directory, taken before anything in it is created or written.
+  const lock = lockDataDir(config.dataDir);
+  let store: ReturnType<typeof openStore>;
+  try {
+    store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
   let vault: ReturnType<typeof createTreasuryVault>;
   try {
     // A database that already holds sealed treasury keys never gets a freshly generated key.
@@ -72,6 +80,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     vault.verifyMasterKey();
   } catch (err) {
     await store.close();
+    lock.release();
     throw err;
   }
   store.onFailure((err) => {
@@ -115,6 +124,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   } catch (err) {
     await signer.close();
     await store.close();
+    lock.release();
     throw err;
   }
   // Expiry also happens on every read; the sweep releases holds nobody reads.
@@ -141,7 +151,11 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         clearInterval(sweep);
         await server.close(graceMs);
         await signer.close();
-        await store.close();
+        try {
+          await store.close();
+        } finally {
+          lock.release();
+        }
         log.info('paypolicy stopped');
         log.flush();
       })();
