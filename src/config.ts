@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { UsageError } from './cli/errors.js';
 import { parseFlags, type Flags, type FlagSpecs } from './cli/parseFlags.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
+import { validateAdminToken } from './auth/credentials.js';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export type Config = {
@@ -36,6 +37,10 @@ export type Config = {
   maxProbes?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
   skipIntegrityCheck?: boolean;
+  /** Bearer token that guards /metrics; unset: /metrics answers loopback clients only. */
+  metricsToken?: string;
+  /** Label sign outcomes with agent ids too (a separate series; unbounded, so opt-in). */
+  metricsAgentLabels?: boolean;
 };
 
 export class ConfigError extends Error {
@@ -59,10 +64,11 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--max-in-flight': { env: 'PAYPOLICY_MAX_IN_FLIGHT', key: 'maxInFlight' },
   '--max-sign-queue': { env: 'PAYPOLICY_MAX_SIGN_QUEUE', key: 'maxSignQueue' },
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
+  '--metrics-token': { env: 'PAYPOLICY_METRICS_TOKEN', key: 'metricsToken' },
 };
 
 /** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
-export const SERVE_FLAGS: FlagSpecs = { ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, 'list' as const])), '--dev': 'switch', '--skip-integrity-check': 'switch' };
+export const SERVE_FLAGS: FlagSpecs = { ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, 'list' as const])), '--dev': 'switch', '--skip-integrity-check': 'switch', '--metrics-agent-labels': 'switch' };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
 export function loadConfig(argv: string[], env: Env): Config {
@@ -91,7 +97,13 @@ export function loadConfig(argv: string[], env: Env): Config {
   }
   const tempoRpcUrl = raw.tempoRpcUrl;
   if (tempoRpcUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(tempoRpcUrl)) throw new ConfigError(`--tempo-rpc-url must be an http(s) URL, got "${tempoRpcUrl}"`);
+  const metricsToken = raw.metricsToken;
+  const tokenProblem = metricsToken === undefined ? undefined : validateAdminToken(metricsToken);
+  if (tokenProblem) throw new ConfigError(`--metrics-token ${tokenProblem}`);
+  const metricsAgentLabels = flags.has('--metrics-agent-labels') || env.PAYPOLICY_METRICS_AGENT_LABELS === '1' || env.PAYPOLICY_METRICS_AGENT_LABELS === 'true';
   return {
+    metricsToken,
+    metricsAgentLabels,
     maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),
     idleTimeoutMs: optionalInteger(raw.idleTimeoutMs, '--idle-timeout-ms', 100, 3_600_000),
     requestTimeoutMs: optionalInteger(raw.requestTimeoutMs, '--request-timeout-ms', 100, 600_000),

@@ -16,10 +16,11 @@ import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
-import { lockDataDir, prepareDataDir } from './store/dataDir.js';
+import { prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
+import { createMetrics } from './observability/metrics.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
@@ -61,15 +62,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (config.skipIntegrityCheck) log.warn({ file: dbFile }, 'integrity check skipped (--skip-integrity-check)');
   // An existing key (its mode, its format) is checked before anything is created next to it.
   let master = config.masterKey || existsSync(join(config.dataDir, 'master.key')) ? loadMasterKey(config.masterKey, config.dataDir) : undefined;
-  // One process per data directory, taken before anything in it is created or written.
-  const lock = lockDataDir(config.dataDir);
-  let store: ReturnType<typeof openStore>;
-  try {
-    store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
-  } catch (err) {
-    lock.release();
-    throw err;
-  }
+  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
   let vault: ReturnType<typeof createTreasuryVault>;
   try {
     // A database that already holds sealed treasury keys never gets a freshly generated key.
@@ -80,7 +73,6 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     vault.verifyMasterKey();
   } catch (err) {
     await store.close();
-    lock.release();
     throw err;
   }
   store.onFailure((err) => {
@@ -124,12 +116,13 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   } catch (err) {
     await signer.close();
     await store.close();
-    lock.release();
     throw err;
   }
   // Expiry also happens on every read; the sweep releases holds nobody reads.
   const sweep = setInterval(() => {
     try {
+      metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels }), token: config.metricsToken },
+      readiness: { tempoRpcUrl: config.tempoRpcUrl },
       const expired = sweepExpiredApprovals(deps);
       if (expired > 0) log.info({ expired }, 'expired approval requests');
       const skewMs = clock.skewMs();
@@ -151,11 +144,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         clearInterval(sweep);
         await server.close(graceMs);
         await signer.close();
-        try {
-          await store.close();
-        } finally {
-          lock.release();
-        }
+        await store.close();
         log.info('paypolicy stopped');
         log.flush();
       })();

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import http2, { type Http2Session } from 'node:http2';
 import net, { type Socket } from 'node:net';
@@ -8,8 +8,14 @@ import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
 import { createGate, type Gate } from './admission.js';
-import { sendJson, type NodeRequest, type NodeResponse } from './http/io.js';
-import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { requestHeader, send, sendJson, type NodeRequest, type NodeResponse } from './http/io.js';
+import { createRouter } from './http/router.js';
+import { DomainError } from './domain/errors.js';
+import { PaymentPolicyService, PaymentType, SignOutcome, type QuoteResponse, type SignRequest, type SignResponse } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } from './observability/metrics.js';
+import { createReadiness, type ReadinessOptions } from './observability/readiness.js';
+import { OPENAPI_DOCUMENT } from './rest/openapi.js';
 import { createRestHandler, createRestRoutes } from './rest/router.js';
 import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
@@ -32,7 +38,17 @@ export type ServerOptions = {
   limits?: Partial<ServerLimits>;
   /** Extra handler tried before the 404 fallback (the dashboard mounts here). */
   extraHandler?: (req: NodeRequest, res: NodeResponse, log: Logger) => boolean;
+  /** /metrics: the collectors, and the bearer token that guards them (unset: loopback clients only). */
+  metrics?: { metrics: Metrics; token?: string };
+  /** What /readyz probes beyond the database and the signing threads (configured RPC nodes). */
+  readiness?: ReadinessOptions;
 };
+
+/** Paths that are their own route label. */
+const FIXED_ROUTES = new Set(['/', '/healthz', '/readyz', '/metrics', '/api/openapi.json']);
+/** Every Connect procedure path (gRPC, gRPC-Web and Connect JSON alike): a closed set of labels. */
+const RPC_PATHS = new Set([PaymentPolicyService, AdminService].flatMap((s) => s.methods.map((m) => `/${s.typeName}/${m.name}`)));
+const OPENAPI_JSON = JSON.stringify(OPENAPI_DOCUMENT);
 
 export type RunningServer = { port: number; url: string; close: (graceMs?: number) => Promise<void> };
 
@@ -50,12 +66,26 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // health checks, the dashboard and AdminService (operators, who must be able to suspend a
   // flooding agent) stay outside it.
   const admission = createGate(limits.maxInFlight, 'too many requests in flight');
-  const restHandler = createRestHandler(deps, createRestRoutes(deps), admission);
+  const metrics = opts.metrics?.metrics;
+  const restRoutes = createRestRoutes(deps, metrics);
+  const restHandler = createRestHandler(deps, restRoutes, admission);
+  const restRouter = createRouter(restRoutes);
+  const readiness = createReadiness(deps, opts.readiness);
   const loggers = new WeakMap<object, Logger>();
+  /** A request's route as a metrics label: a template or a fixed path, never the raw path. */
+  const routeLabel = (method: string | undefined, path: string): string => {
+    if (FIXED_ROUTES.has(path) || RPC_PATHS.has(path)) return path;
+    if (path.startsWith('/api/')) {
+      const m = restRouter.match(method, path);
+      return m.kind === 'found' ? m.route.path : 'unmatched';
+    }
+    if (path === '/dashboard' || path.startsWith('/dashboard/')) return '/dashboard/*';
+    return 'unmatched';
+  };
 
   const connect = connectNodeAdapter({
     routes: createRoutes(deps, opts.adminTokenHash),
-    interceptors: [domainErrorInterceptor, admissionInterceptor(admission), failStopInterceptor(deps)],
+    interceptors: [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission), failStopInterceptor(deps)],
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
     contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
     fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
@@ -72,16 +102,28 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       reqLog.info({ method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
+      metrics?.observeRequest(routeLabel(req.method, path), res.statusCode, ms / 1000);
     });
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
     // Fail-stop after a failed sync: nothing is answered from a state that may not be on disk.
     const failed = deps.store.failure() !== undefined;
     if (path === '/healthz') return sendJson(res, failed ? 503 : 200, { status: failed ? 'failed' : 'ok' });
     if (path === '/readyz') {
-      const ready = !draining && !failed && deps.store.db.open;
-      return sendJson(res, ready ? 200 : 503, { status: ready ? 'ready' : 'unavailable' });
+      const report = readiness.check(draining);
+      return sendJson(res, report.status === 'ready' ? 200 : 503, report);
+    }
+    // Scrapable after a failed sync too: nothing in it depends on what is on disk.
+    if (path === '/metrics') return void serveMetrics(req, res, opts.metrics);
+    // The contract is public (like the README): no credential, and it does not depend on storage.
+    if (path === '/api/openapi.json') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'Method not allowed', code: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+      return send(res, 200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache' }, req.method === 'HEAD' ? undefined : OPENAPI_JSON);
     }
     if (failed) return sendJson(res, 503, STORAGE_FAILED);
+    // A browser at the root is sent to the dashboard; API clients keep the JSON 404 below.
+    if (path === '/' && (req.method === 'GET' || req.method === 'HEAD') && requestHeader(req, 'accept')?.includes('text/html')) {
+      return send(res, 303, { location: '/dashboard', 'cache-control': 'no-store' });
+    }
     if (path.startsWith('/api/')) {
       void restHandler(req, res, reqLog);
       return;
@@ -118,6 +160,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     listener = net.createServer((socket) => routeConnection(socket, h1, h2, unrouted, headersTimeoutMs(limits)));
   }
   capConnections(listener, limits, log);
+  if (metrics) {
+    const server = listener;
+    metrics.countConnections(() => new Promise((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n))));
+    listener.on('drop', () => metrics.observeRefusedConnection());
+  }
 
   await new Promise<void>((resolve, reject) => {
     listener.once('error', reject);
@@ -193,6 +240,66 @@ function routeConnection(socket: Socket, h1: http.Server, h2: http2.Http2Server,
   };
   socket.on('data', onData);
   socket.on('error', () => socket.destroy());
+}
+
+/**
+ * /metrics. With a token configured, only `Authorization: Bearer <token>` reads it (401 otherwise),
+ * from anywhere. Without one, only loopback clients do (403 otherwise): the counts describe the
+ * business (payments, approvals), so they are not published to whoever can reach the port.
+ */
+async function serveMetrics(req: NodeRequest, res: NodeResponse, config: ServerOptions['metrics']): Promise<void> {
+  if (!config) return sendJson(res, 404, { error: 'Not found', code: 'not_found' });
+  if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'Method not allowed', code: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+  if (config.token !== undefined) {
+    const given = /^Bearer (\S+)$/.exec(requestHeader(req, 'authorization') ?? '')?.[1] ?? '';
+    // Compared as digests, in constant time: neither the length nor a prefix of the token leaks.
+    const digest = (t: string) => createHash('sha256').update(t).digest();
+    if (!timingSafeEqual(digest(given), digest(config.token))) {
+      return sendJson(res, 401, { error: 'Invalid or missing metrics token', code: 'unauthenticated' }, { 'www-authenticate': 'Bearer' });
+    }
+  } else if (!isLoopbackAddress(req.socket?.remoteAddress)) {
+    return sendJson(res, 403, { error: 'Metrics are served to loopback clients only; set --metrics-token to scrape from elsewhere', code: 'permission_denied' });
+  }
+  try {
+    const text = await config.metrics.scrape();
+    send(res, 200, { 'content-type': config.metrics.contentType, 'cache-control': 'no-store' }, req.method === 'HEAD' ? undefined : text);
+  } catch {
+    if (!res.headersSent) sendJson(res, 500, { error: 'Internal error', code: 'internal' });
+  }
+}
+
+/** A loopback peer (127.0.0.0/8, ::1, or either mapped into IPv6). */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return address === '::1' || /^127\.\d+\.\d+\.\d+$/.test(v4);
+}
+
+/** PaymentPolicyService Sign and Quote outcomes, as REST reports them (rest/router.ts). */
+function metricsInterceptor(metrics: Metrics): Interceptor {
+  return (next) => async (req) => {
+    const name = req.method.name;
+    if (req.service.typeName !== PaymentPolicyService.typeName || (name !== 'Sign' && name !== 'Quote') || req.stream) return next(req);
+    const type = name === 'Sign' ? PaymentType[(req.message as SignRequest).type]?.toLowerCase() : undefined;
+    try {
+      const res = await next(req);
+      if (res.stream) return res;
+      if (name === 'Quote') {
+        metrics.observeProbe((res.message as QuoteResponse).rail || 'none');
+      } else {
+        const m = res.message as SignResponse;
+        const outcome = (SignOutcome[m.outcome]?.toLowerCase() ?? 'unspecified') as SignOutcomeLabel;
+        if (m.dryRun) metrics.observeSign(type ?? 'unset', 'dry_run', outcome === 'denied' ? signReasonClass(m.reason) : outcome, m.agentId);
+        else metrics.observeSign(type ?? 'unset', outcome, outcome === 'allowed' ? 'none' : signReasonClass(m.reason), m.agentId);
+      }
+      return res;
+    } catch (err) {
+      const code = err instanceof ConnectError && !(err.cause instanceof DomainError) ? `rpc_${Code[err.code]?.toLowerCase() ?? 'error'}` : errorCodeOf(err);
+      if (name === 'Quote') metrics.observeProbe(code);
+      else metrics.observeSign(type ?? 'unset', 'error', code);
+      throw err;
+    }
+  };
 }
 
 /** Agent RPCs enter the admission gate after decoding (beyond it: Unavailable, `overloaded`); AdminService does not. */

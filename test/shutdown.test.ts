@@ -67,7 +67,7 @@ describe('startPaypolicy', () => {
     test('behavior: /readyz and /healthz answer 200 while running', async () => {
       const ready = await rest(s.url, 'GET', '/readyz', { headers: { connection: 'close' } });
       expect(ready.status).toBe(200);
-      expect(ready.json).toEqual({ status: 'ready' });
+      expect(ready.json).toMatchObject({ status: 'ready' });
       expect(ready.headers.get('cache-control')).toBe('no-store');
       const health = await rest(s.url, 'GET', '/healthz', { headers: { connection: 'close' } });
       expect(health.status).toBe(200);

@@ -16,6 +16,7 @@ import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
 import { jsonNumberToDecimal } from '../domain/money.js';
+import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
@@ -34,7 +35,7 @@ function route(method: Route['method'], path: string, handle: Route['handle']): 
 }
 
 /** The exact /api/* surface of the wire protocol, mapped onto the same use cases as the RPCs. */
-export function createRestRoutes(deps: AppDeps): Route[] {
+export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
   return [
     route('POST', '/api/ping', async (call) => {
       const body = await call.body();
@@ -49,7 +50,7 @@ export function createRestRoutes(deps: AppDeps): Route[] {
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();
       const amount = body.amount_usd;
-      const result = await signPayment(deps, call.principal, {
+      const result = await observed(() => signPayment(deps, call.principal, {
         agentId: body.agent_id,
         type: body.type,
         chainId: body.chain_id,
@@ -59,12 +60,16 @@ export function createRestRoutes(deps: AppDeps): Route[] {
         payload: body.payload,
         dryRun: body.dry_run,
         idempotencyKey: call.header('idempotency-key'),
-      });
+      }), (r) => metrics?.observeSign(body.type, ...signOutcomeOf(r), r.agentId), (err) => metrics?.observeSign(body.type, 'error', errorCodeOf(err)));
       return signJson(result);
     }),
     route('POST', '/api/quote', async (call) => {
       const body = await call.body();
-      return quoteJson(await quotePayment(deps, call.principal, { url: body.url, agentId: body.agent_id, method: body.method }));
+      const result = await observed(
+        () => quotePayment(deps, call.principal, { url: body.url, agentId: body.agent_id, method: body.method }),
+        (r) => metrics?.observeProbe(r.offer.rail), (err) => metrics?.observeProbe(errorCodeOf(err)),
+      );
+      return quoteJson(result);
     }),
     // Extension beyond the wire protocol: the agent's own remaining budget (README "API").
     route('GET', '/api/agents/{id}/spend', (call) => ({ status: 200, body: agentSpendJson(getAgentSpend(deps, call.principal, call.params.id!)) })),
@@ -78,6 +83,18 @@ export function createRestRoutes(deps: AppDeps): Route[] {
       }
     }),
   ];
+}
+
+/** Runs `work`, reporting its result or its error (which it rethrows) to the metrics. */
+async function observed<T>(work: () => Promise<T>, ok: (r: T) => void, failed: (err: unknown) => void): Promise<T> {
+  try {
+    const r = await work();
+    ok(r);
+    return r;
+  } catch (err) {
+    failed(err);
+    throw err;
+  }
 }
 
 /** Writes a REST answer: JSON, or headers alone when the wire protocol wants an empty body. */

@@ -5,7 +5,25 @@ import { workerUrl } from '../workerUrl.js';
 import { createGate, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
-type Slot = { worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }> };
+type Slot = {
+  worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }>;
+  /** True from the thread's 'online' event until it exits. */
+  online: boolean;
+};
+
+/** One signing thread as health checks and metrics see it (read-only). */
+export type SignerThread = {
+  /** The running thread (a replacement once the first died). */
+  worker: Worker;
+  /** Started and not exited; a replacement is false until its own 'online' event. */
+  online: boolean;
+  /** Times this slot's thread died and was replaced. */
+  restarts: number;
+  /** Jobs sent to it and not yet answered (0 = idle). */
+  jobs: number;
+  /** Exit code of the last thread that died in this slot, if any. */
+  lastExitCode: number | undefined;
+};
 
 export type SignerPool = {
   sign: (job: SignJob) => Promise<SignOutput>;
@@ -15,6 +33,10 @@ export type SignerPool = {
    * already in it. Sign calls it before anything is signed or written, so a refusal leaves no trace.
    */
   admit: () => () => void;
+  /** Read-only view of each thread, for /readyz and /metrics; cheap (no message to the threads). */
+  threads: () => SignerThread[];
+  /** Payments in the signing stage right now (what `admit` bounds) and the bound. */
+  stage: () => { inFlight: number; limit: number };
   close: () => Promise<void>;
 };
 
@@ -28,10 +50,15 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
   let turn = 0;
   let closed = false;
   const slots: Slot[] = [];
+  const restarts: number[] = [];
+  const lastExit: Array<number | undefined> = [];
 
   function spawn(index: number): Slot {
     const worker = new Worker(workerUrl('signerWorker.js', import.meta.url, 'signing'));
-    const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [] };
+    const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [], online: false };
+    worker.once('online', () => {
+      if (slots[index] === slot) slot.online = true;
+    });
     worker.on('message', (msg: WorkerResponse) => {
       for (const r of msg.results) {
         const p = slot.pending.get(r.id);
@@ -42,12 +69,17 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
       }
     });
     const fail = (err: Error) => {
+      slot.online = false;
       for (const p of slot.pending.values()) p.reject(err);
       slot.pending.clear();
-      if (!closed) slots[index] = spawn(index);
+      if (!closed && slots[index] === slot) {
+        restarts[index] = (restarts[index] ?? 0) + 1;
+        slots[index] = spawn(index);
+      }
     };
     worker.on('error', fail);
     worker.on('exit', (code) => {
+      lastExit[index] = code;
       if (!closed) fail(new Error(`signing thread exited with code ${code}`));
     });
     worker.unref();
@@ -77,6 +109,8 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
       });
     },
     admit: stage.enter,
+    threads: () => slots.map((s, i) => ({ worker: s.worker, online: s.online, restarts: restarts[i] ?? 0, jobs: s.pending.size, lastExitCode: lastExit[i] })),
+    stage: () => ({ inFlight: stage.inFlight(), limit: stage.limit }),
     async close() {
       closed = true;
       await Promise.all(slots.map((s) => s.worker.terminate()));

@@ -36,7 +36,10 @@ export function createApprovalStore(db: Db) {
   const byId = db.prepare(`SELECT ${COLUMNS} FROM approvals WHERE id = ?`);
   const byOrg = db.prepare(`SELECT ${COLUMNS} FROM approvals WHERE org_id = ? ORDER BY created_at DESC, id DESC LIMIT 500`);
   const byOrgStatus = db.prepare(`SELECT ${COLUMNS} FROM approvals WHERE org_id = ? AND status = ? ORDER BY created_at DESC, id DESC LIMIT 500`);
-  const decide = db.prepare(`UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, note = ? WHERE id = ? AND status = 'pending'`);
+  const decide = db.prepare(`UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, note = ? WHERE id = ? AND status = 'pending' RETURNING created_at`).pluck();
+  // Served by the approvals_pending index: cheap enough to read at every metrics scrape.
+  const pendingCount = db.prepare(`SELECT count(*) FROM approvals WHERE status = 'pending'`).pluck();
+  let onDecided: ((status: 'approved' | 'denied', waitedMs: number) => void) | undefined;
   const expire = db.prepare(`UPDATE approvals SET status = 'expired' WHERE id = ? AND status = 'pending'`);
   const due = db.prepare(`SELECT ${COLUMNS} FROM approvals WHERE status = 'pending' AND expires_at <= ? LIMIT 1000`);
   return {
@@ -52,7 +55,21 @@ export function createApprovalStore(db: Db) {
       return rows.map(toRow);
     },
     decide(id: string, status: 'approved' | 'denied', now: number, by: string, note: string): boolean {
-      return decide.run(status, now, by, note, id).changes === 1;
+      const createdAt = decide.get(status, now, by, note, id) as number | undefined;
+      if (createdAt === undefined) return false;
+      onDecided?.(status, now - createdAt);
+      return true;
+    },
+    /** Approval requests waiting for a human right now. */
+    countPending(): number {
+      return pendingCount.get() as number;
+    },
+    /**
+     * Calls `listener` for each decision as it is recorded, with how long the request waited
+     * (metrics). Inside the deciding transaction: keep it to arithmetic. One listener.
+     */
+    onDecided(listener: (status: 'approved' | 'denied', waitedMs: number) => void): void {
+      onDecided = listener;
     },
     expire(id: string): boolean {
       return expire.run(id).changes === 1;

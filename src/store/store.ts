@@ -44,6 +44,8 @@ export function openStore(file: string, options: OpenOptions = {}) {
     failure: (): Error | undefined => storageFailure(db),
     /** Runs once, on the first failed sync or I/O error under a commit. */
     onFailure: (listener: (err: Error) => void) => onStorageFailure(db, listener),
+    /** Seconds each WAL fdatasync took (one listener; the metrics histogram). */
+    onWalSync: (listener: (seconds: number) => void) => wal.onSync(listener),
     async close(): Promise<void> {
       // After a failed sync nothing more is written: no last checkpoint of unknown state.
       await checkpointer.close({ checkpoint: storageFailure(db) === undefined });

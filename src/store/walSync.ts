@@ -3,6 +3,8 @@ import { closeSync, fdatasync, openSync } from 'node:fs';
 export type WalSync = {
   /** Resolves once everything committed before this call is on stable storage. */
   afterCommit(): Promise<void>;
+  /** Calls `listener` with the seconds each successful fdatasync took (metrics); one listener. */
+  onSync(listener: (seconds: number) => void): void;
   close(): void;
 };
 
@@ -26,6 +28,7 @@ export function createWalSync(
   let committed = 0;
   let running = false;
   let waiters: Array<{ generation: number; resolve: () => void; reject: (e: unknown) => void }> = [];
+  let observe: ((seconds: number) => void) | undefined;
 
   function kick(): void {
     if (running || waiters.length === 0) return;
@@ -33,8 +36,10 @@ export function createWalSync(
     const target = committed;
     // Opened lazily: the -wal file exists once the first transaction has committed.
     fd ??= openSync(walPath, 'r+');
+    const started = observe && process.hrtime.bigint();
     sync(fd, (err) => {
       running = false;
+      if (started !== undefined && !err) observe?.(Number(process.hrtime.bigint() - started) / 1e9);
       if (err) {
         failed ??= new Error(`fdatasync of ${walPath} failed: ${err.code ?? err.message}`, { cause: err });
         onFailure(failed);
@@ -54,6 +59,9 @@ export function createWalSync(
         waiters.push({ generation, resolve, reject });
         kick();
       });
+    },
+    onSync(listener) {
+      observe = listener;
     },
     close() {
       if (fd !== undefined) closeSync(fd);

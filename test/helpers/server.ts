@@ -32,6 +32,8 @@ export type TestServerOptions = {
   tempoRpcUrl?: string;
   /** Connection cap and timeouts (small values keep limit tests fast). */
   limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxProbes'>;
+  /** /metrics token and agent labels. */
+  metrics?: Pick<Config, 'metricsToken' | 'metricsAgentLabels'>;
 };
 
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
@@ -43,6 +45,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
       masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl,
       ...opts.limits,
+      ...opts.metrics,
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
   );

@@ -18,6 +18,8 @@ const NO_SIGNER: SignerPool = {
   admit: () => {
     throw new Error('testDeps: this test has no signer; start a real server to sign');
   },
+  threads: () => [],
+  stage: () => ({ inFlight: 0, limit: 0 }),
   close: async () => {},
 };
 

@@ -1,0 +1,184 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { AppDeps } from '../app/deps.js';
+import type { SignResult } from '../app/signResult.js';
+import { toDomainError } from '../domain/errors.js';
+
+/**
+ * The Prometheus metrics of one running service (served at /metrics, see server.ts). Every label
+ * value comes from a closed set written in the source: route templates (never raw paths), outcome
+ * classes, payment types, policy rule names, error codes. Nothing that names a caller, a key, an
+ * address or an amount is a label, except agent ids when the operator opts in
+ * (`--metrics-agent-labels`). Hot-path observations are a cached child lookup and an add.
+ */
+export type Metrics = {
+  /** Prometheus text exposition of everything below, plus the process metrics. */
+  scrape: () => Promise<string>;
+  contentType: string;
+  /** One finished HTTP request: the route template (see routeLabel), its status, its duration. */
+  observeRequest: (route: string, status: number, seconds: number) => void;
+  /** One sign request's outcome: payment type, outcome and reason class (see signReasonClass). */
+  observeSign: (type: unknown, outcome: SignOutcomeLabel, reason: string, agentId?: string) => void;
+  /** One quote probe's outcome: `x402`/`mpp` for a priced offer, else the refusal's error code. */
+  observeProbe: (outcome: string) => void;
+  /** Where open connections are counted (the listener), read at scrape. */
+  countConnections: (count: () => Promise<number>) => void;
+  /** A connection refused by the connection cap. */
+  observeRefusedConnection: () => void;
+};
+
+export type SignOutcomeLabel = 'allowed' | 'dry_run' | 'pending_approval' | 'denied' | 'error';
+
+export type MetricsOptions = {
+  /** Adds `agent_id` to a separate sign-outcome counter. Off by default: ids are unbounded. */
+  agentLabels?: boolean;
+};
+
+const PAYMENT_TYPES = new Set(['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp']);
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** A request's status as a label: the statuses the wire protocol gives meaning to, else the class. */
+export function outcomeClass(status: number): string {
+  if (status === 200 || status === 202 || status === 403) return String(status);
+  return `${Math.floor(status / 100)}xx`;
+}
+
+/**
+ * Why a payment was refused or held, as a label: the policy rule that decided (the texts are
+ * domain/policy.ts's; a unit test pins each one), a human's denial, an expiry, else `other`.
+ * Never the text itself, which carries addresses and amounts.
+ */
+export function signReasonClass(reason: string): string {
+  if (reason.startsWith('Agent is ')) return 'agent_status';
+  if (reason.includes("not on the agent's allowlist")) return 'allowlist';
+  if (reason.startsWith('Maximum network fee ')) return 'network_fee';
+  if (reason.startsWith('Spend cap of ')) return 'spend_cap';
+  if (reason.includes('exceeds the approval threshold')) return 'approval_threshold';
+  if (reason.startsWith('Denied by approver')) return 'approver';
+  if (/expired/i.test(reason)) return 'expired';
+  return 'other';
+}
+
+/** A sign result as (outcome, reason class) labels. */
+export function signOutcomeOf(result: SignResult): [SignOutcomeLabel, string] {
+  switch (result.outcome) {
+    case 'allowed':
+      return ['allowed', 'none'];
+    case 'dry_run':
+      return ['dry_run', result.verdict.outcome === 'denied' ? result.verdict.rule : result.verdict.outcome];
+    default:
+      return [result.outcome, signReasonClass(result.reason)];
+  }
+}
+
+/** A refused request's error code (a closed set in the source; see the README's error table). */
+export function errorCodeOf(err: unknown): string {
+  return toDomainError(err).code;
+}
+
+/** A payment type as a label; anything a caller made up is `invalid`. */
+export function paymentTypeLabel(type: unknown): string {
+  return typeof type === 'string' && PAYMENT_TYPES.has(type) ? type : type === undefined ? 'unset' : 'invalid';
+}
+
+/** Builds the registry and its collectors; gauges read `deps` only when scraped. */
+export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const requests = new Counter({ name: 'paypolicy_http_requests_total', help: 'HTTP requests answered, by route template and outcome class', labelNames: ['route', 'outcome'] as const, registers: [registry] });
+  const latency = new Histogram({
+    name: 'paypolicy_http_request_duration_seconds', help: 'Time from request to the end of the answer, by route template and outcome class',
+    labelNames: ['route', 'outcome'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
+  });
+  // prom-client hashes labels on every call; the children are few (routes × outcomes), so keep them.
+  const children = new Map<string, { count: { inc: () => void }; time: { observe: (v: number) => void } }>();
+
+  const signs = new Counter({ name: 'paypolicy_sign_outcomes_total', help: 'Sign requests by payment type, outcome and reason class (policy rule or error code)', labelNames: ['type', 'outcome', 'reason'] as const, registers: [registry] });
+  const agentSigns = options.agentLabels
+    ? new Counter({ name: 'paypolicy_agent_sign_outcomes_total', help: 'Sign requests by agent id and outcome (--metrics-agent-labels)', labelNames: ['agent_id', 'outcome'] as const, registers: [registry] })
+    : undefined;
+  const probes = new Counter({ name: 'paypolicy_probe_outcomes_total', help: 'Quote probes of paywalled URLs: the rail of a priced offer, else the refusal code', labelNames: ['outcome'] as const, registers: [registry] });
+
+  new Gauge({
+    name: 'paypolicy_pending_approvals', help: 'Approval requests waiting for a human', registers: [registry],
+    collect() {
+      if (deps.store.db.open && !deps.store.failure()) this.set(deps.store.approvals.countPending());
+    },
+  });
+  const decisions = new Histogram({
+    name: 'paypolicy_approval_decision_seconds', help: 'Time from an approval request to its human decision, by decision',
+    labelNames: ['decision'] as const, buckets: [1, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600], registers: [registry],
+  });
+  deps.store.approvals.onDecided((status, waitedMs) => decisions.labels(status).observe(waitedMs / 1000));
+
+  const walSync = new Histogram({
+    name: 'paypolicy_wal_sync_seconds', help: 'Duration of each fdatasync of the SQLite WAL (group commit)',
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [registry],
+  });
+  deps.store.onWalSync((seconds) => walSync.observe(seconds));
+
+  new Gauge({
+    name: 'paypolicy_signing_stage_payments', help: 'Payments in the signing stage (bounded by --max-sign-queue)', registers: [registry],
+    collect() {
+      this.set(deps.signer.stage().inFlight);
+    },
+  });
+  new Gauge({
+    name: 'paypolicy_signing_stage_limit', help: 'The --max-sign-queue bound', registers: [registry],
+    collect() {
+      this.set(deps.signer.stage().limit);
+    },
+  });
+  new Gauge({
+    name: 'paypolicy_signer_jobs', help: 'Signing jobs sent to the signing threads and not yet answered', registers: [registry],
+    collect() {
+      this.set(deps.signer.threads().reduce((n, t) => n + t.jobs, 0));
+    },
+  });
+  new Gauge({
+    name: 'paypolicy_signer_threads', help: 'Signing threads, by state (busy: working on at least one job)', labelNames: ['state'] as const, registers: [registry],
+    collect() {
+      const threads = deps.signer.threads();
+      this.set({ state: 'online' }, threads.filter((t) => t.online).length);
+      this.set({ state: 'busy' }, threads.filter((t) => t.jobs > 0).length);
+      this.set({ state: 'configured' }, threads.length);
+    },
+  });
+  new Gauge({
+    name: 'paypolicy_signer_thread_restarts', help: 'Signing threads that died and were replaced since start', registers: [registry],
+    collect() {
+      this.set(deps.signer.threads().reduce((n, t) => n + t.restarts, 0));
+    },
+  });
+
+  let connections: (() => Promise<number>) | undefined;
+  new Gauge({
+    name: 'paypolicy_open_connections', help: 'Open client connections (all protocols)', registers: [registry],
+    async collect() {
+      if (connections) this.set(await connections());
+    },
+  });
+  const refused = new Counter({ name: 'paypolicy_refused_connections_total', help: 'Connections closed at once by the connection cap (--max-connections)', registers: [registry] });
+
+  return {
+    scrape: () => registry.metrics(),
+    contentType: registry.contentType,
+    observeRequest(route, status, seconds) {
+      const outcome = outcomeClass(status);
+      const key = `${route} ${outcome}`;
+      let child = children.get(key);
+      if (!child) children.set(key, (child = { count: requests.labels(route, outcome), time: latency.labels(route, outcome) }));
+      child.count.inc();
+      child.time.observe(seconds);
+    },
+    observeSign(type, outcome, reason, agentId) {
+      signs.labels(paymentTypeLabel(type), outcome, reason).inc();
+      if (agentSigns && agentId) agentSigns.labels(agentId, outcome).inc();
+    },
+    observeProbe: (outcome) => probes.labels(outcome).inc(),
+    countConnections(count) {
+      connections = count;
+    },
+    observeRefusedConnection: () => refused.inc(),
+  };
+}
