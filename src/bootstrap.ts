@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import { join } from 'node:path';
 import { createApiKey } from './app/apiKeys.js';
 import { createAgent } from './app/agents.js';
@@ -63,8 +64,26 @@ export function adminTokenHash(deps: AppDeps, envAdminToken: string | undefined)
   return Buffer.from(stored, 'hex');
 }
 
-/** Human-readable first-start banner. Printed to stdout once; never sent to the logger. */
-export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string): string {
+/**
+ * Which admin token a server accepts, for its start-up line (never the token itself): the
+ * environment's when PAYPOLICY_ADMIN_TOKEN is set, and then the admin_token that bootstrap.json
+ * holds (the one stored at the first start) only when it is the same token.
+ */
+export function adminTokenNotice(deps: AppDeps, envAdminToken: string | undefined): string {
+  const file = 'bootstrap.json in the data directory';
+  if (!envAdminToken) return `admin token and test key: see ${file}`;
+  const stored = deps.store.settings.get(ADMIN_TOKEN_HASH);
+  const same = stored !== undefined && timingSafeEqual(hashSecret(envAdminToken), Buffer.from(stored, 'hex'));
+  return same
+    ? `admin token: PAYPOLICY_ADMIN_TOKEN, the same as in ${file}; test key: see that file`
+    : `admin token: PAYPOLICY_ADMIN_TOKEN; the admin_token in ${file} is refused while it is set; test key: see that file`;
+}
+
+/**
+ * Human-readable first-start banner. Printed to stdout once; never sent to the logger. `cli` is
+ * how the operator runs the admin CLI: `npx paypolicy` in a checkout, the executable's path otherwise.
+ */
+export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string, cli = 'npx paypolicy'): string {
   return [
     '',
     'paypolicy: first start, created a default organization:',
@@ -79,10 +98,10 @@ export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: strin
     `  curl -s -X POST ${url}/api/ping -H 'Authorization: Bearer ${file.api_key}' \\`,
     `       -H 'Content-Type: application/json' -d '{"agent_id":"${file.agent_id}"}'`,
     `  curl -s '${url}/api/resolve?slug=example' -H 'Authorization: Bearer ${file.api_key}'`,
-    `  npx paypolicy agent list --org ${file.org_id}     (admin CLI; reads the token from bootstrap.json)`,
+    `  ${cli} agent list --org ${file.org_id}     (admin CLI; reads the token from bootstrap.json)`,
     '',
     `Dashboard: ${url}/dashboard — create its first owner (the password is read from stdin):`,
-    `  npx paypolicy user create --org ${file.org_id} --email you@example.com --role owner --password-stdin`,
+    `  ${cli} user create --org ${file.org_id} --email you@example.com --role owner --password-stdin`,
     '',
   ].join('\n');
 }

@@ -14,13 +14,45 @@ const REDACT = [
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** The longest a log line waits in the stdout buffer for others to fill it. */
+export const LOG_FLUSH_MS = 200;
+
 /**
- * JSON logger; `destination` lets tests capture every line. By default lines go to stdout in
- * 4 KiB chunks rather than one write syscall each (one line per request adds up under load);
- * the owner flushes it at shutdown.
+ * stdout in 4 KiB chunks rather than one write syscall per line (one line per request adds up
+ * under load), but never holding a line back for longer than about LOG_FLUSH_MS: a quiet server's
+ * lines appear at once, not when 4 KiB have gathered. A flush asked for while a write is in flight
+ * does nothing, so the timer keeps coming back until every byte handed over was written. On exit,
+ * however the process exits short of SIGKILL, pino writes what is left synchronously (it registers
+ * the stream for that itself, since the stream is asynchronous).
  */
+function bufferedStdout(): DestinationStream {
+  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  let unwritten = 0;
+  let timer: NodeJS.Timeout | undefined;
+  stream.on('write', (n: number) => {
+    unwritten = Math.max(0, unwritten - n);
+  });
+  const tick = () => {
+    timer = undefined;
+    if (unwritten === 0 || (stream as { destroyed?: boolean }).destroyed) return;
+    stream.flush();
+    timer = setTimeout(tick, LOG_FLUSH_MS).unref();
+  };
+  return {
+    write(line: string) {
+      unwritten += Buffer.byteLength(line);
+      stream.write(line);
+      timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
+    },
+    // pino's logger.flush() and its exit handler reach the stream through these.
+    flush: (cb?: (err?: Error) => void) => stream.flush(cb),
+    flushSync: () => stream.flushSync(),
+  } as DestinationStream;
+}
+
+/** JSON logger; `destination` lets tests capture every line. By default lines go to stdout (bufferedStdout). */
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
-  destination ??= pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  destination ??= bufferedStdout();
   return pino(
     {
       level,

@@ -1,16 +1,99 @@
+import { readFileSync } from 'node:fs';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { isSingleExecutable } from './sea/runtime.js';
 
-const USAGE = `usage: paypolicy <command> [options]
-
-  serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
+const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
         [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--max-connections N]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
         [--max-sign-queue N] [--max-probes N] [--skip-integrity-check]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
-      PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.
+      PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
+
+const OWN_COMMANDS = `  ${SERVE_LINE}
+  version [--json]
+      Print the version, and whether this is the single executable.
+  help [COMMAND]
+      Print this text, or the usage of one command (also: paypolicy COMMAND --help).`;
+
+const USAGE = `usage: paypolicy <command> [options]
+
+${OWN_COMMANDS}
 
 ${ADMIN_USAGE}`;
+
+const SERVE_USAGE = `usage: paypolicy serve [options]
+
+  Start the service. Each option has an environment variable; an option wins over its variable.
+  Invalid configuration stops start-up with one line on stderr (exit 2).
+
+  --port N                   PAYPOLICY_PORT              listening port (default 8080; 0 picks a free one)
+  --host H                   PAYPOLICY_HOST              listening address (default 127.0.0.1)
+  --data-dir DIR             PAYPOLICY_DATA_DIR          data directory, one server at a time (default ./data)
+  --log-level L              PAYPOLICY_LOG_LEVEL         fatal|error|warn|info|debug|trace|silent (default info)
+  --tls-cert F               PAYPOLICY_TLS_CERT          PEM certificate; with --tls-key, serve TLS
+  --tls-key F                PAYPOLICY_TLS_KEY           PEM private key of --tls-cert
+  --signer-threads N         PAYPOLICY_SIGNER_THREADS    signing threads (default cores - 1, 1 to 4)
+  --dev                      PAYPOLICY_DEV=1             quote and sign may probe http:// URLs
+  --tempo-rpc-url URL        PAYPOLICY_TEMPO_RPC_URL     Tempo JSON-RPC node for MPP fee estimates
+  --max-connections N        PAYPOLICY_MAX_CONNECTIONS   open client connections (default 4096 or the file limit - 256)
+  --idle-timeout-ms MS       PAYPOLICY_IDLE_TIMEOUT_MS   idle HTTP/2 session lifetime (default 60000)
+  --request-timeout-ms MS    PAYPOLICY_REQUEST_TIMEOUT_MS  headers and body must arrive within this (default 30000)
+  --max-in-flight N          PAYPOLICY_MAX_IN_FLIGHT     agent requests at once; more get 503 (default 512)
+  --max-sign-queue N         PAYPOLICY_MAX_SIGN_QUEUE    payments in the signing stage at once (default 256)
+  --max-probes N             PAYPOLICY_MAX_PROBES        outbound paywall probes at once (default 32)
+  --skip-integrity-check     PAYPOLICY_SKIP_INTEGRITY_CHECK=1  skip PRAGMA quick_check at start
+  --help                     print this text
+
+  Environment only: PAYPOLICY_ADMIN_TOKEN (admin token, 24+ characters; default: generated on the
+  first start), PAYPOLICY_MASTER_KEY (key of the treasury keys; default <data dir>/master.key),
+  PAYPOLICY_NATIVE_DIR (single executable: where its native addons are unpacked; default $TMPDIR).`;
+
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h';
+
+/** Defined by the single executable's bundle (scripts/build-binary.mjs). */
+declare const __PAYPOLICY_VERSION__: string | undefined;
+
+/** The package version: built into the executable, else read from the checkout's package.json. */
+function packageVersion(): string {
+  if (typeof __PAYPOLICY_VERSION__ !== 'undefined') return __PAYPOLICY_VERSION__;
+  for (const up of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'paypolicy' && pkg.version) return pkg.version;
+    } catch {
+      // Not this folder: dist/src/ and src/ sit at different depths.
+    }
+  }
+  return 'unknown';
+}
+
+/** `paypolicy version [--json]`. */
+function version(argv: string[]): number {
+  if (argv.some(isHelp)) {
+    process.stdout.write('usage: paypolicy version [--json]\n\n  Print the version, and whether this is the single executable.\n');
+    return 0;
+  }
+  const unknown = argv.find((a) => a !== '--json');
+  if (unknown !== undefined) {
+    process.stderr.write(`paypolicy: version takes only --json (got ${JSON.stringify(unknown.slice(0, 40))})\n`);
+    return 2;
+  }
+  const info = { version: packageVersion(), node: process.version, singleExecutable: isSingleExecutable() };
+  process.stdout.write(argv.includes('--json') ? `${JSON.stringify(info)}\n` : `paypolicy ${info.version} (node ${info.node}${info.singleExecutable ? ', single executable' : ''})\n`);
+  return 0;
+}
+
+/** `paypolicy help [COMMAND [ACTION]]`: the same text as `paypolicy COMMAND [ACTION] --help`. */
+function help(argv: string[]): Promise<number> | number {
+  const [command, action] = argv;
+  if (command === undefined || isHelp(command)) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (command === 'serve' || command === 'version' || command === 'help') return main([command, '--help']);
+  return runAdminCommand(command, action === undefined ? ['--help'] : [action, '--help']);
+}
 
 /** After a failed sync: how long every request (and /readyz) answers 503 before the process exits 1. */
 const FAIL_STOP_EXIT_MS = 1000;
@@ -19,15 +102,17 @@ const FAIL_STOP_EXIT_MS = 1000;
 async function serve(argv: string[]): Promise<number> {
   // Loaded here, not at the top: admin commands never need the server and start faster without it.
   const { startPaypolicy } = await import('./paypolicy.js');
-  const { bootstrapBanner } = await import('./bootstrap.js');
+  const { adminTokenNotice, bootstrapBanner } = await import('./bootstrap.js');
   // Handlers go in before start-up, so a signal that arrives while starting still stops cleanly.
   let signalled: string | undefined;
   let onSignal: (signal: string) => void = (signal) => (signalled = signal);
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
   let app: Awaited<ReturnType<typeof startPaypolicy>> | undefined;
+  let config: Config | undefined;
   try {
-    app = await startPaypolicy(loadConfig(argv, process.env), {
+    config = loadConfig(argv, process.env);
+    app = await startPaypolicy(config, {
       // Fail-stop: answer 503 (and /readyz 503) for a moment so balancers take us out, then exit
       // non-zero without closing the database, so a supervisor restarts on what is on disk.
       onStorageFailure: () => {
@@ -45,8 +130,9 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const running = app;
-  if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, running.deps.store.db.name.replace(/\/paypolicy\.db$/, ''))}\n`);
-  else process.stdout.write(`paypolicy listening on ${running.url} (admin token and test key: see bootstrap.json in the data directory)\n`);
+  const cli = isSingleExecutable() ? process.execPath : 'npx paypolicy';
+  if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);
+  else process.stdout.write(`paypolicy listening on ${running.url} (${adminTokenNotice(running.deps, config.adminToken)})\n`);
   await new Promise<void>((resolve) => {
     onSignal = (signal) => {
       running.log.info({ signal }, 'shutting down');
@@ -60,10 +146,19 @@ async function serve(argv: string[]): Promise<number> {
 /** Entry point of the `paypolicy` command. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === 'serve') return serve(rest);
-  if (command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
+  if (command === undefined) {
+    // Not `serve`: a second server started by a bare `npx paypolicy` is a surprise, not a default.
+    process.stderr.write(`paypolicy: no command given; \`paypolicy serve\` starts the server\n\n${USAGE}\n`);
+    return 2;
   }
+  if (command === 'serve') {
+    if (rest.some(isHelp)) {
+      process.stdout.write(`${SERVE_USAGE}\n`);
+      return 0;
+    }
+    return serve(rest);
+  }
+  if (command === 'version' || command === '--version') return version(rest);
+  if (command === 'help' || isHelp(command)) return help(rest);
   return runAdminCommand(command, rest);
 }

@@ -15,7 +15,7 @@ import { resolveServerUrl } from './resolveServerUrl.js';
 import { formatCommandUsage, formatUsage } from './usage.js';
 
 /** Every admin subcommand, in the order `paypolicy help` lists them. */
-const COMMANDS: readonly Command[] = [
+export const COMMANDS: readonly Command[] = [
   ...organizationCommands,
   ...apiKeyCommands,
   ...agentCommands,

@@ -24,9 +24,9 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-/** Spawns `node bin/paypolicy.js <args>` with captured output. */
-export function spawnCli(args: string[], env: Record<string, string> = {}): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+/** Spawns `node bin/paypolicy.js <args>` with captured output (in `cwd`, default the test's own). */
+export function spawnCli(args: string[], env: Record<string, string> = {}, { cwd }: { cwd?: string } = {}): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(env), cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   const listeners = new Set<() => void>();
@@ -73,8 +73,8 @@ export function spawnCli(args: string[], env: Record<string, string> = {}): CliP
 }
 
 /** Runs the CLI to completion. */
-export async function runCli(args: string[], env: Record<string, string> = {}) {
-  const p = spawnCli(args, env);
+export async function runCli(args: string[], env: Record<string, string> = {}, options: { cwd?: string } = {}) {
+  const p = spawnCli(args, env, options);
   const { code, signal } = await p.exited;
   return { code, signal, stdout: p.stdout(), stderr: p.stderr() };
 }

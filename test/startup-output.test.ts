@@ -1,0 +1,100 @@
+import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, test, type TestContext } from 'vitest';
+import { LOG_FLUSH_MS } from '../src/logger.js';
+import { runCli, spawnCli, type CliProcess } from './helpers/cli.js';
+import { rest, startTestServer } from './helpers/server.js';
+
+// Tests run concurrently: each kills its own processes when it finishes; directories go at the end.
+const roots: string[] = [];
+afterAll(() => {
+  for (const r of roots.splice(0)) rmSync(r, { recursive: true, force: true });
+});
+const newDataDir = () => {
+  const r = mkdtempSync(join(tmpdir(), 'paypolicy-startup-'));
+  roots.push(r);
+  return r;
+};
+/** `paypolicy serve` on port 0, killed when the test (`ctx`, concurrent tests each have their own) finishes. */
+function serve(ctx: TestContext, dataDir: string, env: Record<string, string> = {}): CliProcess {
+  const p = spawnCli(['serve', '--port', '0', '--data-dir', dataDir, '--signer-threads', '1'], env);
+  ctx.onTestFinished(() => void p.child.kill('SIGKILL'));
+  return p;
+}
+const LISTENING = /paypolicy listening on (http:\/\/127\.0\.0\.1:\d+) \(([^\n]*)\)\n/;
+
+describe.concurrent('the start-up line says which admin token is in force', { timeout: 60_000 }, () => {
+  /** A data directory bootstrapped with a known token, and that token. */
+  async function bootstrapped(): Promise<{ dataDir: string; token: string }> {
+    const dataDir = newDataDir();
+    const token = `first-operator-token-${randomBytes(8).toString('hex')}`;
+    const s = await startTestServer({ dataDir, adminToken: token });
+    await s.close({ keepData: true });
+    return { dataDir, token };
+  }
+
+  test('behavior: with PAYPOLICY_ADMIN_TOKEN set to another token, the line says the one in bootstrap.json is refused, which is true', async (ctx) => {
+    const { expect } = ctx;
+    const { dataDir, token } = await bootstrapped();
+    const rotated = `rotated-operator-token-${randomBytes(8).toString('hex')}`;
+    const p = serve(ctx, dataDir, { PAYPOLICY_ADMIN_TOKEN: rotated });
+    const [, url, notice] = LISTENING.exec(await p.waitForStdout(LISTENING))!;
+    expect(notice).toBe('admin token: PAYPOLICY_ADMIN_TOKEN; the admin_token in bootstrap.json in the data directory is refused while it is set; test key: see that file');
+    expect(p.stdout()).not.toContain(rotated);
+    expect(p.stdout()).not.toContain(token);
+    // What the line says: the file's token is refused, the variable's accepted.
+    const fromFile = await runCli(['org', 'list', '--url', url!, '--data-dir', dataDir]);
+    expect(fromFile).toMatchObject({ code: 1, stdout: '' });
+    expect(fromFile.stderr).toMatch(/^paypolicy: unauthenticated: /);
+    expect(JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')).admin_token).toBe(token);
+    expect(await runCli(['org', 'list', '--url', url!], { PAYPOLICY_ADMIN_TOKEN: rotated })).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  test('behavior: with PAYPOLICY_ADMIN_TOKEN equal to the bootstrap token, or unset, the line points to bootstrap.json', async (ctx) => {
+    const { expect } = ctx;
+    const { dataDir, token } = await bootstrapped();
+    const same = serve(ctx, dataDir, { PAYPOLICY_ADMIN_TOKEN: token });
+    expect(LISTENING.exec(await same.waitForStdout(LISTENING))![2]).toBe('admin token: PAYPOLICY_ADMIN_TOKEN, the same as in bootstrap.json in the data directory; test key: see that file');
+    same.child.kill('SIGTERM');
+    expect(await same.exited).toEqual({ code: 0, signal: null });
+
+    const unset = serve(ctx, dataDir);
+    const [, url, notice] = LISTENING.exec(await unset.waitForStdout(LISTENING))!;
+    expect(notice).toBe('admin token and test key: see bootstrap.json in the data directory');
+    expect(await runCli(['org', 'list', '--url', url!, '--data-dir', dataDir])).toMatchObject({ code: 0, stderr: '' });
+  });
+});
+
+describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60_000 }, () => {
+  test(`behavior: a running server's log lines appear within a bounded delay (${LOG_FLUSH_MS} ms buffer), not once 4 KiB have gathered`, async (ctx) => {
+    const { expect } = ctx;
+    const p = serve(ctx, newDataDir());
+    const out = await p.waitForStdout(/paypolicy agent list/);
+    const url = /curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
+    // Far below 4 KiB has been logged; the bound (LOG_FLUSH_MS, plus a loaded machine) is generous here.
+    await p.waitForStdout(/"msg":"paypolicy listening"/, 5000);
+    expect(Buffer.byteLength(p.stdout())).toBeLessThan(4096);
+    // A request logged after start-up shows up too, while the server keeps running.
+    expect((await rest(url, 'GET', '/readyz', { headers: { connection: 'close' } })).status).toBe(200);
+    await p.waitForStdout(/"path":"\/readyz"[^\n]*\n/, 5000);
+    expect(p.child.exitCode).toBeNull();
+  });
+
+  test('behavior: lines still buffered when the process exits (process.exit, no shutdown) are written', async (ctx) => {
+    const { expect } = ctx;
+    const logger = fileURLToPath(new URL('../dist/src/logger.js', import.meta.url));
+    const script = `const { createLogger } = await import(${JSON.stringify(logger)});
+      const log = createLogger('info');
+      for (let i = 0; i < 3; i++) log.info({ i }, 'buffered line');
+      process.exit(3);`;
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = execFile(process.execPath, ['--input-type=module', '-e', script], (_err, stdout) => resolve({ code: child.exitCode, stdout }));
+    });
+    expect(code).toBe(3);
+    expect(stdout.trimEnd().split('\n').map((l) => JSON.parse(l).i)).toEqual([0, 1, 2]);
+  });
+});
