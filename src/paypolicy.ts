@@ -16,7 +16,7 @@ import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
-import { prepareDataDir } from './store/dataDir.js';
+import { lockDataDir, prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
@@ -62,7 +62,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (config.skipIntegrityCheck) log.warn({ file: dbFile }, 'integrity check skipped (--skip-integrity-check)');
   // An existing key (its mode, its format) is checked before anything is created next to it.
   let master = config.masterKey || existsSync(join(config.dataDir, 'master.key')) ? loadMasterKey(config.masterKey, config.dataDir) : undefined;
-  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  // One process per data directory, taken before anything in it is created or written.
+  const lock = lockDataDir(config.dataDir);
+  let store: ReturnType<typeof openStore>;
+  try {
+    store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
   let vault: ReturnType<typeof createTreasuryVault>;
   try {
     // A database that already holds sealed treasury keys never gets a freshly generated key.
@@ -73,6 +81,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     vault.verifyMasterKey();
   } catch (err) {
     await store.close();
+    lock.release();
     throw err;
   }
   store.onFailure((err) => {
@@ -112,17 +121,18 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
       limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxInFlight: config.maxInFlight },
+      metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels }), token: config.metricsToken },
+      readiness: { tempoRpcUrl: config.tempoRpcUrl },
     });
   } catch (err) {
     await signer.close();
     await store.close();
+    lock.release();
     throw err;
   }
   // Expiry also happens on every read; the sweep releases holds nobody reads.
   const sweep = setInterval(() => {
     try {
-      metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels }), token: config.metricsToken },
-      readiness: { tempoRpcUrl: config.tempoRpcUrl },
       const expired = sweepExpiredApprovals(deps);
       if (expired > 0) log.info({ expired }, 'expired approval requests');
       const skewMs = clock.skewMs();
@@ -144,7 +154,11 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         clearInterval(sweep);
         await server.close(graceMs);
         await signer.close();
-        await store.close();
+        try {
+          await store.close();
+        } finally {
+          lock.release();
+        }
         log.info('paypolicy stopped');
         log.flush();
       })();

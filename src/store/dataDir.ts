@@ -1,5 +1,6 @@
-import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 
 /**
  * Makes sure the data directory is private before anything is read from or written to it. It is
@@ -55,3 +56,61 @@ export function writePrivateFile(file: string, text: string, flag: 'w' | 'wx' = 
   }
   syncDirectory(dirname(file));
 }
+
+/** The lock file of a data directory: an empty file, locked through SQLite (see lockDataDir). */
+export const LOCK_FILE = 'paypolicy.lock';
+
+export class DataDirInUseError extends Error {
+  override name = 'DataDirInUseError';
+  constructor(dir: string) {
+    super(`data directory ${dir} is in use by another paypolicy process (it holds the lock on ${join(dir, LOCK_FILE)}); stop that process first, or give this one its own --data-dir`);
+  }
+}
+
+/** Holds a data directory for this process until release() (or until the process ends, however it ends). */
+export type DataDirLock = { release(): void };
+
+/**
+ * Takes the data directory for this process alone, so two servers never write one database.
+ * Node has no flock, so the lock is SQLite's own: a connection to the lock file opens an exclusive
+ * transaction and keeps it open, which holds an exclusive POSIX lock on the file. Nothing is ever
+ * written to it (it stays empty; a -journal appears beside it while held). The kernel drops the
+ * lock when the process ends, kill -9 included, so a dead server never leaves a stale lock and
+ * there is no pid to check. A second process gets SQLITE_BUSY at once (no busy wait) and is
+ * refused with DataDirInUseError; so is a second start in the same process, from the set below,
+ * before it touches the file: POSIX locks belong to the process, and closing any descriptor of
+ * the file in it would drop the lock. The file itself stays: deleting it on release would let two
+ * later starts lock two different files of the same name. The database itself keeps normal
+ * locking, so WAL readers and the checkpoint thread work as before.
+ */
+export function lockDataDir(dir: string): DataDirLock {
+  const file = join(dir, LOCK_FILE);
+  const key = realpathSync(dir);
+  if (heldHere.has(key)) throw new DataDirInUseError(dir);
+  try {
+    // Created 0600 whatever the umask, like every other file of the data directory.
+    closeSync(openSync(file, 'wx', 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const db = new Database(file, { timeout: 0 });
+  try {
+    db.exec('BEGIN EXCLUSIVE');
+  } catch (err) {
+    db.close();
+    const code = (err as { code?: unknown }).code;
+    if (code === 'SQLITE_BUSY') throw new DataDirInUseError(dir);
+    throw new Error(`cannot lock data directory ${dir} through ${file} (${String(code)}: ${(err as Error).message}); if no paypolicy process uses the directory, delete that file`, { cause: err });
+  }
+  heldHere.add(key);
+  return {
+    release() {
+      if (!db.open) return;
+      db.close();
+      heldHere.delete(key);
+    },
+  };
+}
+
+/** Data directories (real paths) this process holds. */
+const heldHere = new Set<string>();
