@@ -53,7 +53,7 @@ const signedMaterial = {
   }),
   raw_transaction: object({ serialized: str(), hash: str(), nonce: str(), token: address, chain_id: int }),
   mpp: object({ transaction_hash: str() }),
-  payment_header: str('the header value that pays the resource (x402 and mpp)'),
+  payment_header: object({ name: str('the header to send, e.g. X-PAYMENT or Authorization'), value: str() }, ['name', 'value'], 'the header that pays the resource (x402 and mpp)'),
 };
 
 const offerFields = {
@@ -218,7 +218,7 @@ export const OPENAPI_DOCUMENT = {
         },
       },
       SignSigned: object({
-        signature: str(), tx_hash: { type: 'null' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
+        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: 'null' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
         type: ref('PaymentType'), chain_id: int, recipient_address: address, resource_url: str(), ...signedMaterial,
       }, ['signature', 'tx_hash', 'agent_id', 'cost_usd', 'transaction_id', 'idempotent', 'type', 'chain_id', 'recipient_address']),
       SignPending: object({ status: { const: 'pending_approval' }, reason: str(), transaction_id: uuid, approval_request_id: uuid }),
