@@ -17,7 +17,7 @@ const REGISTRY = (() => {
   const r = execFileSync('npm', ['config', 'get', 'registry'], { encoding: 'utf8' }).trim();
   return r.endsWith('/') ? r : `${r}/`;
 })();
-const SERVER_DEPS = ['better-sqlite3', 'secp256k1', 'viem', 'pino', '@connectrpc', '@bufbuild', '@fastify'];
+const SERVER_DEPS = ["better-sqlite3", "secp256k1", "viem", "pino", "@fastify", "prom-client"];
 
 let work: string;
 let app: string;
@@ -92,6 +92,7 @@ describe('npm pack of @paypolicy/client', () => {
     expect(paths).toContain('dist/index.js');
     expect(paths).toContain('dist/index.d.ts');
     expect(paths).toContain('dist/mcp/server.js');
+    expect(paths).toContain('dist/gen/paypolicy/v1/payment_policy_pb.js');
     expect(paths).toContain('dist/bin.js');
     expect(paths).toContain('README.md');
     expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md'].includes(p))).toEqual([]);
@@ -102,6 +103,8 @@ describe('npm pack of @paypolicy/client', () => {
     expect(installed).toContain('@paypolicy');
     expect(installed).toContain('@modelcontextprotocol');
     for (const dep of SERVER_DEPS) expect(installed, dep).not.toContain(dep);
+    // The Connect entry needs the runtime only, never connect-node (transports are the caller's).
+    expect(readdirSync(join(app, 'node_modules/@connectrpc'))).toEqual(['connect']);
   });
 
   test('behavior: imports and works; the library entry loads without the MCP SDK', () => {
@@ -114,16 +117,16 @@ describe('npm pack of @paypolicy/client', () => {
     ];
     expect(JSON.parse(node(api))).toEqual(expected);
     expect(node('const m = await import("@paypolicy/client/mcp"); console.log(typeof m.createPaypolicyMcpServer)').trim()).toBe('function');
-    // Without the MCP SDK (and zod), the library still imports; only the MCP entry needs them.
-    rmSync(join(app, 'node_modules/@modelcontextprotocol'), { recursive: true });
-    rmSync(join(app, 'node_modules/zod'), { recursive: true });
+    expect(node('const m = await import("@paypolicy/client/connect"); console.log(m.PaymentPolicyService.typeName)').trim()).toBe('paypolicy.v1.PaymentPolicyService');
+    // Without the MCP SDK, zod and the Connect runtime, the library still imports; only the other entries need them.
+    for (const dep of ['@modelcontextprotocol', 'zod', '@connectrpc', '@bufbuild']) rmSync(join(app, 'node_modules', dep), { recursive: true });
     expect(JSON.parse(node(api))).toEqual(expected);
     expect(() => node('await import("@paypolicy/client/mcp")')).toThrow(/@modelcontextprotocol\/sdk/);
   });
 
   test('behavior: the library entry imports no Node built-in (it runs wherever fetch exists)', () => {
     const dist = join(app, 'node_modules/@paypolicy/client/dist');
-    const library = readdirSync(dist).filter((f) => f.endsWith('.js') && f !== 'bin.js');
+    const library = readdirSync(dist).filter((f) => f.endsWith('.js') && f !== 'bin.js' && f !== 'connect.js');
     expect(library.length).toBeGreaterThan(4);
     for (const file of library) {
       const text = readFileSync(join(dist, file), 'utf8');
