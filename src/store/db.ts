@@ -21,6 +21,7 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
   let db: Db | undefined;
   try {
     db = new Database(file);
+    settleWal(db, file);
     if (!options.skipIntegrityCheck) checkIntegrity(db, file);
     configure(db);
     migrate(db);
@@ -50,6 +51,23 @@ function createPrivate(file: string): void {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
   }
+}
+
+/**
+ * Makes everything this process can read durable before anything is answered from it. After a
+ * failed sync and a restart in the same boot (the fail-stop exit), the page cache may still show
+ * WAL frames that never reached the disk: a replay answered from them, and every commit appended
+ * after them (a WAL is read only up to its first missing frame), would be lost at the next power
+ * cut. A TRUNCATE checkpoint copies every frame into the database file, syncs it and empties the
+ * WAL. Another process holding a snapshot (a backup, a second server) for longer than the busy
+ * timeout stops start-up: the frames could not be settled.
+ */
+function settleWal(db: Db, file: string): void {
+  if ((db.pragma('journal_mode', { simple: true }) as string) !== 'wal') return;
+  db.pragma('busy_timeout = 5000');
+  db.pragma('synchronous = FULL');
+  const [r] = db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+  if (r?.busy) throw new Error(`${file} is held open by another process (a backup, a second paypolicy?); its write-ahead log could not be checkpointed. Stop it and start again`);
 }
 
 /**

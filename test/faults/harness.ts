@@ -95,43 +95,87 @@ export function spawnServer(opts: SpawnOptions): { process: Promise<ServerProces
 
 /**
  * Undoes every write the shim saw that no fsync/fdatasync covered, newest first: what a power cut
- * would leave of the files (the process must be dead). Clears the undo state.
+ * would leave of the files (the process must be dead). Files written by several processes (a
+ * restart in the same boot, without a roll-back in between) are undone newest process first, and
+ * an older process's unsynced bytes are not restored where a later process wrote and synced: the
+ * disk holds those. Clears the undo state.
  */
 export function rollBackUnsynced(stateDir: string): { files: number; records: number } {
   const index = join(stateDir, 'index');
   if (!existsSync(index)) return { files: 0, records: 0 };
-  const lines = readFileSync(index, 'utf8').split('\n').filter((l) => l !== '');
+  const byPath = new Map<string, string[]>();
+  for (const line of readFileSync(index, 'utf8').split('\n')) {
+    if (line === '') continue;
+    const [id, path] = line.split('\t') as [string, string];
+    byPath.set(path, [...(byPath.get(path) ?? []), id]);
+  }
   let files = 0;
   let records = 0;
-  for (const line of lines.reverse()) {
-    const [id, path] = line.split('\t') as [string, string];
-    const undo = join(stateDir, `${id}.undo`);
-    if (!existsSync(undo) || !existsSync(path)) continue;
-    const data = readFileSync(undo);
-    const recs: Array<{ off: number; old: Buffer; size: number }> = [];
-    for (let at = 0; at + 24 <= data.length;) {
-      const off = Number(data.readBigUInt64LE(at));
-      const len = Number(data.readBigUInt64LE(at + 8));
-      const size = Number(data.readBigUInt64LE(at + 16));
-      // Killed while saving: the write it was saving for never happened.
-      if (at + 24 + len > data.length) break;
-      recs.push({ off, old: data.subarray(at + 24, at + 24 + len), size });
-      at += 24 + len;
+  for (const [path, ids] of byPath) {
+    // Ranges a later process wrote and synced, and the size at its latest sync.
+    const laterSynced: Array<[number, number]> = [];
+    let durableSize: number | undefined;
+    for (const id of [...ids].reverse()) {
+      const recs = undoRecords(join(stateDir, `${id}.undo`));
+      if (recs.length > 0 && existsSync(path)) {
+        files++;
+        records += recs.length;
+        const fd = openSync(path, 'r+');
+        try {
+          for (const r of recs.reverse()) {
+            for (const [from, to] of uncovered(r.off, r.off + r.old.length, laterSynced, durableSize)) {
+              writeSync(fd, r.old, from - r.off, to - from, from);
+            }
+          }
+        } finally {
+          closeSync(fd);
+        }
+        if (durableSize === undefined) truncateSync(path, recs[recs.length - 1]!.size);
+      }
+      const synced = join(stateDir, `${id}.synced`);
+      if (!existsSync(synced)) continue;
+      const data = readFileSync(synced);
+      let newestSize: number | undefined;
+      for (let at = 0; at + 16 <= data.length; at += 16) {
+        const off = data.readBigUInt64LE(at);
+        const len = Number(data.readBigUInt64LE(at + 8));
+        if (off === 0xffffffffffffffffn) newestSize = len;
+        else laterSynced.push([Number(off), Number(off) + len]);
+      }
+      durableSize ??= newestSize;
     }
-    if (recs.length === 0) continue;
-    files++;
-    records += recs.length;
-    const fd = openSync(path, 'r+');
-    try {
-      for (const r of recs.reverse()) if (r.old.length > 0) writeSync(fd, r.old, 0, r.old.length, r.off);
-    } finally {
-      closeSync(fd);
-    }
-    truncateSync(path, recs[recs.length - 1]!.size);
   }
   rmSync(stateDir, { recursive: true, force: true });
   mkdirSync(stateDir, { recursive: true });
   return { files, records };
+}
+
+type UndoRecord = { off: number; old: Buffer; size: number };
+
+/** The records of one undo log (offset, saved length, size before, written length; saved bytes). */
+function undoRecords(undo: string): UndoRecord[] {
+  if (!existsSync(undo)) return [];
+  const data = readFileSync(undo);
+  const recs: UndoRecord[] = [];
+  for (let at = 0; at + 32 <= data.length;) {
+    const off = Number(data.readBigUInt64LE(at));
+    const len = Number(data.readBigUInt64LE(at + 8));
+    const size = Number(data.readBigUInt64LE(at + 16));
+    // Killed while saving: the write it was saving for never happened.
+    if (at + 32 + len > data.length) break;
+    recs.push({ off, old: data.subarray(at + 32, at + 32 + len), size });
+    at += 32 + len;
+  }
+  return recs;
+}
+
+/** The parts of [from, to) outside every covered range and below `limit`. */
+function uncovered(from: number, to: number, covered: Array<[number, number]>, limit = Infinity): Array<[number, number]> {
+  let parts: Array<[number, number]> = [[from, Math.min(to, limit)]];
+  for (const [a, b] of covered) {
+    parts = parts.flatMap(([x, y]): Array<[number, number]> => (b <= x || a >= y ? [[x, y]] : [[x, Math.min(y, a)], [Math.max(x, b), y]]));
+  }
+  return parts.filter(([x, y]) => y > x);
 }
 
 /** A data directory, its shim state and control file, and the server process running on them. */

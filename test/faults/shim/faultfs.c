@@ -11,7 +11,12 @@
  *                  the bytes it overwrites (and the size before) to <state>/<n>.undo, and a
  *                  successful fsync/fdatasync forgets them. After kill -9, undoing what is left
  *                  (test/faults/harness.ts powerCut) leaves exactly the synced content: a power cut.
- *                  <state>/index lists "<n>\t<path>" per tracked file.
+ *                  <state>/index lists "<n>\t<path>" per tracked file. Records are four u64:
+ *                  offset, saved length, size before, written length; then the saved bytes.
+ *                  A successful sync also appends to <n>.synced the (offset, written length) of
+ *                  every record it covered, then (UINT64_MAX, file size): a later process's synced
+ *                  bytes survive the roll-back of an earlier process's unsynced writes (a restart
+ *                  in the same boot after a failed sync, when the page cache still shows them).
  *   FAULTFS_CTL    control file of key=value lines, re-read when it changes (atomic rename):
  *                    fsync=ok|eio|noop     eio: fail with EIO (nothing forgotten); noop: return 0
  *                                          without syncing (positive control: nothing is durable)
@@ -160,6 +165,7 @@ typedef struct {
   ino_t ino;
   int tracked;
   int undo_fd; /* -1 when no FAULTFS_STATE */
+  int synced_fd;
   char path[PATH_MAX];
 } entry_t;
 
@@ -186,6 +192,7 @@ static entry_t *entry_for(int fd, struct stat *st) {
   e->ino = st->st_ino;
   e->tracked = 0;
   e->undo_fd = -1;
+  e->synced_fd = -1;
   char link[64];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(link, e->path, sizeof e->path - 1);
@@ -200,6 +207,8 @@ static entry_t *entry_for(int fd, struct stat *st) {
     int id = next_undo++;
     snprintf(name, sizeof name, "%s/%d.%d.undo", state, (int)getpid(), id);
     e->undo_fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    snprintf(name, sizeof name, "%s/%d.%d.synced", state, (int)getpid(), id);
+    e->synced_fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
     char line[PATH_MAX + 64];
     int len = snprintf(line, sizeof line, "%d.%d\t%s\n", (int)getpid(), id, e->path);
     snprintf(name, sizeof name, "%s/index", state);
@@ -216,7 +225,7 @@ static entry_t *entry_for(int fd, struct stat *st) {
 static void save_undo(entry_t *e, int fd, off_t size, off_t off, size_t len) {
   if (e->undo_fd < 0) return;
   size_t old = off < size ? (size_t)(size - off < (off_t)len ? size - off : (off_t)len) : 0;
-  uint64_t hdr[3] = {(uint64_t)off, (uint64_t)old, (uint64_t)size};
+  uint64_t hdr[4] = {(uint64_t)off, (uint64_t)old, (uint64_t)size, (uint64_t)len};
   char *buf = old ? malloc(old) : NULL;
   if (old && (!buf || pread(fd, buf, old, off) != (ssize_t)old)) {
     /* Cannot save what would be lost: refuse to lose it silently (no stdio: write() is ours). */
@@ -305,6 +314,36 @@ static int do_truncate(int (*real)(int, off_t), int fd, off_t len) {
 int ftruncate(int fd, off_t len) { return do_truncate(real_ftruncate ? real_ftruncate : (resolve(), real_ftruncate), fd, len); }
 int ftruncate64(int fd, off_t len) { return do_truncate(real_ftruncate64 ? real_ftruncate64 : (resolve(), real_ftruncate64), fd, len); }
 
+/* Caller holds `lock`. Appends the ranges of the undo records in [0, covered) and the file size
+ * to the entry's .synced log. */
+static void note_synced(entry_t *e, int fd, off_t covered) {
+  if (e->synced_fd < 0) return;
+  char *buf = malloc((size_t)covered);
+  char name[64];
+  snprintf(name, sizeof name, "/proc/self/fd/%d", e->undo_fd);
+  int rfd = open(name, O_RDONLY | O_CLOEXEC);
+  if (!buf || rfd < 0) abort();
+  /* A sync on another thread may have dropped records meanwhile: it noted them itself. */
+  ssize_t got = pread(rfd, buf, (size_t)covered, 0);
+  close(rfd);
+  if (got > 0) covered = got;
+  else covered = 0;
+  for (off_t at = 0; at + 32 <= covered;) {
+    uint64_t hdr[4];
+    memcpy(hdr, buf + at, sizeof hdr);
+    if (at + 32 + (off_t)hdr[1] > covered) break;
+    uint64_t range[2] = {hdr[0], hdr[3]};
+    real_write(e->synced_fd, range, sizeof range);
+    at += 32 + (off_t)hdr[1];
+  }
+  free(buf);
+  struct stat st;
+  if (fstat(fd, &st) == 0) {
+    uint64_t mark[2] = {UINT64_MAX, (uint64_t)st.st_size};
+    real_write(e->synced_fd, mark, sizeof mark);
+  }
+}
+
 static int do_sync(int (*real)(int), int fd) {
   resolve();
   refresh_ctl();
@@ -336,6 +375,7 @@ static int do_sync(int (*real)(int), int fd) {
   }
   /* Records appended while the sync ran may not be covered by it: keep them. */
   off_t after = lseek(e->undo_fd, 0, SEEK_END);
+  if (before > 0) note_synced(e, fd, before);
   if (after > before && before >= 0) {
     size_t tail = (size_t)(after - before);
     char *buf = malloc(tail);
@@ -365,6 +405,10 @@ static void forget(const struct stat *st) {
     if (entries[i].undo_fd >= 0) {
       real_ftruncate(entries[i].undo_fd, 0);
       close(entries[i].undo_fd);
+    }
+    if (entries[i].synced_fd >= 0) {
+      real_ftruncate(entries[i].synced_fd, 0);
+      close(entries[i].synced_fd);
     }
     entries[i] = entries[--n_entries];
     break;
