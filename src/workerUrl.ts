@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { Worker, type WorkerOptions } from 'node:worker_threads';
+import { embeddedBytes, embeddedText, isSingleExecutable } from './sea/runtime.js';
 
 /**
  * Locates a worker thread's compiled entry file. In dist/ it sits next to the module that starts
@@ -11,4 +13,23 @@ export function workerUrl(file: string, from: string, builtDir: string): URL {
   const built = new URL(`../../dist/src/${builtDir}/${file}`, from);
   if (existsSync(built)) return built;
   throw new Error(`worker ${file} is not built; run \`npm run build\``);
+}
+
+/**
+ * Starts a worker thread from its entry file (see workerUrl). In the single executable there is
+ * no file: the worker's own bundle is embedded as `workers/<file>` and run with `eval: true`
+ * (scripts/build-binary.mjs builds it as a script, since eval'd code gets no module wrapper).
+ */
+export function startWorker(file: string, from: string, builtDir: string, options: WorkerOptions = {}): Worker {
+  if (isSingleExecutable()) return new Worker(embeddedText(`workers/${file}`), { ...options, eval: true });
+  return new Worker(workerUrl(file, from, builtDir), options);
+}
+
+/**
+ * Reads another file the build emits beside a module (the dashboard's compiled script), found as
+ * workerUrl finds workers. In the single executable it is embedded as `<builtDir>/<file>`.
+ */
+export function readBuiltFile(file: string, from: string, builtDir: string): Buffer {
+  if (isSingleExecutable()) return embeddedBytes(`${builtDir}/${file}`);
+  return readFileSync(workerUrl(file, from, builtDir));
 }

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { workerUrl } from '../workerUrl.js';
+import { startWorker } from '../workerUrl.js';
 
 /**
  * The one thread that runs scrypt for dashboard passwords, with a bounded queue for sign-ins.
@@ -51,7 +51,7 @@ function finish(job: Job): void {
 }
 
 function spawn(): Worker {
-  const w = new Worker(workerUrl('passwordHashWorker.js', import.meta.url, 'auth'));
+  const w = startWorker('passwordHashWorker.js', import.meta.url, 'auth');
   w.on('message', (r: PasswordHashResponse) => {
     const job = running;
     if (!job || job.request.id !== r.id) return;

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { NodeRequest, NodeResponse } from '../http/io.js';
 import { send } from '../http/io.js';
-import { workerUrl } from '../workerUrl.js';
+import { readBuiltFile } from '../workerUrl.js';
 import { styles } from './static/styles.js';
 
 /** A static file held in memory, revalidated by its ETag. */
@@ -21,7 +20,7 @@ function asset(body: Buffer, contentType: string): Asset {
  */
 export function loadAssets(): Assets {
   const css = asset(Buffer.from(styles, 'utf8'), 'text/css; charset=utf-8');
-  const js = asset(readFileSync(workerUrl('static/client.js', import.meta.url, 'dashboard')), 'text/javascript; charset=utf-8');
+  const js = asset(readBuiltFile('static/client.js', import.meta.url, 'dashboard'), 'text/javascript; charset=utf-8');
   return {
     byPath: new Map([
       ['/dashboard/static/dashboard.css', css],

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
-import { workerUrl } from '../workerUrl.js';
+import { startWorker } from '../workerUrl.js';
 import { createGate, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
@@ -54,7 +54,7 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
   const lastExit: Array<number | undefined> = [];
 
   function spawn(index: number): Slot {
-    const worker = new Worker(workerUrl('signerWorker.js', import.meta.url, 'signing'));
+    const worker = startWorker('signerWorker.js', import.meta.url, 'signing');
     const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [], online: false };
     worker.once('online', () => {
       if (slots[index] === slot) slot.online = true;

@@ -1,5 +1,4 @@
-import { Worker } from 'node:worker_threads';
-import { workerUrl } from '../workerUrl.js';
+import { startWorker } from '../workerUrl.js';
 
 export type Checkpointer = { close(opts?: { checkpoint?: boolean }): Promise<void> };
 
@@ -9,7 +8,7 @@ export type Checkpointer = { close(opts?: { checkpoint?: boolean }): Promise<voi
  * rather than let the WAL grow without bound.
  */
 export function startCheckpointer(file: string, onFailure: (err: unknown) => void, intervalMs = 250): Checkpointer {
-  const worker = new Worker(workerUrl('checkpointWorker.js', import.meta.url, 'store'), { workerData: { file, intervalMs } });
+  const worker = startWorker('checkpointWorker.js', import.meta.url, 'store', { workerData: { file, intervalMs } });
   worker.unref();
   let closing = false;
   worker.on('error', (err) => onFailure(err));

@@ -1,0 +1,7 @@
+// Stands in for the `bindings` package inside the single executable only (scripts/build-binary.mjs):
+// better-sqlite3 asks it for better_sqlite3.node, which is embedded, not next to a package.json.
+const { loadEmbeddedAddon } = require('../../src/sea/runtime.ts');
+
+module.exports = function bindings(name) {
+  return loadEmbeddedAddon(`native/${name}`);
+};
