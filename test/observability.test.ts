@@ -161,7 +161,7 @@ describe('/metrics', () => {
       ['allowlist', { ...base, recipient: '0xbb' }],
       ['allowlist', { ...base, allowlist: [], recipient: '0xbb' }],
       ['allowlist', { ...base, otherRecipients: ['0xcc'] }],
-      ['network_fee', { ...base, networkFee: { gas: 100_000n, maxFeePerGas: 1_000n, maxPriorityFeePerGas: 1n } }],
+      ['network_fee', { ...base, networkFee: { gas: 100_000n, maxFeePerGas: 1_000n } }],
       ['spend_cap', { ...base, committedMicros: 9_800_000n }],
       ['approval_threshold', { ...base, amountMicros: 2_000_000n }],
     ];
@@ -243,7 +243,7 @@ describe('/', () => {
   });
 
   test('behavior: an API client (Accept: application/json, or none) keeps the JSON 404', async () => {
-    for (const headers of [{ accept: 'application/json' }, {}]) {
+    for (const headers of [{ accept: 'application/json' }, {}] as Array<Record<string, string>>) {
       const r = await rest(s.url, 'GET', '/', { headers: { ...headers, ...CLOSE } });
       expect(r.status).toBe(404);
       expect(r.json).toEqual({ error: 'Not found', code: 'not_found' });
