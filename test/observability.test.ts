@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import { PaymentPolicyService, PaymentType } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 import { evaluatePolicy, type DenyRule, type PolicyFacts } from '../src/domain/policy.js';
 import { outcomeClass, signReasonClass } from '../src/observability/metrics.js';
 import { createReadiness } from '../src/observability/readiness.js';
@@ -137,6 +138,14 @@ describe('/metrics', () => {
     expect(ok.status).toBe(200);
     expect(series(ok.text, `paypolicy_agent_sign_outcomes_total{agent_id="${agentId}",outcome="allowed"}`)).toBe(1);
     expect(ok.text).not.toContain(METRICS_TOKEN);
+  });
+
+  test('behavior: the token comes from --metrics-token or PAYPOLICY_METRICS_TOKEN; error: a short one stops start-up without echoing it', () => {
+    expect(loadConfig([], { PAYPOLICY_METRICS_TOKEN: METRICS_TOKEN }).metricsToken).toBe(METRICS_TOKEN);
+    expect(loadConfig(['--metrics-token', METRICS_TOKEN, '--metrics-agent-labels'], {})).toMatchObject({ metricsToken: METRICS_TOKEN, metricsAgentLabels: true });
+    expect(loadConfig([], {}).metricsToken).toBeUndefined();
+    expect(() => loadConfig(['--metrics-token', 'short-secret'], {})).toThrow(ConfigError);
+    expect(() => loadConfig(['--metrics-token', 'short-secret'], {})).not.toThrow(/short-secret/);
   });
 
   test('error: a method other than GET or HEAD is 405', async () => {
