@@ -6,7 +6,7 @@
 // injected with postject into a stripped copy of node. Paths in the SEA config are relative, so
 // no path of the build machine ends up in the executable. Nothing here is committed.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(root);
 const out = 'dist/sea';
 const exe = 'dist/paypolicy';
+// Built under another name and renamed once checked: a failed build never leaves plain node as dist/paypolicy.
+const partial = join(out, 'paypolicy.partial');
 const require = createRequire(join(root, 'package.json'));
 const pkg = require('./package.json');
 const started = Date.now();
@@ -66,6 +68,7 @@ const common = {
   define: {
     __PAYPOLICY_SEA__: 'true',
     __PAYPOLICY_VERSION__: JSON.stringify(pkg.version),
+    __PAYPOLICY_NATIVE__: JSON.stringify(Object.keys(NATIVE)),
     // Modules pass import.meta.url to startWorker/readBuiltFile, which ignore it in the executable;
     // anything else that resolves a file from it fails with this path in the message.
     'import.meta.url': JSON.stringify('file:///paypolicy-single-executable/no-files-here/'),
@@ -102,24 +105,25 @@ const config = {
 writeFileSync(join(out, 'sea-config.json'), `${JSON.stringify(config, null, 2)}\n`);
 execFileSync(process.execPath, ['--experimental-sea-config', join(out, 'sea-config.json')], { stdio: ['ignore', 'ignore', 'inherit'] });
 
-copyFileSync(process.execPath, exe);
-chmodSync(exe, 0o755);
+copyFileSync(process.execPath, partial);
+chmodSync(partial, 0o755);
 // Strip before injecting (-12 MiB); stripping after injection breaks the executable.
 try {
-  execFileSync('strip', ['--strip-all', exe], { stdio: 'inherit' });
+  execFileSync('strip', ['--strip-all', partial], { stdio: 'inherit' });
 } catch (err) {
   if (err.code !== 'ENOENT') throw err;
   process.stderr.write('build:binary: `strip` not found; the executable keeps node\'s symbols (+12 MiB)\n');
 }
 const postject = join(root, 'node_modules/.bin/postject');
 if (!existsSync(postject)) throw new Error('postject is not installed; run `npm ci` first');
-execFileSync(postject, [exe, 'NODE_SEA_BLOB', config.output, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], {
+execFileSync(postject, [partial, 'NODE_SEA_BLOB', config.output, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], {
   // postject warns "Can't find string offset for section name '.note.100'"; harmless.
   stdio: ['ignore', 'ignore', 'pipe'],
 });
 
 // A failed injection leaves plain node, which exits 0 saying nothing: ask the result what it is.
-const version = JSON.parse(execFileSync(join(root, exe), ['version', '--json'], { env: {}, encoding: 'utf8' }));
-if (version.singleExecutable !== true) throw new Error(`${exe} is not a single executable: ${JSON.stringify(version)}`);
+const version = JSON.parse(execFileSync(join(root, partial), ['version', '--json'], { env: {}, encoding: 'utf8' }));
+if (version.singleExecutable !== true) throw new Error(`${partial} is not a single executable: ${JSON.stringify(version)}`);
+renameSync(partial, exe);
 const mib = (statSync(exe).size / 1024 / 1024).toFixed(1);
 process.stdout.write(`build:binary: ${relative(process.cwd(), exe)} (${mib} MiB, paypolicy ${version.version}, node ${version.node}) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);

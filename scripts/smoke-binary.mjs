@@ -137,6 +137,13 @@ const first = await startServer();
 const boot = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8'));
 check(/^ak_test_/.test(boot.api_key) && /^0x[0-9a-fA-F]{40}$/.test(boot.treasury_address), 'bootstrap.json');
 if (ids) check(statSync(join(dataDir, 'paypolicy.db')).uid === ids.uid, 'the database belongs to the unprivileged user');
+// One copy of each native addon in the process, shared by every thread: two copies of SQLite in
+// one process would each keep their own table of POSIX locks on the same database files.
+const mapped = new Set(readFileSync(`/proc/${server.pid}/maps`, 'utf8').split('\n').map((l) => /(\S+\.node)( \(deleted\))?$/.exec(l)?.[1]).filter(Boolean));
+for (const addon of ['better_sqlite3.node', 'secp256k1.node']) {
+  const copies = [...mapped].filter((p) => p.endsWith(`/${addon}`));
+  check(copies.length === 1, `${addon} is mapped from ${copies.length} files (want 1): ${copies.join(', ')}`);
+}
 const dashboardJs = await fetch(`${first.url}/dashboard/static/dashboard.js`, { headers: { connection: 'close' } });
 check(dashboardJs.status === 200 && (await dashboardJs.text()).length > 0, 'the dashboard script is served');
 

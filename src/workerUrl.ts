@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
-import { embeddedBytes, embeddedText, isSingleExecutable } from './sea/runtime.js';
+import { addonPathsForWorkers, embeddedBytes, embeddedText, isSingleExecutable } from './sea/runtime.js';
 
 /**
  * Locates a worker thread's compiled entry file. In dist/ it sits next to the module that starts
@@ -21,7 +21,11 @@ export function workerUrl(file: string, from: string, builtDir: string): URL {
  * (scripts/build-binary.mjs builds it as a script, since eval'd code gets no module wrapper).
  */
 export function startWorker(file: string, from: string, builtDir: string, options: WorkerOptions = {}): Worker {
-  if (isSingleExecutable()) return new Worker(embeddedText(`workers/${file}`), { ...options, eval: true });
+  if (isSingleExecutable()) {
+    // The worker reuses the main thread's native addons (see loadEmbeddedAddon).
+    const prelude = `globalThis.__paypolicyAddonPaths = ${JSON.stringify(addonPathsForWorkers())};\n`;
+    return new Worker(prelude + embeddedText(`workers/${file}`), { ...options, eval: true });
+  }
   return new Worker(workerUrl(file, from, builtDir), options);
 }
 
