@@ -181,6 +181,7 @@ describe('/metrics', () => {
       if (v.outcome === 'denied') expect(v.rule).toBe(rule);
     }
     expect(signReasonClass('Denied by approver: no')).toBe('approver');
+    expect(signReasonClass("Price of $2 exceeds the request's max_amount_usd of $1")).toBe('max_amount');
     expect(signReasonClass('something new')).toBe('other');
   });
 });

@@ -49,6 +49,7 @@ export function outcomeClass(status: number): string {
  */
 export function signReasonClass(reason: string): string {
   if (reason.startsWith('Agent is ')) return 'agent_status';
+  if (reason.includes("exceeds the request's max_amount_usd")) return 'max_amount';
   if (reason.includes("not on the agent's allowlist")) return 'allowlist';
   if (reason.startsWith('Maximum network fee ')) return 'network_fee';
   if (reason.startsWith('Spend cap of ')) return 'spend_cap';
