@@ -8,7 +8,6 @@ const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
         [--max-sign-queue N] [--max-probes N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels]
-        [--metrics-token T] [--metrics-agent-labels]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
       PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
 
@@ -47,8 +46,6 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --skip-integrity-check     PAYPOLICY_SKIP_INTEGRITY_CHECK=1  skip PRAGMA quick_check at start
   --metrics-token T          PAYPOLICY_METRICS_TOKEN     bearer token for /metrics (default: loopback clients only)
   --metrics-agent-labels     PAYPOLICY_METRICS_AGENT_LABELS=1  also count sign outcomes per agent id
-  --metrics-token T          PAYPOLICY_METRICS_TOKEN     bearer token for /metrics (unset: loopback clients only)
-  --metrics-agent-labels     PAYPOLICY_METRICS_AGENT_LABELS=1  label metrics with agent ids
   --help                     print this text
 
   Environment only: PAYPOLICY_ADMIN_TOKEN (admin token, 24+ characters; default: generated on the
