@@ -123,7 +123,7 @@ describe('REST ↔ proto field mapping (requests)', () => {
 
     const members = SignRequestSchema.oneofs.find((o) => o.name === 'payload')!.fields;
     /** A value each payload field refuses, so the 400 names the key REST read it from. */
-    const BAD: Record<string, unknown> = { valid_for_seconds: 5, gas: 1, max_fee_per_gas: 0, max_priority_fee_per_gas: 'x', resource_url: '', method: 'PUT' };
+    const BAD: Record<string, unknown> = { valid_for_seconds: 5, gas: 1, max_fee_per_gas: 0, max_priority_fee_per_gas: 'x', resource_url: '', method: 'PUT', max_amount_usd: 'abc' };
     const cases = members.flatMap((m) => m.message!.fields.map((f) => [m.name, f.name] as const));
 
     test('behavior: the members are named after the payment types', () => {

@@ -21,6 +21,8 @@ export type Intent = {
   /** Gas and fee cap the treasury pays for (raw transactions); null when the payer pays no fee in wei. */
   networkFee: NetworkFee | null;
   amountMicros: bigint;
+  /** The requester's ceiling on amountMicros (x402/mpp payload.max_amount_usd); null when none. */
+  maxAmountMicros: bigint | null;
   attributedSlug: string | null;
   attributionNote: string | null;
   resourceUrl: string;
@@ -32,7 +34,7 @@ export type Intent = {
 export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest): Promise<Intent> {
   if (req.payload.kind !== 'paywall') {
     return {
-      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, attributedSlug: null, attributionNote: null,
+      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, maxAmountMicros: null, attributedSlug: null, attributionNote: null,
       networkFee: req.payload.kind === 'raw_transaction' ? { gas: req.payload.gas, maxFeePerGas: req.payload.maxFeePerGas } : null,
       resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
     };
@@ -49,7 +51,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
     payload: req.payload, offer: offerToJson(offer),
   };
   return {
-    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros, networkFee: null,
+    chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros, maxAmountMicros: req.maxAmountMicros, networkFee: null,
     attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
     resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
   };
@@ -60,6 +62,6 @@ export function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
   return {
     ...policyFacts(deps, agent, intent.recipient, intent.amountMicros),
     otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
-    networkFee: intent.networkFee,
+    networkFee: intent.networkFee, maxAmountMicros: intent.maxAmountMicros,
   };
 }

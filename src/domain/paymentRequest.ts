@@ -1,5 +1,5 @@
 import { invalidArgument } from './errors.js';
-import { parseUsd } from './money.js';
+import { jsonNumberToDecimal, parseUsd } from './money.js';
 import type { ApiKeyMode } from './types.js';
 import { ADDRESS, AGENT_ID } from './validate.js';
 
@@ -41,6 +41,11 @@ export type PaymentRequest = {
   recipient: string;
   amountMicros: bigint;
   payload: DirectPayload | { kind: 'paywall'; resourceUrl: string; method: 'GET' | 'POST' };
+  /**
+   * The caller's ceiling on a paywall's live price (x402 and mpp `payload.max_amount_usd`), in
+   * micro-USD; null when none was sent. A higher price is denied before anything is signed.
+   */
+  maxAmountMicros: bigint | null;
   dryRun: boolean;
   idempotencyKey: string | undefined;
 };
@@ -81,6 +86,17 @@ function weiField(obj: Record<string, unknown>, field: string, min: bigint, max:
     throw invalidArgument(`payload.${field} must be an integer (decimal string) from ${min} to ${max}`);
   }
   return BigInt(text);
+}
+
+/** payload.max_amount_usd: a decimal string or a JSON number, read like amount_usd; absent means none. */
+function maxAmountField(raw: Record<string, unknown>): bigint | null {
+  const v = raw.max_amount_usd;
+  if (v === undefined || v === null || v === '') return null;
+  const text = typeof v === 'number' && Number.isFinite(v) ? jsonNumberToDecimal(v) : v;
+  if (typeof text !== 'string') throw invalidArgument('payload.max_amount_usd must be a number', 'invalid_amount');
+  const micros = parseUsd(text, 'payload.max_amount_usd');
+  if (micros === 0n) throw invalidArgument('payload.max_amount_usd must be greater than 0', 'invalid_amount');
+  return micros;
 }
 
 function parseDirectPayload(type: PaymentType, raw: Record<string, unknown>): DirectPayload {
@@ -128,7 +144,7 @@ export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode
     if (typeof url !== 'string' || url === '') throw invalidArgument(`payload.resource_url is required for type ${type}`, 'resource_url_required');
     const method = payload.method ?? 'GET';
     if (method !== 'GET' && method !== 'POST') throw invalidArgument('payload.method must be GET or POST');
-    return { ...base, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url, method } };
+    return { ...base, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url, method }, maxAmountMicros: maxAmountField(payload) };
   }
 
   if (!DIRECT_CHAINS[mode].includes(chainId)) {
@@ -145,7 +161,7 @@ export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode
   if (typeof input.amountUsd !== 'string') throw invalidArgument('amount_usd must be a number');
   const amountMicros = parseUsd(input.amountUsd, 'amount_usd');
   if (amountMicros === 0n) throw invalidArgument('amount_usd must be greater than 0', 'invalid_amount');
-  return { ...base, recipient: input.recipientAddress.toLowerCase(), amountMicros, payload: parseDirectPayload(type, payload) };
+  return { ...base, recipient: input.recipientAddress.toLowerCase(), amountMicros, payload: parseDirectPayload(type, payload), maxAmountMicros: null };
 }
 
 /** True when the id cannot belong to any agent; lookups can skip the database. */
@@ -156,9 +172,11 @@ export function isMalformedAgentId(id: string): boolean {
 /**
  * Canonical text of what a request asks for; its hash tells an idempotent repeat (same text) from
  * a conflicting reuse of the key (different text). dry_run and the key itself are not part of it.
+ * A price ceiling is part of it when sent (and only then, so requests without one hash as before).
  */
 export function canonicalRequest(r: PaymentRequest): string {
-  return JSON.stringify([r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload], (_k, v: unknown) =>
+  const ceiling = r.maxAmountMicros === null ? [] : [r.maxAmountMicros.toString()];
+  return JSON.stringify([r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload, ...ceiling], (_k, v: unknown) =>
     typeof v === 'bigint' ? v.toString() : v,
   );
 }

@@ -33,9 +33,14 @@ export type PolicyFacts = {
   maxNetworkFeeWei: bigint;
   /** Gas and fee cap of a payment whose gas the treasury pays (raw transactions); absent otherwise. */
   networkFee?: NetworkFee | null;
+  /**
+   * The requester's own ceiling on the amount in micro-USD (a paywall request's
+   * payload.max_amount_usd, checked against the live price); null or absent means none.
+   */
+  maxAmountMicros?: bigint | null;
 };
 
-export type DenyRule = 'agent_status' | 'allowlist' | 'network_fee' | 'spend_cap';
+export type DenyRule = 'agent_status' | 'max_amount' | 'allowlist' | 'network_fee' | 'spend_cap';
 
 export type Verdict =
   | { outcome: 'allowed' }
@@ -50,13 +55,20 @@ export type EvaluateOptions = {
 const usd = (micros: bigint) => `$${formatUsd(micros)}`;
 
 /**
- * Checks, in order: agent status, recipient allowlist, network-fee ceiling, rolling 24-hour spend
+ * Checks, in order: agent status, the requester's own price ceiling, recipient allowlist, network-fee ceiling, rolling 24-hour spend
  * cap, approval threshold. The fee ceiling is inclusive (a fee equal to it is allowed). Amounts strictly above the threshold need approval; equal is allowed. An empty
  * allowlist allows nothing.
  */
 export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): Verdict {
   if (f.agentStatus !== 'active') {
     return { outcome: 'denied', rule: 'agent_status', reason: `Agent is ${f.agentStatus}; it cannot make payments` };
+  }
+  if (f.maxAmountMicros != null && f.amountMicros > f.maxAmountMicros) {
+    return {
+      outcome: 'denied',
+      rule: 'max_amount',
+      reason: `Price of ${usd(f.amountMicros)} exceeds the request's max_amount_usd of ${usd(f.maxAmountMicros)}`,
+    };
   }
   const byAddress = f.allowlist.includes(f.recipient);
   const bySlug = f.attributedSlug !== null && f.allowlist.includes(f.attributedSlug);

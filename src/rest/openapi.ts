@@ -214,7 +214,12 @@ export const OPENAPI_DOCUMENT = {
         required: ['agent_id', 'type'],
         properties: {
           agent_id: str(), type: ref('PaymentType'), chain_id: { type: 'integer', default: 8453 }, recipient_address: address,
-          amount_usd: { oneOf: [usdNumber, usdString] }, payload: { type: 'object' }, dry_run: { type: 'boolean' },
+          amount_usd: { oneOf: [usdNumber, usdString] }, dry_run: { type: 'boolean' },
+          payload: {
+            type: 'object',
+            description: 'Type-specific parameters (README "Sign"); for x402 and mpp: resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
+            properties: { resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] } },
+          },
         },
       },
       SignSigned: object({

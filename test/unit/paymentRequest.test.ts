@@ -62,6 +62,7 @@ describe('parsePaymentRequest', () => {
         recipient: RECIPIENT.toLowerCase(),
         amountMicros: 500_000n,
         payload: { kind: 'authorization', validForSeconds: 3600 },
+        maxAmountMicros: null,
         dryRun: false,
         idempotencyKey: undefined,
       });
@@ -75,6 +76,7 @@ describe('parsePaymentRequest', () => {
         recipient: RECIPIENT.toLowerCase(),
         amountMicros: 500_000n,
         payload: { kind: 'raw_transaction', gas: 100_000n, maxFeePerGas: 1_000_000_000n, maxPriorityFeePerGas: 1_000_000n },
+        maxAmountMicros: null,
         dryRun: false,
         idempotencyKey: undefined,
       });
@@ -167,6 +169,7 @@ describe('parsePaymentRequest', () => {
         recipient: '',
         amountMicros: 0n,
         payload: { kind: 'paywall', resourceUrl: 'https://api.example.com/x', method: 'GET' },
+        maxAmountMicros: null,
         dryRun: false,
         idempotencyKey: undefined,
       });
@@ -174,6 +177,27 @@ describe('parsePaymentRequest', () => {
 
     test.each(['x402', 'mpp'])('behavior: %s without recipient and amount is valid', (type) => {
       expect(parse({ type, recipientAddress: undefined, amountUsd: undefined, payload: { resource_url: 'https://a.example/' } }).type).toBe(type);
+    });
+
+    test.each(['x402', 'mpp'])('behavior: %s payload.max_amount_usd is read like amount_usd (string or JSON number)', (type) => {
+      const at = (max: unknown) => parse({ type, payload: { resource_url: 'https://a.example/', max_amount_usd: max } }).maxAmountMicros;
+      expect(at('0.10')).toBe(100_000n);
+      expect(at(0.1)).toBe(100_000n);
+      expect(at(undefined)).toBeNull();
+      expect(at('')).toBeNull();
+    });
+
+    test('behavior: the ceiling is part of the idempotency text only when sent', () => {
+      const base = { type: 'x402', payload: { resource_url: 'https://a.example/' } };
+      const without = canonicalRequest(parse(base));
+      expect(without).toBe(JSON.stringify(['x402', 8453, '', '0', { kind: 'paywall', resourceUrl: 'https://a.example/', method: 'GET' }]));
+      expect(canonicalRequest(parse({ ...base, payload: { ...base.payload, max_amount_usd: '0.1' } }))).toBe(`${without.slice(0, -1)},"100000"]`);
+    });
+
+    test.each([['abc', 'payload.max_amount_usd must be a non-negative decimal number with at most 6 decimal places'], ['0.0000001', /max_amount_usd/],
+      [-1, /max_amount_usd/], [true, 'payload.max_amount_usd must be a number'], [{}, 'payload.max_amount_usd must be a number'],
+      ['0', 'payload.max_amount_usd must be greater than 0']])('error: payload.max_amount_usd %j is invalid_amount', (max, message) => {
+      expectInvalid({ type: 'mpp', payload: { resource_url: 'https://a.example/', max_amount_usd: max } }, 'invalid_amount', message);
     });
 
     test.each(['x402', 'mpp'])('error: %s without payload.resource_url names the field', (type) => {
