@@ -204,15 +204,17 @@ describe('createPayingFetch', () => {
     expect(payments(x402, '/changing?case=max')).toEqual([]);
   });
 
-  test('error: max_amount_exceeded: a price that rose between quote and sign is signed but never sent', async () => {
+  test('error: policy_denied: a price that rose between quote and sign is refused by paypolicy; nothing signed, held or sent', async () => {
     const agentId = await agentWith({ allowlist: [PAY_TO] });
     const url = x402.url('/changing?case=rise');
     x402.setPrice('/changing', '$0.01');
     expect((await client.quote({ url, agent_id: agentId })).amount_usd).toBe(0.01); // cached for 60 s
     x402.setPrice('/changing', '$0.50');
     const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '0.1' })(url));
-    expect(err).toMatchObject({ code: 'max_amount_exceeded', details: { amount_usd: '0.5' } });
+    expect(err).toMatchObject({ code: 'policy_denied', status: 403, reason: "Price of $0.5 exceeds the request's max_amount_usd of $0.1" });
     expect(err.transactionId).toMatch(UUID_RE);
+    expect(await ledger(agentId)).toEqual([{ status: 'denied', amount: '0.5', type: 'x402' }]);
+    expect((await client.spendStatus(agentId)).committed_usd).toBe('0');
     expect(payments(x402, '/changing?case=rise')).toEqual([]);
   });
 

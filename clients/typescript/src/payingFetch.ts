@@ -8,8 +8,10 @@ export type PayingFetchOptions = {
   agentId: string;
   /**
    * The most one call may pay, in USD (a decimal string keeps it exact; at most 6 decimals).
-   * Checked against the quote before anything is signed, and against the signed cost before the
-   * payment is sent.
+   * Checked against the quote before anything is signed, sent with the sign request as
+   * `payload.max_amount_usd` so that paypolicy refuses a price that rose since the quote before
+   * signing or holding anything (`policy_denied`, the reason naming both amounts), and checked
+   * again against the signed cost before the payment is sent.
    */
   maxAmountUsd: number | string;
   /**
@@ -149,7 +151,8 @@ export function createPayingFetch(options: PayingFetchOptions): PayingFetch {
     }
 
     const key = idempotencyKey ?? globalThis.crypto.randomUUID();
-    const signRequest = { agent_id: options.agentId, type: quote.rail, payload: { resource_url: resourceUrl, method: probeMethod } };
+    // The ceiling travels with the request: the server signs the live price, which may have risen since the quote.
+    const signRequest = { agent_id: options.agentId, type: quote.rail, payload: { resource_url: resourceUrl, method: probeMethod, max_amount_usd: formatMicros(maxMicros) } };
     let signed = await options.client.sign(signRequest, { idempotencyKey: key, signal });
     if (signed.outcome === 'pending_approval') {
       await options.onPending?.(signed);
@@ -166,8 +169,8 @@ export function createPayingFetch(options: PayingFetchOptions): PayingFetch {
     if (!header || typeof header.name !== 'string' || typeof header.value !== 'string' || signed.cost_usd === null) {
       throw new PaypolicyError('paypolicy signed but returned no payment header', { code: 'unexpected_response', status: 200, transactionId: signed.transaction_id });
     }
-    // The quote was a snapshot; the signed cost is what the header pays. Over the limit, the
-    // header is never sent, so nothing is paid.
+    // The quote was a snapshot; the signed cost is what the header pays. paypolicy already refuses
+    // a price above the ceiling; this check stays for servers that predate max_amount_usd.
     const cost = usdToMicros(signed.cost_usd, 'cost_usd');
     if (cost > maxMicros) {
       throw new PaypolicyError(`The signed payment is $${formatMicros(cost)}, more than maxAmountUsd $${formatMicros(maxMicros)}; it was not sent`, {

@@ -18,7 +18,10 @@ export type SignRequest = {
   recipient_address?: string;
   /** USD amount (a decimal string keeps it exact); required for the direct types, ignored for `x402` and `mpp`. */
   amount_usd?: number | string;
-  /** Type-specific payload; for `x402`/`mpp`: `{ resource_url, method? }`. */
+  /**
+   * Type-specific payload; for `x402`/`mpp`: `{ resource_url, method?, max_amount_usd? }`, where
+   * `max_amount_usd` makes paypolicy deny (403, nothing signed or held) a live price above it.
+   */
   payload?: Record<string, unknown>;
 };
 
