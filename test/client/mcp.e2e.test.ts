@@ -1,3 +1,5 @@
+import { lookup } from 'node:dns/promises';
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -6,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, upsertService, type Admin } from '../helpers/admin.js';
 import { listAllTransactions, setPolicy } from '../helpers/payments.js';
-import { PAY_TO, carriesPayment, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { PAY_TO, carriesPayment, startFetchPeer, startX402Peer, type Peer, type X402Peer } from '../helpers/peers.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -17,42 +19,56 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const BIN = fileURLToPath(new URL('../../clients/typescript/dist/bin.js', import.meta.url));
 const RECIPIENT = '0x2222222222222222222222222222222222222222';
+/** Whether this machine's own name resolves to loopback (/etc/hosts), so the resolver check can be seen end to end. */
+const OWN_NAME_IS_LOOPBACK = await resolvesToLoopback(hostname());
 
 let s: TestServer;
 let x402: X402Peer;
 let admin: Admin;
 let agentId: string;
 let mcp: Client;
-let transport: StdioClientTransport;
 let stderr = '';
+/** An internal service on loopback that pay_and_fetch must never reach (not exempt). */
+let inner: Peer;
+/** An exempt origin that redirects to `inner`. */
+let hop: Peer;
+
+/** Starts `paypolicy-client mcp` on stdio with the test server's settings plus `env`. */
+async function startMcp(env: Record<string, string>): Promise<{ client: Client; transport: StdioClientTransport }> {
+  const t = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, 'mcp'],
+    env: { PATH: process.env.PATH ?? '', PAYPOLICY_URL: s.url, PAYPOLICY_API_KEY: s.bootstrap.api_key, PAYPOLICY_AGENT_ID: agentId, PAYPOLICY_MAX_AMOUNT_USD: '0.5', ...env },
+    stderr: 'pipe',
+  });
+  t.stderr?.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+  const c = new Client({ name: 'paypolicy-test-host', version: '1.0.0' });
+  await c.connect(t);
+  return { client: c, transport: t };
+}
 
 beforeAll(async () => {
   x402 = await startX402Peer();
+  inner = await startFetchPeer(() => Response.json({ secret: 'internal' }));
+  hop = await startFetchPeer(() => new Response(null, { status: 302, headers: { location: inner.url('/secret?via=hop') } }));
   s = await startTestServer({ dev: true, logLevel: 'warn', probeAllowHosts: [x402.host] });
   admin = adminFor(s);
   agentId = await createAgent(admin, s.bootstrap.org_id, 'mcp-agent');
   await setPolicy(admin, agentId, { allowlist: [PAY_TO, RECIPIENT], capUsd: '10', thresholdUsd: '0.02' });
   await upsertService(admin, { slug: 'mcp-weather', name: 'Weather', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
-  transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [BIN, 'mcp'],
-    env: { PATH: process.env.PATH ?? '', PAYPOLICY_URL: s.url, PAYPOLICY_API_KEY: s.bootstrap.api_key, PAYPOLICY_AGENT_ID: agentId, PAYPOLICY_MAX_AMOUNT_USD: '0.5' },
-    stderr: 'pipe',
-  });
-  transport.stderr?.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-  mcp = new Client({ name: 'paypolicy-test-host', version: '1.0.0' });
-  await mcp.connect(transport);
+  // The paywall is a loopback http peer: exempt it, as a developer would a local paywall.
+  ({ client: mcp } = await startMcp({ PAYPOLICY_MCP_ALLOW_HTTP: '1', PAYPOLICY_MCP_ALLOW_HOSTS: `${x402.host}, ${hop.host}` }));
 });
 
 afterAll(async () => {
   await mcp?.close();
   await s?.close();
-  await x402?.close();
+  await Promise.all([x402?.close(), inner?.close(), hop?.close()]);
 });
 
 /** Calls a tool and parses its JSON text. */
-async function call(name: string, args: Record<string, unknown> = {}): Promise<{ isError: boolean; body: any }> {
-  const r = (await mcp.callTool({ name, arguments: args })) as CallToolResult;
+async function call(name: string, args: Record<string, unknown> = {}, host: Client = mcp): Promise<{ isError: boolean; body: any }> {
+  const r = (await host.callTool({ name, arguments: args })) as CallToolResult;
   const text = r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
   let body: unknown = text;
   try {
@@ -146,3 +162,72 @@ describe('paypolicy-client mcp', () => {
     expect([usage.status, usage.stderr]).toEqual([2, expect.stringContaining('usage: paypolicy-client mcp')]);
   });
 });
+
+describe('paypolicy-client mcp: pay_and_fetch reaches only public https URLs', () => {
+  let strict: Client;
+  beforeAll(async () => {
+    ({ client: strict } = await startMcp({}));
+  });
+  afterAll(async () => {
+    await strict?.close();
+  });
+
+  const refused = (r: { isError: boolean; body: any }) => {
+    expect(r.isError, JSON.stringify(r.body)).toBe(true);
+    expect(r.body).toMatchObject({ code: 'url_not_allowed', status: 0 });
+    return r.body.error as string;
+  };
+
+  test('error: by default http is refused, even to an address that would be allowed otherwise', async () => {
+    expect(refused(await call('pay_and_fetch', { url: x402.url('/paid?mcp=strict-http') }, strict))).toMatch(/loopback|only https/);
+    expect(refused(await call('pay_and_fetch', { url: 'http://paywall.example/paid' }, strict))).toContain('only https URLs can be fetched');
+    expect(x402.requestsTo('/paid?mcp=strict-http')).toEqual([]);
+  });
+
+  test.each([
+    ['loopback', (p: Peer) => `https://${p.host}/secret?case=https`],
+    ['loopback in decimal', (p: Peer) => `https://2130706433:${p.host.split(':')[1]}/secret`],
+    ['IPv6 loopback', (p: Peer) => `https://[::1]:${p.host.split(':')[1]}/secret`],
+    ['IPv4-mapped loopback', (p: Peer) => `https://[::ffff:127.0.0.1]:${p.host.split(':')[1]}/secret`],
+    ['localhost', (p: Peer) => `https://localhost:${p.host.split(':')[1]}/secret`],
+    ['cloud metadata (link-local)', () => 'https://169.254.169.254/latest/meta-data/'],
+    ['private 10/8', () => 'https://10.0.0.1/admin'],
+    ['private 192.168/16', () => 'https://192.168.1.1/'],
+    ['*.internal', () => 'https://metadata.google.internal/computeMetadata/v1/'],
+    ['*.local', () => 'https://printer.local/'],
+  ])('error: %s is refused before any connection', async (_name, url) => {
+    const before = inner.requests.length;
+    expect(refused(await call('pay_and_fetch', { url: url(inner) }, strict))).toContain('loopback, private and local-only hosts are blocked');
+    expect(inner.requests).toHaveLength(before);
+  });
+
+  test('error: a scheme other than http(s) is refused', async () => {
+    expect(refused(await call('pay_and_fetch', { url: 'file:///etc/passwd' }, strict))).toContain('only https URLs');
+  });
+
+  test.skipIf(!OWN_NAME_IS_LOOPBACK)("error: a name that resolves to a loopback address is refused (this host's own name)", async () => {
+    const before = inner.requests.length;
+    const port = inner.host.split(':')[1];
+    expect(refused(await call('pay_and_fetch', { url: `https://${hostname()}:${port}/secret` }, strict))).toContain('resolves to a loopback, private or local-only address');
+    expect(inner.requests).toHaveLength(before);
+  });
+
+  test('error: with http allowed, a loopback host that is not exempt is still refused', async () => {
+    expect(refused(await call('pay_and_fetch', { url: inner.url('/secret?case=http') }))).toContain('loopback, private and local-only hosts are blocked');
+    expect(inner.requestsTo('/secret?case=http')).toEqual([]);
+  });
+
+  test('error: an exempt host that redirects to an internal one: the redirect is not followed', async () => {
+    expect(refused(await call('pay_and_fetch', { url: hop.url('/go') }))).toContain(inner.origin);
+    expect(hop.requestsTo('/go')).toHaveLength(1);
+    expect(inner.requestsTo('/secret?via=hop')).toEqual([]);
+  });
+});
+
+async function resolvesToLoopback(name: string): Promise<boolean> {
+  try {
+    return (await lookup(name, { all: true })).some((a) => a.address.startsWith('127.') || a.address === '::1');
+  } catch {
+    return false;
+  }
+}

@@ -9,6 +9,8 @@ const USAGE = `usage: paypolicy-client mcp
     PAYPOLICY_API_KEY         organization API key (ak_live_… or ak_test_…)
     PAYPOLICY_AGENT_ID        the agent the tools act for (agt_…)
     PAYPOLICY_MAX_AMOUNT_USD  most one tool call may pay, USD (default 1)
+    PAYPOLICY_MCP_ALLOW_HTTP  1: pay_and_fetch may fetch http:// URLs (development; default https only)
+    PAYPOLICY_MCP_ALLOW_HOSTS host:port[,…] pay_and_fetch may reach although loopback/private (development)
 `;
 
 const command = process.argv[2];

@@ -18,6 +18,8 @@ export type ClientErrorCode =
   | 'redirect_refused'
   /** The paying fetch cannot reproduce this request for the server's probe (methods other than GET and POST). */
   | 'unsupported_method'
+  /** The MCP server refused to fetch a URL: not https, or a loopback, private or local-only host (any redirect hop). */
+  | 'url_not_allowed'
   /** The paywall answered 402 again to the signed payment. */
   | 'payment_rejected'
   /** An approval is pending and the caller asked not to wait for it. */

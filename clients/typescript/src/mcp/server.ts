@@ -6,6 +6,7 @@ import { createClient, type PaypolicyClient, type SignedResult } from '../client
 import { isPaypolicyError, PaypolicyError } from '../errors.js';
 import { formatMicros, usdToMicros } from '../money.js';
 import { createPayingFetch } from '../payingFetch.js';
+import { createGuardedFetch } from './urlGuard.js';
 import type { SignRequest, SignResult } from '../types.js';
 
 /*
@@ -20,8 +21,14 @@ export type McpServerOptions = {
   agentId: string;
   /** Ceiling on one payment made through the tools, USD (default 1). A tool argument can lower it, never raise it. */
   maxAmountUsd?: number | string;
-  /** fetch for paywalls (default: the global one). */
+  /** fetch for paywalls (default: the global one); every URL it is given is checked first (urlGuard.ts). */
   fetch?: typeof fetch;
+  /**
+   * What pay_and_fetch may reach. Default: https only, no loopback, private, link-local or
+   * local-only host (literal or resolved). `allowHttp` allows http; `allowHosts` exempts exact
+   * `host:port` entries from the address checks. Both are for development.
+   */
+  urls?: { allowHttp?: boolean; allowHosts?: readonly string[] };
 };
 
 /** Longest approval wait a tool call may ask for: MCP clients commonly time a request out at 60 s. */
@@ -107,6 +114,10 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
   const { client, agentId } = options;
   const ceiling = usdToMicros(options.maxAmountUsd ?? '1', 'maxAmountUsd');
   const server = new McpServer({ name: 'paypolicy', version: '0.1.0' });
+  // The model chooses pay_and_fetch's URL; the agent host must not become its way into internal services.
+  const guardedFetch = createGuardedFetch(options.fetch ?? globalThis.fetch.bind(globalThis), {
+    allowHttp: options.urls?.allowHttp ?? false, allowHosts: new Set(options.urls?.allowHosts ?? []),
+  });
 
   /** The per-call limit: the tool argument if given, never above the configured ceiling. */
   function limitFor(arg: number | string | undefined): bigint {
@@ -141,13 +152,13 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
   server.registerTool('pay_and_fetch', {
     title: 'Fetch a URL, paying its paywall under policy',
     description:
-      'Fetch a URL; if it answers HTTP 402 (x402 or MPP paywall), pay it through paypolicy under this agent\'s policy and return the paid response. '
+      'Fetch an https URL on the public internet (loopback, private and local-only hosts are refused, redirects included); if it answers HTTP 402 (x402 or MPP paywall), pay it through paypolicy under this agent\'s policy and return the paid response. '
       + 'Pays at most max_amount_usd (checked before anything is signed). A payment over the approval threshold needs a human: the result is then '
       + 'outcome "pending_approval" with approval_request_id and idempotency_key; call approval_status, and once approved call pay_and_fetch again with the same url and idempotency_key. '
       + 'Returns the HTTP status, content_type, the body as text (cut to max_body_chars; truncated says so; non-text bodies are omitted), and payment (amount, transaction_id, receipt) or null when nothing was paid. '
       + 'A policy denial is an error with the reason: do not retry it with a new key.',
     inputSchema: {
-      url: z.string().url().describe('The full URL to fetch.'),
+      url: z.string().url().describe('The full https URL to fetch.'),
       method: z.enum(['GET', 'POST']).optional().describe('HTTP method (default GET).'),
       headers: z.record(z.string(), z.string()).optional().describe('Extra request headers, e.g. {"accept": "application/json"}.'),
       body: z.string().max(65_536).optional().describe('Request body for POST, as text.'),
@@ -161,7 +172,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     const wait = args.wait_seconds ?? 0;
     let pending: Extract<SignResult, { outcome: 'pending_approval' }> | undefined;
     const pay = createPayingFetch({
-      client, agentId, maxAmountUsd: formatMicros(limitFor(args.max_amount_usd)), fetch: options.fetch,
+      client, agentId, maxAmountUsd: formatMicros(limitFor(args.max_amount_usd)), fetch: guardedFetch,
       waitForApproval: wait === 0 ? false : { timeoutMs: wait * 1000, initialIntervalMs: 1000, maxIntervalMs: 5000 },
       onPending: (p) => void (pending = p),
     });
@@ -215,7 +226,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       const q = await client.quote({ url: args.resource_url, agent_id: agentId, method: args.method ?? 'GET' });
       if (q.rail !== args.type) throw new PaypolicyError(`The URL asks for ${q.rail}, not ${args.type}`, { code: 'invalid_argument', status: 0 });
       checkLimit(usdToMicros(q.amount_usd, 'amount_usd'), limit);
-      request = { agent_id: agentId, type: args.type, payload: { resource_url: args.resource_url, method: args.method ?? 'GET' } };
+      request = { agent_id: agentId, type: args.type, payload: { resource_url: args.resource_url, method: args.method ?? 'GET', max_amount_usd: formatMicros(limit) } };
     } else {
       if (!args.recipient_address || !args.amount_usd) throw new PaypolicyError('recipient_address and amount_usd are required for direct types', { code: 'invalid_argument', status: 0 });
       checkLimit(usdToMicros(args.amount_usd, 'amount_usd'), limit);
@@ -277,18 +288,26 @@ export const MCP_ENV = {
   apiKey: 'PAYPOLICY_API_KEY',
   agentId: 'PAYPOLICY_AGENT_ID',
   maxAmountUsd: 'PAYPOLICY_MAX_AMOUNT_USD',
+  allowHttp: 'PAYPOLICY_MCP_ALLOW_HTTP',
+  allowHosts: 'PAYPOLICY_MCP_ALLOW_HOSTS',
 } as const;
 
 /**
  * Starts the MCP server on stdin/stdout with settings from the environment: PAYPOLICY_URL,
- * PAYPOLICY_API_KEY, PAYPOLICY_AGENT_ID, and PAYPOLICY_MAX_AMOUNT_USD (per-call ceiling, default 1).
+ * PAYPOLICY_API_KEY, PAYPOLICY_AGENT_ID, PAYPOLICY_MAX_AMOUNT_USD (per-call ceiling, default 1),
+ * and for development PAYPOLICY_MCP_ALLOW_HTTP=1 (pay_and_fetch may use http) and
+ * PAYPOLICY_MCP_ALLOW_HOSTS (comma-separated `host:port` exempt from the private-address block).
  * Throws (before touching stdio) when one is missing.
  */
 export async function runStdioMcpServer(env: Record<string, string | undefined> = process.env): Promise<McpServer> {
   const missing = [MCP_ENV.url, MCP_ENV.apiKey, MCP_ENV.agentId].filter((name) => !env[name]);
   if (missing.length > 0) throw new Error(`Missing environment: ${missing.join(', ')}`);
   const client = createClient({ baseUrl: env[MCP_ENV.url]!, apiKey: env[MCP_ENV.apiKey]! });
-  const server = createPaypolicyMcpServer({ client, agentId: env[MCP_ENV.agentId]!, maxAmountUsd: env[MCP_ENV.maxAmountUsd] || '1' });
+  const allowHosts = (env[MCP_ENV.allowHosts] ?? '').split(',').map((h) => h.trim().toLowerCase()).filter((h) => h !== '');
+  const server = createPaypolicyMcpServer({
+    client, agentId: env[MCP_ENV.agentId]!, maxAmountUsd: env[MCP_ENV.maxAmountUsd] || '1',
+    urls: { allowHttp: env[MCP_ENV.allowHttp] === '1', allowHosts },
+  });
   await server.connect(new StdioServerTransport());
   return server;
 }
