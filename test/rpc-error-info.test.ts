@@ -42,7 +42,7 @@ function decodeStatus(bytes: Uint8Array): { code: number; message: string; detai
     else if (field === 2) status.message = r.string();
     else if (field === 3) {
       const any = new BinaryReader(r.bytes());
-      const detail = { typeUrl: '', value: new Uint8Array() };
+      const detail: { typeUrl: string; value: Uint8Array } = { typeUrl: '', value: new Uint8Array() };
       while (any.pos < any.len) {
         const [f, w] = any.tag();
         if (f === 1) detail.typeUrl = any.string();

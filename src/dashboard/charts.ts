@@ -3,7 +3,9 @@ import { html, trusted, type Html } from './html.js';
 
 /**
  * Spend charts as inline SVG, drawn on the server so they need no script. Amounts become Numbers
- * only to place pixels (exact up to $9 billion); every figure printed comes from usd().
+ * only to place pixels (exact up to $9 billion); every figure printed comes from usd(). The cap's
+ * amount is written in the chart's caption (capLegend), not on its dashed line, where it would
+ * collide with the bars' labels.
  */
 
 function px(n: number): string {
@@ -47,8 +49,7 @@ export function cumulativeChart(hourly: readonly bigint[], cap: bigint, label: s
   return html`<svg class="chart" viewBox="0 0 ${W} ${H}" role="img" aria-label="${label}">
 <title>${label}</title>
 <line class="axis" x1="${left}" y1="${px(y(0n))}" x2="${W - right}" y2="${px(y(0n))}"></line>
-${cap > 0n && html`<line class="cap" x1="${left}" y1="${capY}" x2="${W - right}" y2="${capY}"></line>
-<text x="${W - right}" y="${Number(capY) - 3}" text-anchor="end">cap ${usd(cap)}</text>`}
+${cap > 0n && html`<line class="cap" x1="${left}" y1="${capY}" x2="${W - right}" y2="${capY}"></line>`}
 <path class="area" d="${trusted(area)}"></path>
 <path class="line" d="${trusted(d)}"></path>
 <text x="${left}" y="${H - 4}">24 h ago</text>
@@ -56,18 +57,35 @@ ${cap > 0n && html`<line class="cap" x1="${left}" y1="${capY}" x2="${W - right}"
 </svg>`;
 }
 
-/** Seven rolling days as bars against the 24-hour cap; a day above the cap is drawn in red. */
-export function dailyChart(daily: readonly bigint[], cap: bigint, label: string, width = 320): Html {
-  const W = width, H = 130, left = 4, right = 4, top = 18, bottom = 18;
+/** The caption's key to the dashed cap line. */
+export function capLegend(text: string): Html {
+  return html`<span class="legend-cap" aria-hidden="true"></span>${text}`;
+}
+
+/** Height of a bar's value label above its baseline, and below it, in SVG units (10px text). */
+const LABEL_ASCENT = 10, LABEL_DESCENT = 3;
+
+/**
+ * Seven rolling days as bars against the 24-hour cap; a day above the cap is drawn in red. A bar's
+ * value label that the cap line would strike through moves to just above the line.
+ */
+export function dailyChart(daily: readonly bigint[], cap: bigint, label: string, size: { width: number; height: number } = { width: 320, height: 130 }): Html {
+  const W = size.width, H = size.height, left = 4, right = 4, top = 18, bottom = 18;
   const max = scale(daily, cap);
   const slot = (W - left - right) / daily.length;
   const y = (v: bigint) => top + (H - top - bottom) * (1 - Number(v) / max);
   const base = y(0n);
+  const capLine = cap > 0n ? y(cap) : undefined;
+  const labelAt = (barTop: number) => {
+    const baseline = barTop - 3;
+    const struck = capLine !== undefined && capLine > baseline - LABEL_ASCENT - 1 && capLine < baseline + LABEL_DESCENT + 1;
+    return struck ? capLine - LABEL_DESCENT - 2 : baseline;
+  };
   const bars = daily.map((v, i) => {
     const h = base - y(v);
     const title = `${daily.length - i === 1 ? 'last 24 h' : `${daily.length - i} days ago`}: ${usd(v)}`;
     const barH = Math.max(h, v > 0n ? 1 : 0);
-    const value = v > 0n ? html`<text class="value" x="${px(left + i * slot + slot / 2)}" y="${px(base - barH - 3)}" text-anchor="middle">${usd(v)}</text>` : '';
+    const value = v > 0n ? html`<text class="value" x="${px(left + i * slot + slot / 2)}" y="${px(labelAt(base - barH))}" text-anchor="middle">${usd(v)}</text>` : '';
     return html`<rect class="${cap > 0n && v > cap ? 'bar-over' : 'bar'}" x="${px(left + i * slot + slot * 0.15)}" y="${px(base - barH)}" width="${px(slot * 0.7)}" height="${px(barH)}"><title>${title}</title></rect>${value}`;
   });
   const capY = px(y(cap));
@@ -75,8 +93,7 @@ export function dailyChart(daily: readonly bigint[], cap: bigint, label: string,
 <title>${label}</title>
 <line class="axis" x1="${left}" y1="${px(base)}" x2="${W - right}" y2="${px(base)}"></line>
 ${bars}
-${cap > 0n && html`<line class="cap" x1="${left}" y1="${capY}" x2="${W - right}" y2="${capY}"></line>
-<text x="${W - right}" y="${Number(capY) - 3}" text-anchor="end">cap ${usd(cap)} / 24 h</text>`}
+${cap > 0n && html`<line class="cap" x1="${left}" y1="${capY}" x2="${W - right}" y2="${capY}"></line>`}
 <text x="${left}" y="${H - 4}">7 days ago</text>
 <text x="${W - right}" y="${H - 4}" text-anchor="end">today</text>
 </svg>`;

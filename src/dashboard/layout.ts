@@ -72,7 +72,7 @@ ${head(title, ctx.assetVersion, ctx.now)}
 <header class="topbar"><div class="topbar-inner">
 <a class="brand" href="/dashboard">paypolicy<span>${ctx.orgName}</span></a>
 <nav class="nav" aria-label="Sections">${nav}</nav>
-<div class="who"><span>${user.email} · ${user.role}</span>
+<div class="who"><span><span class="who-email">${user.email} · </span>${user.role}</span>
 <form method="post" action="/dashboard/sign-out">${csrfField(ctx)}<button type="submit">Sign out</button></form></div>
 </div></header>
 <main id="main" tabindex="-1">
@@ -93,6 +93,30 @@ ${content}
 </main>
 </body>
 </html>`;
+}
+
+/**
+ * A table in a box that scrolls sideways when the table is wider than the screen. The box is a
+ * named region that takes keyboard focus, so keyboard users can scroll it and screen readers
+ * announce what it holds; it is also the containing block of the table's screen-reader-only text,
+ * which therefore cannot widen the page. `className` adds classes to the box.
+ */
+export function tableWrap(label: string, table: Renderable, className = ''): Html {
+  return html`<div class="table-wrap${className === '' ? '' : ` ${className}`}" role="region" tabindex="0" aria-label="${label}">${table}</div>`;
+}
+
+/**
+ * What is wrong with a submitted form, above it: one link per field error, to the field. It has
+ * role=alert and the dashboard script moves focus to it when the page loads, so keyboard and
+ * screen-reader users start at the problem instead of the top of the page.
+ */
+export function errorSummary(errors: ReadonlyArray<readonly [fieldId: string, message: string | undefined]>): Renderable {
+  const shown = errors.filter((e): e is readonly [string, string] => e[1] !== undefined);
+  if (shown.length === 0) return '';
+  return html`<div class="error-summary" role="alert" tabindex="-1" data-error-summary>
+<h2>${shown.length === 1 ? 'The form has a problem' : `The form has ${shown.length} problems`}</h2>
+<ul>${shown.map(([id, message]) => html`<li><a href="#${id}">${message}</a></li>`)}</ul>
+</div>`;
 }
 
 /** A form field's error, tied to its input by id for screen readers. */

@@ -1,3 +1,4 @@
+import { listApprovals } from '../app/approvals.js';
 import type { AppDeps } from '../app/deps.js';
 import { sessionPrincipal, type SessionContext } from '../app/dashboardSessions.js';
 import { getOrganization } from '../app/organizations.js';
@@ -27,12 +28,16 @@ export function createReplies(deps: AppDeps, assetVersion: string, flashes: Flas
     const content = html`<h1>${title}</h1><p>${text}</p><p><a href="/dashboard">Back to the dashboard</a></p>`;
     if (!session) return sendHtml(res, status, barePage(title, assetVersion, deps.now(), content));
     let orgName = '';
+    let pendingCount = 0;
     try {
-      orgName = getOrganization(deps, sessionPrincipal(session), session.user.orgId).name;
+      const principal = sessionPrincipal(session);
+      orgName = getOrganization(deps, principal, session.user.orgId).name;
+      // The navigation's badge, as on every other page: an error page is often where a link led.
+      pendingCount = listApprovals(deps, principal, session.user.orgId, 'pending').length;
     } catch {
-      // the page still renders without the organization's name
+      // the page still renders without the organization's name or the count
     }
-    const ctx: PageContext = { session, orgName, now: deps.now(), pendingCount: 0, flash: undefined, assetVersion };
+    const ctx: PageContext = { session, orgName, now: deps.now(), pendingCount, flash: undefined, assetVersion };
     return sendHtml(res, status, page(ctx, undefined, title, content));
   };
 

@@ -225,7 +225,9 @@ describe('kill -9 of the real server while approvals are decided', () => {
     // watches for decided payments whose signature is not settled yet; the process is killed as
     // soon as a few are, with the rest settled, mid-decision or not yet read.
     const reader = new Database(join(dataDir, 'paypolicy.db'), { readonly: true, fileMustExist: true });
-    cleanups.push(() => reader.close());
+    cleanups.push(() => {
+      reader.close();
+    });
     const cutOff = reader.prepare(`SELECT COUNT(*) AS n FROM transactions t JOIN approvals a ON a.id = t.approval_id
       WHERE t.status = 'signing' AND a.status = 'approved'`);
     let settled = false;

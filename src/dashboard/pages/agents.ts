@@ -6,7 +6,7 @@ import { parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
 import type { Agent } from '../../domain/types.js';
 import { duration, usd, utc, wei } from '../format.js';
 import { html, type Html, type Renderable } from '../html.js';
-import { csrfField, fieldError, invalidAttrs } from '../layout.js';
+import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, validationMessage, type Reply, type Route, type RouteContext } from '../routes.js';
 
 /** An agent that pinged this recently counts as connected. */
@@ -52,6 +52,7 @@ function agentsPage(ctx: RouteContext, createError?: { name: string; message: st
 </tr>`);
   const create = roleAllows(session.user.role, 'manage')
     ? html`<section class="panel" aria-labelledby="new-agent"><h2 id="new-agent">Add an agent</h2>
+${errorSummary([['agent-name', createError?.message]])}
 <form class="inline-form" method="post" action="/dashboard/agents">${csrfField({ session })}
 <div class="field"><label for="agent-name">Name</label>
 <input type="text" id="agent-name" name="name" required maxlength="200" value="${createError?.name ?? ''}" ${invalidAttrs('agent-name', createError?.message)}>
@@ -67,10 +68,10 @@ ${fieldError('agent-name', createError?.message)}</div>
     title: 'Agents',
     content: html`<div class="page-head"><h1>Agents</h1><p class="muted">Software that asks for payments with your API keys. Connected means it pinged in the last 5 minutes.</p></div>
 ${create}
-${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : html`<div class="table-wrap"><table>
+${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : tableWrap('Agents', html`<table>
 <caption class="sr-only">Agents</caption>
 <thead><tr><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Connection</th><th scope="col" class="num">Cap / 24 h</th><th scope="col" class="num">Approval above</th><th scope="col">Allowlist</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
-<tbody>${rows}</tbody></table></div>`}`,
+<tbody>${rows}</tbody></table>`)}`,
   };
 }
 
@@ -82,21 +83,27 @@ function allowlistLines(text: string): string[] {
   return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
 }
 
+/** The policy form's labels: messages name the fields as the person sees them, not as the API does. */
+const POLICY_LABELS = { allowlist: 'Allowed recipients', cap: 'Spend cap', threshold: 'Approval above', fee: 'Max network fee' } as const;
+
 /**
  * Checks each field with the same functions setPolicy uses (parsePolicy with neutral amounts for
  * the allowlist, parseUsd for the amounts), so every wrong field gets its message at once.
  */
 function policyErrors(v: PolicyValues): PolicyErrors {
+  const allowlist = validationMessage(() => parsePolicy({ allowlist: allowlistLines(v.allowlist), spendCapUsd: '0', approvalThresholdUsd: '0' }, 0));
   return {
-    allowlist: validationMessage(() => parsePolicy({ allowlist: allowlistLines(v.allowlist), spendCapUsd: '0', approvalThresholdUsd: '0' }, 0)),
-    cap: validationMessage(() => parseUsd(v.cap.trim(), 'spend_cap_usd')),
-    threshold: validationMessage(() => parseUsd(v.threshold.trim(), 'approval_threshold_usd')),
-    fee: v.fee === undefined ? undefined : validationMessage(() => parseMaxNetworkFeeWei(v.fee)),
+    // parsePolicy says `allowlist entry "x" is …` or `allowlist must …`.
+    allowlist: allowlist?.replace(/^allowlist entry /, `${POLICY_LABELS.allowlist}: `).replace(/^allowlist /, `${POLICY_LABELS.allowlist} `),
+    cap: validationMessage(() => parseUsd(v.cap.trim(), POLICY_LABELS.cap)),
+    threshold: validationMessage(() => parseUsd(v.threshold.trim(), POLICY_LABELS.threshold)),
+    fee: v.fee === undefined ? undefined : validationMessage(() => parseMaxNetworkFeeWei(v.fee, POLICY_LABELS.fee)),
   };
 }
 
 function policyForm(session: SessionContext, a: Agent, values: PolicyValues, errors: PolicyErrors): Html {
-  return html`<form method="post" action="/dashboard/agents/${a.id}/policy" novalidate>${csrfField({ session })}
+  return html`${errorSummary([['allowlist', errors.allowlist], ['spend-cap', errors.cap], ['threshold', errors.threshold], ['max-fee', errors.fee]])}
+<form method="post" action="/dashboard/agents/${a.id}/policy" novalidate>${csrfField({ session })}
 <div class="field"><label for="allowlist">Allowed recipients <span class="hint">one 0x address or registry service slug per line; empty allows nothing</span></label>
 <textarea id="allowlist" name="allowlist" rows="5" spellcheck="false" ${invalidAttrs('allowlist', errors.allowlist)}>${values.allowlist}</textarea>
 ${fieldError('allowlist', errors.allowlist)}</div>

@@ -2,7 +2,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from '../../app/apiKeys.js';
 import { roleAllows } from '../../app/dashboardRoles.js';
 import { utc } from '../format.js';
 import { html } from '../html.js';
-import { csrfField, fieldError, invalidAttrs } from '../layout.js';
+import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
 
 function keysPage(ctx: RouteContext, createError?: { label: string; message: string }): Reply {
@@ -19,6 +19,7 @@ function keysPage(ctx: RouteContext, createError?: { label: string; message: str
 </tr>`);
   const create = manage
     ? html`<section class="panel" aria-labelledby="new-key"><h2 id="new-key">Create a key</h2>
+${errorSummary([['key-label', createError?.message]])}
 <form class="inline-form" method="post" action="/dashboard/keys">${csrfField({ session })}
 <div class="field"><label for="key-label">Label <span class="hint">(which agent or machine uses it)</span></label>
 <input type="text" id="key-label" name="label" maxlength="200" value="${createError?.label ?? ''}" ${invalidAttrs('key-label', createError?.message)}>
@@ -36,10 +37,10 @@ ${fieldError('key-label', createError?.message)}</div>
     title: 'API keys',
     content: html`<div class="page-head"><h1>API keys</h1><p class="muted">Agents authenticate with these. Only a prefix is stored in readable form.</p></div>
 ${create}
-${keys.length === 0 ? html`<p class="empty">No API keys.</p>` : html`<div class="table-wrap"><table>
+${keys.length === 0 ? html`<p class="empty">No API keys.</p>` : tableWrap('API keys', html`<table>
 <caption class="sr-only">API keys, newest first</caption>
 <thead><tr><th scope="col">Prefix</th><th scope="col">Label</th><th scope="col">Mode</th><th scope="col">Created</th><th scope="col">Status</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
-<tbody>${rows}</tbody></table></div>`}`,
+<tbody>${rows}</tbody></table>`)}`,
   };
 }
 

@@ -7,7 +7,7 @@ import type { SessionContext } from '../../app/dashboardSessions.js';
 import type { DashboardUserPrincipal } from '../../domain/types.js';
 import { checksum, duration, iso, shortAddress, usd, utc, wei } from '../format.js';
 import { html, type Html } from '../html.js';
-import { csrfField } from '../layout.js';
+import { csrfField, tableWrap } from '../layout.js';
 import { errorText, type Route, type RouteContext } from '../routes.js';
 
 /** Names to show instead of ids: agents of the organization and registry services by slug. */
@@ -74,17 +74,22 @@ function decidedTable(decided: ApprovalView[], names: Names): Html {
   if (decided.length === 0) return html`<p class="empty">No decisions yet.</p>`;
   const rows = decided.map((v) => html`<tr>
 <td><span class="badge ${STATUS_BADGE[v.status]}">${v.status}</span></td>
-<td>${names.agents.get(v.agentId) ?? v.agentId}</td>
+<td class="nowrap">${names.agents.get(v.agentId) ?? v.agentId}</td>
 <td class="num">${usd(v.amountMicros)}</td>
-<td class="mono" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</td>
+<td class="mono nowrap" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</td>
 <td>${v.status === 'expired' ? html`<span class="muted">nobody (expired)</span>` : v.decidedBy}</td>
-<td>${utc(v.decidedAt ?? v.expiresAt)}</td>
-<td class="clip" title="${v.note}">${v.note}</td>
+<td class="nowrap"><time datetime="${iso(decidedAt(v))}">${utc(decidedAt(v))}</time></td>
+<td class="wrap">${v.note}</td>
 </tr>`);
-  return html`<div class="table-wrap"><table>
-<caption class="sr-only">Recently decided approval requests</caption>
+  return tableWrap('Recently decided', html`<table>
+<caption class="sr-only">Recently decided approval requests, latest decision first</caption>
 <thead><tr><th scope="col">Outcome</th><th scope="col">Agent</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Decided by</th><th scope="col">When</th><th scope="col">Note</th></tr></thead>
-<tbody>${rows}</tbody></table></div>`;
+<tbody>${rows}</tbody></table>`);
+}
+
+/** When a request stopped waiting: its decision, or its expiry when nobody decided. */
+function decidedAt(v: ApprovalView): number {
+  return v.decidedAt ?? v.expiresAt;
 }
 
 function approvalsPage(ctx: RouteContext) {
@@ -93,7 +98,8 @@ function approvalsPage(ctx: RouteContext) {
   const names = loadNames(deps, ctx.principal);
   const now = deps.now();
   const pending = all.filter((a) => a.status === 'pending');
-  const decided = all.filter((a) => a.status !== 'pending').slice(0, 50);
+  // Latest decision first: a request asked for long ago may have been decided a minute ago.
+  const decided = all.filter((a) => a.status !== 'pending').sort((a, b) => decidedAt(b) - decidedAt(a)).slice(0, 50);
   return {
     type: 'page' as const,
     section: 'approvals' as const,

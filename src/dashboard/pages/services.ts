@@ -4,7 +4,7 @@ import { importServices } from '../../app/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
 import { html, safeHref, type Html } from '../html.js';
-import { csrfField, fieldError, invalidAttrs } from '../layout.js';
+import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
 import { endpointFromWireJson, endpointsToWireJson, serviceFromWireJson } from '../../domain/serviceRecordJson.js';
 
@@ -39,6 +39,7 @@ function servicesPage(ctx: RouteContext, importError?: { text: string; status: n
   const tools = manage
     ? html`<section class="panel" aria-labelledby="import-heading"><h2 id="import-heading">Import</h2>
 <p class="small muted">A JSON array of records in the shape <code>/api/resolve</code> returns. Records become private to this organization and are added or replaced by slug; one invalid record, or one naming a shared slug, rejects the whole import.</p>
+${errorSummary([['import-json', importError?.text]])}
 <form method="post" action="/dashboard/services/import" enctype="multipart/form-data">${csrfField({ session })}
 <div class="form-grid">
 <div class="field"><label for="import-file">JSON file</label><input type="file" id="import-file" name="file" accept="application/json,.json"></div>
@@ -55,10 +56,10 @@ ${fieldError('import-json', importError?.text)}</div>
     title: 'Services',
     content: html`<div class="page-head"><h1>Services registry</h1>${manage && html`<a class="button primary" href="/dashboard/services/new">Add a private service</a>`}</div>
 <p class="muted">Paid APIs agents may pay, by slug. Allowlists may name a slug instead of an address. Shared records come from the server's operator, are seen by every organization and are read-only here. Private records belong to this organization: only its agents are attributed to them, and a private slug may not equal a shared one. When a URL lies under the base URLs of two records, the shared record wins.</p>
-${services.length === 0 ? html`<p class="empty">The registry is empty.</p>` : html`<div class="table-wrap"><table>
+${services.length === 0 ? html`<p class="empty">The registry is empty.</p>` : tableWrap('Registered services', html`<table>
 <caption class="sr-only">Registered services</caption>
 <thead><tr><th scope="col">Slug</th><th scope="col">Name</th><th scope="col">Category</th><th scope="col">Scope</th><th scope="col">Payment</th><th scope="col" class="num">Endpoints</th></tr></thead>
-<tbody>${rows}</tbody></table></div>`}
+<tbody>${rows}</tbody></table>`)}
 ${tools}`,
   };
 }
@@ -107,6 +108,12 @@ function fieldOf(message: string): FieldKey | undefined {
   return first === undefined ? undefined : map[first];
 }
 
+/** Each form field's input id, for the error summary's links. */
+const FIELD_IDS: Record<FieldKey, string> = {
+  slug: 'svc-slug', name: 'svc-name', description: 'svc-description', category: 'svc-category', logoUrl: 'svc-logo', docsUrl: 'svc-docs',
+  methods: 'svc-methods', endpoints: 'svc-endpoints',
+};
+
 function serviceFormPage(ctx: RouteContext, mode: 'new' | 'edit', v: ServiceForm, error?: { field: FieldKey | undefined; text: string; status?: number }): Reply {
   const { session } = ctx;
   const err = (k: FieldKey) => (error?.field === k ? error.text : undefined);
@@ -121,7 +128,9 @@ function serviceFormPage(ctx: RouteContext, mode: 'new' | 'edit', v: ServiceForm
     content: html`<p class="small"><a href="/dashboard/services">← Services registry</a></p>
 <h1>${mode === 'new' ? 'Add a service' : html`Edit <code>${v.slug}</code>`}</h1>
 <p class="muted">This record is private to your organization: only its agents are attributed to it.</p>
-${error && error.field === undefined && html`<p class="flash flash-error" role="alert">${error.text}</p>`}
+${error && (error.field === undefined
+    ? html`<div class="error-summary" role="alert" tabindex="-1" data-error-summary><p>${error.text}</p></div>`
+    : errorSummary([[FIELD_IDS[error.field], error.text]]))}
 <form class="panel" method="post" action="/dashboard/services" novalidate>${csrfField({ session })}
 <input type="hidden" name="mode" value="${mode}">
 <div class="form-grid">

@@ -1,5 +1,5 @@
 import { summarizeSpend, type AgentSpend } from '../../app/spend.js';
-import { capBar, cumulativeChart, dailyChart } from '../charts.js';
+import { capBar, capLegend, cumulativeChart, dailyChart } from '../charts.js';
 import { usd } from '../format.js';
 import { html } from '../html.js';
 import type { Route } from '../routes.js';
@@ -16,14 +16,21 @@ ${capBar(s.last24hMicros, cap, used)}
 <p class="small muted">${usd(s.last7dMicros)} in 7 days</p>
 </div>
 <figure>
-<figcaption class="chart-caption">Running total over the last 24 hours</figcaption>
+<figcaption class="chart-caption">Running total over the last 24 hours${cap > 0n && capLegend(`cap ${usd(cap)}`)}</figcaption>
 ${cumulativeChart(s.hourly, cap, `${agent.name}: ${used}`)}
 </figure>
 <figure>
-<figcaption class="chart-caption">Per day, last 7 days</figcaption>
+<figcaption class="chart-caption">Per day, last 7 days${cap > 0n && capLegend(`cap ${usd(cap)} / 24 h`)}</figcaption>
 ${dailyChart(s.daily, cap, `${agent.name}: ${usd(s.last7dMicros)} over 7 days; daily amounts ${s.daily.map(usd).join(', ')}`)}
 </figure>
 </section>`;
+}
+
+/** The organization's week across its whole panel: wide on a laptop, narrow on a phone (styles.ts picks one). */
+function orgChart(daily: readonly bigint[]) {
+  const label = `Organization spend per day over 7 days: ${daily.map(usd).join(', ')}`;
+  return html`<div class="chart-wide">${dailyChart(daily, 0n, label, { width: 960, height: 200 })}</div>
+<div class="chart-narrow">${dailyChart(daily, 0n, label)}</div>`;
 }
 
 /** Spend per agent and for the organization, drawn as SVG. */
@@ -48,7 +55,7 @@ export const spendRoutes: Route[] = [
 <div class="stat"><div class="label">Sum of caps of live agents</div><div class="value">${usd(totals.capMicros)}<span class="small muted"> / 24 h</span></div></div>
 </div>
 <section class="panel" aria-labelledby="org-daily"><h2 id="org-daily">Organization per day</h2>
-<figure class="org-chart">${dailyChart(totals.daily, 0n, `Organization spend per day over 7 days: ${totals.daily.map(usd).join(', ')}`, 480)}</figure></section>
+<figure class="org-chart">${orgChart(totals.daily)}</figure></section>
 <section class="panel" aria-labelledby="per-agent"><h2 id="per-agent">Per agent</h2>
 ${shown.length === 0 ? html`<p class="empty">No agents yet.</p>` : shown.map(agentBlock)}</section>`,
       };

@@ -4,9 +4,11 @@ import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
 import type { TransactionRecord } from '../../domain/types.js';
+import { transactionBadge } from '../badges.js';
 import { csvRow } from '../csv.js';
 import { checksum, iso, shortAddress, usd, utc } from '../format.js';
 import { html } from '../html.js';
+import { tableWrap } from '../layout.js';
 import type { NodeResponse } from '../http.js';
 import type { Reply, Route, RouteContext } from '../routes.js';
 
@@ -70,15 +72,16 @@ function transactionsPage(ctx: RouteContext): Reply {
     else throw err;
   }
   const option = (value: string, label: string, current: string) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${label}</option>`;
+  // Classes c-* place each cell in the phone layout (static/styles.ts, .ledger).
   const body = rows.map((t) => html`<tr>
-<td><time datetime="${iso(t.createdAt)}">${utc(t.createdAt)}</time></td>
-<td>${names.get(t.agentId) ?? t.agentId}</td>
-<td>${t.type}</td>
-<td>${t.status}</td>
-<td class="num">${usd(t.amountMicros)}</td>
-<td class="mono" title="${checksum(t.recipient)}">${t.recipient === '' ? '' : shortAddress(t.recipient)}</td>
-<td>${t.serviceSlug}</td>
-<td class="clip" title="${t.reason}">${t.reason}</td>
+<td class="c-time nowrap"><time datetime="${iso(t.createdAt)}">${utc(t.createdAt)}</time></td>
+<td class="c-agent nowrap">${names.get(t.agentId) ?? t.agentId}</td>
+<td class="c-type nowrap">${t.type}</td>
+<td class="c-status">${transactionBadge(t.status)}</td>
+<td class="c-amount num">${usd(t.amountMicros)}</td>
+<td class="c-recipient mono nowrap" title="${checksum(t.recipient)}">${t.recipient === '' ? '' : shortAddress(t.recipient)}</td>
+<td class="c-service nowrap">${t.serviceSlug}</td>
+<td class="c-reason wrap">${t.reason}</td>
 </tr>`);
   return {
     type: 'page',
@@ -94,10 +97,10 @@ function transactionsPage(ctx: RouteContext): Reply {
 <div class="field"><button type="submit" class="primary">Apply</button> <a href="/dashboard/transactions">Reset</a></div>
 </form>
 ${problem !== undefined && html`<p class="flash flash-error" role="alert">${problem}</p>`}
-${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : html`<div class="table-wrap"><table>
+${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : tableWrap('Transactions', html`<table class="ledger">
 <caption class="sr-only">Transactions, newest first</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
-<tbody>${body}</tbody></table></div>`}
+<tbody>${body}</tbody></table>`, 'ledger-wrap')}
 <nav class="pager" aria-label="Pages">
 ${token !== '' && html`<a href="/dashboard/transactions${queryString(filters)}">First page</a>`}
 ${next !== '' && html`<a href="/dashboard/transactions${queryString(filters, { page: next })}" rel="next">Next page →</a>`}

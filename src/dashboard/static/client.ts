@@ -1,7 +1,7 @@
 /**
  * The dashboard's one script, served as /dashboard/static/dashboard.js. Every page works without
  * it; it only adds the live expiry countdown, new approval requests without a reload, the copy
- * button for a new API key and confirmation before revoking.
+ * button for a new API key, confirmation before revoking and focus on a form's error summary.
  *
  * A browser script, not a Node module: tsconfig.client.json type-checks it against the DOM and
  * emits it as one classic script (no imports or exports, so it runs from a plain `<script defer>`
@@ -39,6 +39,9 @@ type ApprovalsJson = { pendingCount: number; pending: PendingApproval[] };
   }
   tick();
   setInterval(tick, 1000);
+
+  // A form came back with errors: start at their summary (layout.ts errorSummary), not at the top.
+  document.querySelector<HTMLElement>('[data-error-summary]')?.focus();
 
   const list = document.querySelector<HTMLElement>('[data-live-approvals]');
   const empty = document.querySelector<HTMLElement>('[data-approvals-empty]');

@@ -6,7 +6,7 @@ export const styles = String.raw`
 :root {
   --text: #1b1f24; --muted: #57606a; --line: #d0d7de; --soft: #f6f8fa; --bg: #ffffff;
   --accent: #0b5cad; --accent-dark: #084a8c; --ok: #1a7f37; --ok-soft: #dafbe1;
-  --bad: #b42318; --bad-soft: #ffebe9; --warn: #7d4e00; --warn-soft: #fff8c5; --focus: #f59e0b;
+  --bad: #b42318; --bad-soft: #ffebe9; --warn: #7d4e00; --warn-soft: #fff8c5; --focus: #0b5cad; --focus-on-dark: #fbbf24;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
   font-size: 15px; line-height: 1.5; color: var(--text); background: var(--soft);
 }
@@ -15,6 +15,9 @@ body { margin: 0; }
 a { color: var(--accent); }
 a:hover { color: var(--accent-dark); }
 :focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
+.topbar :focus-visible { outline-color: var(--focus-on-dark); }
+/* A focused table region keeps its ring inside the box, where nothing clips it. */
+.table-wrap:focus-visible { outline-offset: -3px; }
 h1 { font-size: 1.5rem; margin: 0 0 .75rem; }
 h2 { font-size: 1.15rem; margin: 1.75rem 0 .75rem; }
 h3 { font-size: 1rem; margin: 0 0 .5rem; }
@@ -22,7 +25,7 @@ p { margin: .25rem 0 .75rem; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .88em; }
 .muted { color: var(--muted); }
 .small { font-size: .85rem; }
-.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.sr-only { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; border: 0; overflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; }
 .skip-link { position: absolute; left: -999px; top: 0; background: var(--bg); padding: .5rem 1rem; z-index: 10; }
 .skip-link:focus { left: 1rem; }
 
@@ -40,6 +43,18 @@ code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monosp
 .who form { margin: 0; }
 .who button { background: transparent; color: #f9fafb; border-color: #4b5563; }
 .who button:hover { background: #1f2937; }
+@media (max-width: 760px) {
+  /* The brand and sign-out on one row, the sections packed below: the header stays around a
+     quarter of a laptop's first screen at 200% zoom, and smaller on a phone. */
+  .topbar-inner { padding: .35rem .75rem; gap: .25rem .75rem; min-height: 0; }
+  .brand { order: 1; }
+  .who { order: 2; margin-left: auto; gap: .5rem; }
+  .who .who-email { display: none; }
+  .who button { padding: .2rem .6rem; }
+  .nav { order: 3; flex: 1 0 100%; gap: 0; margin: 0 -.5rem; }
+  .nav a { white-space: nowrap; padding: .2rem .5rem; }
+  main { padding: 1rem .75rem 2rem; }
+}
 
 main { max-width: 1180px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 .page-head { display: flex; align-items: baseline; justify-content: space-between; gap: 1rem; flex-wrap: wrap; }
@@ -53,7 +68,7 @@ main { max-width: 1180px; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 .secret input { flex: 1; min-width: 22rem; font-family: ui-monospace, Menlo, Consolas, monospace; }
 
 table { width: 100%; border-collapse: collapse; background: var(--bg); }
-.table-wrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); margin-bottom: 1rem; }
+.table-wrap { position: relative; overflow-x: auto; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); margin-bottom: 1rem; }
 th, td { text-align: left; padding: .5rem .75rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); background: var(--soft); white-space: nowrap; }
 tbody tr:last-child td { border-bottom: 0; }
@@ -61,6 +76,28 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 td.actions { white-space: nowrap; }
 .actions form { display: inline; }
 .clip { max-width: 22rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.nowrap { white-space: nowrap; }
+td.wrap { min-width: 16rem; overflow-wrap: anywhere; }
+
+/* The ledger: one line per time, name and address; the reason wraps. On a phone each row is a
+   card (agent and amount, then status, type and time, then recipient and service, then the reason)
+   so nothing hides off to the right. The header row stays for screen readers. */
+@media (max-width: 760px) {
+  .ledger-wrap { overflow-x: visible; border: 0; background: none; }
+  .ledger thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  .ledger, .ledger tbody { display: block; background: none; }
+  .ledger tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "status time" "type service" "recipient recipient" "reason reason"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
+  .ledger td { display: block; padding: 0; border: 0; min-width: 0; }
+  .ledger .c-time { grid-area: time; text-align: right; }
+  .ledger .c-agent { grid-area: agent; font-weight: 600; white-space: normal; overflow-wrap: anywhere; }
+  .ledger .c-type { grid-area: type; }
+  .ledger .c-status { grid-area: status; }
+  .ledger .c-amount { grid-area: amount; font-weight: 600; }
+  .ledger .c-recipient { grid-area: recipient; }
+  .ledger .c-service { grid-area: service; text-align: right; }
+  .ledger .c-reason { grid-area: reason; min-width: 0; }
+  .ledger .c-time, .ledger .c-type, .ledger .c-service, .ledger .c-recipient { color: var(--muted); font-size: .85rem; }
+}
 
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem; font-weight: 600; border: 1px solid transparent; white-space: nowrap; }
 .badge-ok { background: var(--ok-soft); color: var(--ok); border-color: #a6e3b4; }
@@ -77,6 +114,10 @@ textarea { min-height: 6rem; font-family: ui-monospace, Menlo, Consolas, monospa
 input[aria-invalid="true"], textarea[aria-invalid="true"] { border-color: var(--bad); box-shadow: 0 0 0 1px var(--bad); }
 .field { margin-bottom: .9rem; }
 .field-error { color: var(--bad); font-size: .88rem; margin: .25rem 0 0; font-weight: 600; }
+.error-summary { border: 2px solid var(--bad); border-radius: 8px; background: var(--bg); padding: .75rem 1rem; margin-bottom: 1rem; }
+.error-summary h2 { margin: 0 0 .35rem; font-size: 1rem; color: var(--bad); }
+.error-summary ul { margin: 0; padding-left: 1.25rem; }
+.error-summary a { color: var(--bad); font-weight: 600; }
 .form-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 0 1rem; }
 .inline-form { display: flex; gap: .75rem; align-items: flex-end; flex-wrap: wrap; }
 .inline-form .field { margin-bottom: 0; flex: 1; min-width: 12rem; }
@@ -118,7 +159,11 @@ button:hover, .button:hover { background: var(--soft); }
 .spend-agent + .spend-agent { border-top: 1px solid var(--line); padding-top: 1rem; margin-top: 1rem; }
 @media (max-width: 860px) { .spend-agent { grid-template-columns: 1fr; } }
 .chart { width: 100%; height: auto; display: block; }
-.org-chart { max-width: 40rem; margin: 0; }
+.org-chart { margin: 0; }
+/* The organization chart is drawn twice, wide and narrow, so its text keeps its size. */
+.org-chart .chart-narrow { display: none; }
+@media (max-width: 700px) { .org-chart .chart-wide { display: none; } .org-chart .chart-narrow { display: block; } }
+.legend-cap { display: inline-block; width: 1.4rem; height: 0; border-top: 2px dashed #b42318; vertical-align: middle; margin: 0 .3rem 0 .5rem; }
 figure { margin: 0; }
 .chart-caption { font-size: .82rem; color: var(--muted); margin: .15rem 0 .35rem; }
 .chart .axis { stroke: #8c959f; stroke-width: 1; }
