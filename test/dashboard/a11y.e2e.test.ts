@@ -335,12 +335,13 @@ describe('dashboard looks and accessibility', () => {
   });
 
   test('behavior: every page fits a phone and a laptop; screenshots of each', async () => {
-    const anonymous = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
-    contexts.push(anonymous);
-    const signInPage = await anonymous.newPage();
-    await signInPage.goto(`${s.url}/dashboard/sign-in`);
-    await signInPage.screenshot({ path: new URL('sign-in-phone.png', SHOTS).pathname });
     for (const [device, options] of [['laptop', { viewport: LAPTOP }], ['phone', { viewport: PHONE, isMobile: true, hasTouch: true }]] as const) {
+      const anonymous = await browser.newContext(options);
+      contexts.push(anonymous);
+      const signInPage = await anonymous.newPage();
+      await signInPage.goto(`${s.url}/dashboard/sign-in`);
+      expect(await sidewaysScroll(signInPage), `sign-in on a ${device}`).toBe(0);
+      await signInPage.screenshot({ path: new URL(`sign-in-${device}.png`, SHOTS).pathname });
       const p = await signedIn(options);
       for (const [name, path] of PAGES()) {
         await p.goto(`${s.url}${path}`);
