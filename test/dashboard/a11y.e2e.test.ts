@@ -212,6 +212,20 @@ describe('dashboard looks and accessibility', () => {
     expect(messages.join('\n')).not.toMatch(/allowlist|approval_threshold_usd|spend_cap_usd|max_network_fee_wei/);
     expect(messages[0]).toMatch(/^Allowed recipients: "0x12345" is neither a 0x address nor a service slug/);
     expect(messages[2]).toMatch(/^Max network fee must be a whole number of wei/);
+
+    // The filters of the ledger and the sign-in form start at their error too.
+    const focusedAlert = "(() => { const el = document.activeElement; return el.getAttribute('role') + ': ' + el.textContent.trim(); })()";
+    await p.goto(`${s.url}/dashboard/transactions?from=2030-02-01&to=2030-01-01`);
+    expect(await p.evaluate(focusedAlert)).toBe('alert: From must be on or before To');
+    const anonymous = await browser.newContext({ viewport: LAPTOP });
+    contexts.push(anonymous);
+    const signInPage = await anonymous.newPage();
+    await signInPage.goto(`${s.url}/dashboard/sign-in`);
+    await signInPage.getByLabel('Email').fill('nobody@example.com');
+    await signInPage.getByLabel('Password').fill('not-the-password-1');
+    await signInPage.getByRole('button', { name: 'Sign in' }).click();
+    await signInPage.getByRole('alert').waitFor();
+    expect(await signInPage.evaluate(focusedAlert)).toBe('alert: Invalid email or password');
   });
 
   test('a11y: the focus ring has at least 3:1 contrast against white and against the top bar', async () => {

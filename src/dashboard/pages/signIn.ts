@@ -30,7 +30,7 @@ function signInForm(token: string, email: string, error: string | undefined, ass
   return barePage('Sign in', assetVersion, now, html`<div class="signin panel">
 <h1>paypolicy</h1>
 <p class="muted">Sign in to approve payments and manage your organization's agents.</p>
-${error !== undefined && html`<p class="flash flash-error" role="alert" id="signin-error">${error}</p>`}
+${error !== undefined && html`<p class="flash flash-error" role="alert" id="signin-error" tabindex="-1" data-error-summary>${error}</p>`}
 <form method="post" action="/dashboard/sign-in">
 <input type="hidden" name="_csrf" value="${token}">
 <div class="field"><label for="email">Email</label>

@@ -96,7 +96,7 @@ function transactionsPage(ctx: RouteContext): Reply {
 <div class="field"><label for="f-to">To <span class="hint">(UTC date, inclusive)</span></label><input type="date" id="f-to" name="to" value="${filters.to}"></div>
 <div class="field"><button type="submit" class="primary">Apply</button> <a href="/dashboard/transactions">Reset</a></div>
 </form>
-${problem !== undefined && html`<p class="flash flash-error" role="alert">${problem}</p>`}
+${problem !== undefined && html`<p class="flash flash-error" role="alert" tabindex="-1" data-error-summary>${problem}</p>`}
 ${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : tableWrap('Transactions', html`<table class="ledger">
 <caption class="sr-only">Transactions, newest first</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
