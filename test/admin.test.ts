@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, ApiKeyMode, ListApiKeysResponseSchema, TransactionStatus, type Transaction } from '../gen/paypolicy/v1/admin_pb.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { anonymous, bearer, expectRpcError } from './helpers/rpc.js';
+import { PING_RECORD_INTERVAL_MS } from '../src/app/ping.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -476,8 +477,10 @@ describe('UpsertService / ListServices / DeleteService', () => {
 });
 
 describe('ListTransactions', () => {
-  // Ledger of a fresh organization: 7 pings at controlled times, three of them at the same
-  // millisecond so paging must break ties by id.
+  // Ledger of a fresh organization: 7 ping rows at controlled times, three of them (of three
+  // agents) at the same millisecond so paging must break ties by id. An agent's pings record at
+  // most one row per PING_RECORD_INTERVAL_MS, so each agent's rows are that far apart.
+  const S = PING_RECORD_INTERVAL_MS;
   let orgId: string;
   let agentA: string;
   let agentB: string;
@@ -489,13 +492,14 @@ describe('ListTransactions', () => {
     const { plaintextKey } = await admin.createApiKey({ orgId, mode: ApiKeyMode.TEST }, auth);
     agentA = (await admin.createAgent({ orgId, name: 'a' }, auth)).agent!.id;
     agentB = (await admin.createAgent({ orgId, name: 'b' }, auth)).agent!.id;
-    const plan: Array<[number, string]> = [[0, agentA], [0, agentA], [0, agentA], [1000, agentA], [1000, agentB], [2000, agentA], [3000, agentB]];
+    const agentC = (await admin.createAgent({ orgId, name: 'c' }, auth)).agent!.id;
+    const plan: Array<[number, string]> = [[0, agentA], [0, agentB], [0, agentC], [S, agentA], [2 * S, agentA], [2 * S, agentB], [3 * S, agentA]];
     const base = clock + 60_000;
     for (const [offset, agent] of plan) {
       clock = base + offset;
       expect((await ping(plaintextKey, agent)).status).toBe(200);
     }
-    clock = base + 10_000;
+    clock = base + 3 * S + 10_000;
     all = (await admin.listTransactions({ orgId }, auth)).transactions;
   });
 
@@ -544,8 +548,8 @@ describe('ListTransactions', () => {
     expect((await admin.listTransactions({ orgId, status: TransactionStatus.SIGNED }, auth)).transactions).toEqual([]);
 
     const base = at(all[all.length - 1]!);
-    const window = await admin.listTransactions({ orgId, from: timestampFromMs(base + 1000), to: timestampFromMs(base + 3000) }, auth);
-    expect(window.transactions.map(at)).toEqual([base + 2000, base + 1000, base + 1000]);
+    const window = await admin.listTransactions({ orgId, from: timestampFromMs(base + S), to: timestampFromMs(base + 3 * S) }, auth);
+    expect(window.transactions.map(at)).toEqual([base + 2 * S, base + 2 * S, base + S]);
   });
 
   test('behavior: other organizations\' rows never appear', async () => {

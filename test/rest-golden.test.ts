@@ -3,6 +3,7 @@ import { TransactionStatus } from '../gen/paypolicy/v1/admin_pb.js';
 import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
+import { PING_RECORD_INTERVAL_MS } from '../src/app/ping.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -151,15 +152,16 @@ describe('POST /api/ping', () => {
     expect(timestampMs(tx.createdAt!)).toBe(T0 + 1000);
   });
 
-  test('behavior: every ping adds one ledger row', async () => {
+  test('behavior: pings add one ledger row per agent per PING_RECORD_INTERVAL_MS (test/ping-flood.test.ts has the flood)', async () => {
     const agentId = await createAgent(admin, s.bootstrap.org_id, 'counting-bot');
-    for (let i = 0; i < 3; i++) {
+    for (const at of [0, 1, PING_RECORD_INTERVAL_MS - 1, PING_RECORD_INTERVAL_MS]) {
+      clock = T0 + 5_000 + at;
       const r = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: agentId } });
       expect(r.status).toBe(200);
     }
     const list = await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth);
-    expect(list.transactions.map((t) => [t.type, t.status, t.amountUsd])).toEqual([
-      ['ping', TransactionStatus.RECORDED, '0'], ['ping', TransactionStatus.RECORDED, '0'], ['ping', TransactionStatus.RECORDED, '0'],
+    expect(list.transactions.map((t) => [t.type, t.status, t.amountUsd, timestampMs(t.createdAt!)])).toEqual([
+      ['ping', TransactionStatus.RECORDED, '0', T0 + 5_000 + PING_RECORD_INTERVAL_MS], ['ping', TransactionStatus.RECORDED, '0', T0 + 5_000],
     ]);
   });
 

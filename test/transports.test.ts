@@ -149,13 +149,16 @@ describe('PaymentPolicyService.Ping', () => {
   });
 
   test('behavior: a ping over any transport is recorded in the ledger', async () => {
-    const agentId = await createAgent(admin, s.bootstrap.org_id, 'multi-transport');
-    await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: agentId } });
-    await connect.ping({ agentId }, bearer(s.bootstrap.api_key));
-    await grpcUnary(grpc, PaymentPolicyService, M.ping, { agentId }, s.bootstrap.api_key);
-    await grpcWebUnary(s.url, SERVICE, M.ping, { agentId }, s.bootstrap.api_key);
-    const list = await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth);
-    expect(list.transactions.map((t) => `${t.type}/${TransactionStatus[t.status]}/${t.amountUsd}`)).toEqual(Array(4).fill('ping/RECORDED/0'));
+    // One agent per transport: an agent's pings record at most one row per interval (app/ping.ts).
+    const agents = await Promise.all(['rest', 'connect', 'grpc', 'grpc-web'].map((t) => createAgent(admin, s.bootstrap.org_id, `multi-transport-${t}`)));
+    await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: agents[0] } });
+    await connect.ping({ agentId: agents[1]! }, bearer(s.bootstrap.api_key));
+    await grpcUnary(grpc, PaymentPolicyService, M.ping, { agentId: agents[2]! }, s.bootstrap.api_key);
+    await grpcWebUnary(s.url, SERVICE, M.ping, { agentId: agents[3]! }, s.bootstrap.api_key);
+    for (const agentId of agents) {
+      const list = await admin.client.listTransactions({ orgId: s.bootstrap.org_id, agentId }, admin.auth);
+      expect(list.transactions.map((t) => `${t.type}/${TransactionStatus[t.status]}/${t.amountUsd}`)).toEqual(['ping/RECORDED/0']);
+    }
   });
 
   test('error: no key is Unauthenticated on Connect and UNAUTHENTICATED (16) on gRPC', async () => {

@@ -11,8 +11,17 @@ function missingAgent(message: string): DomainError {
 }
 
 /**
- * Confirms a key and agent pair and records a zero-amount `ping` transaction so the dashboard
- * can show the agent as connected. Unknown, revoked and other organizations' agents all get the
+ * A ping writes its zero-amount `recorded` ledger row only when the agent has none from the last
+ * this-many milliseconds, so an agent that pings as a health check does not flood the ledger, the
+ * dashboard and the CSV export: at most one row per agent per interval. last_ping_at is updated
+ * on every ping.
+ */
+export const PING_RECORD_INTERVAL_MS = 10 * 60_000;
+
+/**
+ * Confirms a key and agent pair, updates the agent's last-ping time (the dashboard shows it as
+ * connected) and records a zero-amount `ping` transaction unless one from the last
+ * PING_RECORD_INTERVAL_MS exists. Unknown, revoked and other organizations' agents all get the
  * same 400, so nothing about other organizations leaks. Paused agents may ping.
  */
 export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): PingResult {
@@ -22,10 +31,12 @@ export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: st
     const agent = deps.store.agents.get(agentId);
     if (!agent || agent.orgId !== principal.orgId || agent.status === 'revoked') throw missingAgent('agent_id is unknown or revoked');
     const now = deps.now();
-    deps.store.transactions.insert({
-      id: newUuid(), orgId: agent.orgId, agentId: agent.id, type: 'ping', status: 'recorded', chainId: 0, recipient: '',
-      amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now,
-    });
+    if (!deps.store.transactions.hasPingBetween(agent.orgId, agent.id, now - PING_RECORD_INTERVAL_MS, now)) {
+      deps.store.transactions.insert({
+        id: newUuid(), orgId: agent.orgId, agentId: agent.id, type: 'ping', status: 'recorded', chainId: 0, recipient: '',
+        amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now,
+      });
+    }
     deps.store.agents.touchPing(agent.id, now);
     return { ok: true, agentId: agent.id, agentName: agent.name, orgId: agent.orgId, status: agent.status };
   });

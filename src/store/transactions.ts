@@ -34,7 +34,14 @@ export function createTransactionStore(db: Db) {
   const insertRecord = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient,
     amount_micros, holds_cap, cap_at, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const listCache = new Map<string, ReturnType<Db['prepare']>>();
+  // By transactions_by_org's (org_id, created_at) range: reads only the organization's last few minutes.
+  const pingInRange = db.prepare(`SELECT 1 FROM transactions
+    WHERE org_id = ? AND created_at > ? AND created_at <= ? AND agent_id = ? AND type = 'ping' LIMIT 1`);
   return {
+    /** Whether the agent has a ping row created in (after, upTo]. */
+    hasPingBetween(orgId: string, agentId: string, after: number, upTo: number): boolean {
+      return pingInRange.get(orgId, after, upTo, agentId) !== undefined;
+    },
     /** A new ledger row (a ping); it holds the cap exactly when its state does. */
     insert(tx: TransactionRecord & { status: InitialState }): void {
       insertRecord.run(tx.id, tx.orgId, tx.agentId, tx.type, tx.status, tx.chainId, tx.recipient, tx.amountMicros,

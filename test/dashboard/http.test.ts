@@ -263,7 +263,9 @@ describe('escaping', () => {
 describe('transactions', () => {
   test('behavior: pages of 50 with a next link that follows the ledger to its end', async () => {
     const agent = await createAgent(admin, orgId, 'pager');
-    await Promise.all(Array.from({ length: 57 }, () => rest(s.url, 'POST', '/api/ping', { key, body: { agent_id: agent }, headers: { connection: 'close' } })));
+    // 57 ledger rows: the new agent's policy allows nothing, so each request is a denied row (pings
+    // would record one row per interval).
+    await Promise.all(Array.from({ length: 57 }, () => postSign(s.url, key, { agent_id: agent, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: '1' })));
     const first = await (await dashboardFetch(s.url, owner, `/dashboard/transactions?agent=${agent}`)).text();
     expect(first.match(/<tr>\n<td class="c-time[^"]*"><time/g)).toHaveLength(50);
     const next = /href="([^"]+)" rel="next"/.exec(first)![1]!.replace(/&amp;/g, '&');
