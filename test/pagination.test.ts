@@ -1,6 +1,6 @@
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ApiKeyMode } from '../gen/paypolicy/v1/admin_pb.js';
+import { ApiKeyMode, DashboardRole } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, type Admin } from './helpers/admin.js';
 import { expectRpcError } from './helpers/rpc.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -21,6 +21,7 @@ beforeAll(async () => {
     await admin.client.createAgent({ orgId, name: `agent-${i}` }, admin.auth);
     await admin.client.createApiKey({ orgId, mode: ApiKeyMode.TEST, label: `key-${i}` }, admin.auth);
     await admin.client.upsertService({ service: { slug: `svc-${i}`, name: `Service ${i}`, paymentMethods: [{ protocol: 'x402' }] }, orgId }, admin.auth);
+    await admin.client.createDashboardUser({ orgId, email: `user-${i}@example.com`, role: DashboardRole.VIEWER, password: 'long enough password' }, admin.auth);
   }
 });
 
@@ -41,11 +42,12 @@ async function pages<R extends { nextPageToken: string }>(call: (page: { pageSiz
 }
 
 describe('List RPC pagination', () => {
-  test('behavior: ListAgents, ListApiKeys, ListServices and ListOrganizations page in order with no repeat or gap', async () => {
+  test('behavior: ListAgents, ListApiKeys, ListServices, ListDashboardUsers and ListOrganizations page in order with no repeat or gap', async () => {
     const cases = [
       [(p: { pageSize: number; pageToken: string }) => admin.client.listAgents({ orgId, ...p }, admin.auth), (r: { agents: { id: string }[] }) => r.agents.map((a) => a.id)],
       [(p: { pageSize: number; pageToken: string }) => admin.client.listApiKeys({ orgId, ...p }, admin.auth), (r: { apiKeys: { id: string }[] }) => r.apiKeys.map((k) => k.id)],
       [(p: { pageSize: number; pageToken: string }) => admin.client.listServices({ orgId, ...p }, admin.auth), (r: { services: { slug: string }[] }) => r.services.map((x) => x.slug)],
+      [(p: { pageSize: number; pageToken: string }) => admin.client.listDashboardUsers({ orgId, ...p }, admin.auth), (r: { users: { id: string }[] }) => r.users.map((u) => u.id)],
     ] as const;
     for (const [call, ids] of cases) {
       const all = (await pages(call as never, ids as never, 500)).flat();

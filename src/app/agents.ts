@@ -1,5 +1,5 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import { parseUsd } from '../domain/money.js';
+import { formatUsd, parseUsd } from '../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../domain/networkFee.js';
 import type { Agent, Policy, Principal } from '../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../domain/validate.js';
@@ -7,6 +7,7 @@ import { newId } from '../store/ids.js';
 import { requireAccess, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { requireOrgAccess } from './organizations.js';
+import { findVisibleService } from './registry.js';
 
 const MAX_ALLOWLIST = 1000;
 
@@ -104,13 +105,31 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
  * changes nothing. Leaving the fee ceiling unset keeps the agent's current one: a client that
  * predates the field cannot lift or reset it by omission.
  */
-export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Policy {
+export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): { policy: Policy; warnings: string[] } {
   requireId(input.agentId, AGENT_ID, 'agent_id');
   const parsed = parsePolicy(input, deps.now());
   return deps.uow.writeNow(() => {
     const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
     const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
     deps.store.agents.setPolicy(input.agentId, policy);
-    return policy;
+    return { policy, warnings: policyWarnings(deps, principal, agent.orgId, policy) };
   });
+}
+
+/**
+ * What a saved policy allows that is probably a mistake, in words for the person who set it: a
+ * slug no registry record visible to the organization has (it matches nothing until one is
+ * registered, so it is allowed, not refused), and an approval threshold above the spend cap (no
+ * payment can then ever wait for approval).
+ */
+function policyWarnings(deps: AppDeps, principal: Principal, orgId: string, policy: Policy): string[] {
+  const warnings: string[] = [];
+  for (const entry of policy.allowlist) {
+    if (ADDRESS.test(entry) || findVisibleService(deps, principal, orgId, entry)) continue;
+    warnings.push(`allowlist entry "${entry}" is not a registered service slug; it matches nothing until a service with that slug is registered`);
+  }
+  if (policy.approvalThresholdMicros > policy.spendCapMicros) {
+    warnings.push(`approval threshold ${formatUsd(policy.approvalThresholdMicros)} USD is above the spend cap ${formatUsd(policy.spendCapMicros)} USD; no payment can reach it, so none will wait for approval`);
+  }
+  return warnings;
 }

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { bearerToken, generateApiKey, hashSecret, isApiKeyShaped, unauthenticated } from '../auth/credentials.js';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { ApiKeyMode, ApiKeyPrincipal, ApiKeyRecord, Principal } from '../domain/types.js';
-import { KEY_ID, optionalText, requireId } from '../domain/validate.js';
+import { KEY_ID, optionalText } from '../domain/validate.js';
 import { newId } from '../store/ids.js';
 import { requireAccess } from './access.js';
 import type { AppDeps } from './deps.js';
@@ -41,9 +41,9 @@ export function authenticateApiKey(deps: AppDeps, header: string | null | undefi
 
 /** Revokes a key; revoking twice is harmless and keeps the first revocation time. */
 export function revokeApiKey(deps: AppDeps, principal: Principal, keyId: string): ApiKeyRecord {
-  requireId(keyId, KEY_ID, 'id');
   return deps.uow.writeNow(() => {
-    const key = deps.store.apiKeys.get(keyId);
+    // A malformed id is an unknown one: the same 404 as getAgent's, not a 400.
+    const key = KEY_ID.test(keyId) ? deps.store.apiKeys.get(keyId) : undefined;
     if (!key) throw keyNotFound();
     requireAccess(principal, 'manage', key.orgId, keyNotFound);
     deps.store.apiKeys.revoke(keyId, deps.now());

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { DashboardRole, DashboardUser } from '../store/dashboardUsers.js';
 import type { Principal } from '../domain/types.js';
-import { requirePermission } from './access.js';
+import { requireAccess, requirePermission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { hashPassword, validateNewPassword } from './dashboardPasswords.js';
 import { requireOrgAccess, requireOrganization } from './organizations.js';
@@ -62,4 +62,84 @@ export async function createDashboardUser(
 export function listDashboardUsers(deps: AppDeps, principal: Principal, orgId: string): DashboardUser[] {
   requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.dashboardUsers.listByOrg(orgId);
+}
+
+const userNotFound = () => new DomainError('not_found', 'Dashboard user not found', { code: 'dashboard_user_not_found' });
+const USER_ID = /^usr_[0-9a-f]{24}$/;
+
+/**
+ * A dashboard user the principal may manage: the operator any, an owner those of their own
+ * organization. Unknown ids, malformed ids and other organizations' users are the same 404.
+ */
+function requireManagedUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
+  requirePermission(principal, 'manage');
+  const user = USER_ID.test(userId) ? deps.store.dashboardUsers.get(userId) : undefined;
+  if (!user) throw userNotFound();
+  requireAccess(principal, 'manage', user.orgId, userNotFound);
+  return user;
+}
+
+/** One dashboard user, for the operator or an owner of their organization (a reset form, say). */
+export function getDashboardUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
+  return requireManagedUser(deps, principal, userId);
+}
+
+/**
+ * Refuses a change that would leave an organization without an owner who can sign in: nobody
+ * could then manage its users, keys or policies from the dashboard. Runs inside the write.
+ */
+function keepAnOwner(deps: AppDeps, user: DashboardUser): void {
+  if (user.role !== 'owner' || user.disabled) return;
+  if (deps.store.dashboardUsers.countEnabledOwners(user.orgId) <= 1) {
+    throw new DomainError('failed_precondition', 'This is the last enabled owner of the organization; add or enable another owner first', {
+      code: 'last_owner',
+    });
+  }
+}
+
+/**
+ * Disables or re-enables a dashboard user. Disabling ends every session the user has in the same
+ * transaction, so their next request is refused; the last enabled owner cannot be disabled.
+ */
+export function updateDashboardUser(deps: AppDeps, principal: Principal, input: { userId: string; disabled?: boolean }): DashboardUser {
+  return deps.uow.writeNow(() => {
+    const user = requireManagedUser(deps, principal, input.userId);
+    if (input.disabled === undefined || input.disabled === user.disabled) return user;
+    if (input.disabled) {
+      keepAnOwner(deps, user);
+      deps.store.dashboardSessions.deleteByUser(user.id);
+    }
+    deps.store.dashboardUsers.setDisabled(user.id, input.disabled);
+    return deps.store.dashboardUsers.get(user.id)!;
+  });
+}
+
+/**
+ * Removes a dashboard user and their sessions. Decisions they made keep their email in
+ * `decided_by`. The last enabled owner cannot be removed.
+ */
+export function deleteDashboardUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
+  return deps.uow.writeNow(() => {
+    const user = requireManagedUser(deps, principal, userId);
+    keepAnOwner(deps, user);
+    deps.store.dashboardSessions.deleteByUser(user.id);
+    deps.store.dashboardUsers.delete(user.id);
+    return user;
+  });
+}
+
+/**
+ * Sets a new password and ends every session of the user (a reset is what one does after a
+ * leak). Access is checked before the slow hash and again inside the write.
+ */
+export async function resetDashboardUserPassword(deps: AppDeps, principal: Principal, input: { userId: string; password: string }): Promise<DashboardUser> {
+  requireManagedUser(deps, principal, input.userId);
+  validateNewPassword(input.password);
+  const password = await hashPassword(input.password);
+  return deps.uow.writeNow(() => {
+    const user = requireManagedUser(deps, principal, input.userId);
+    deps.store.dashboardUsers.setPassword(user.id, password);
+    deps.store.dashboardSessions.deleteByUser(user.id);
+    return user;
+  });
 }

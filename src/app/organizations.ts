@@ -7,7 +7,8 @@ import type { AppDeps } from './deps.js';
 
 /** Default approval window: one hour, long enough for a human to notice, short enough to not pin cap. */
 export const DEFAULT_APPROVAL_WINDOW_SECONDS = 3600;
-const MAX_APPROVAL_WINDOW_SECONDS = 7 * 24 * 3600;
+/** Bounds of an approval window, in seconds: one minute to seven days. */
+export const APPROVAL_WINDOW_SECONDS = { min: 60, max: 7 * 24 * 3600 } as const;
 
 const orgNotFound = () => new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
 
@@ -34,8 +35,8 @@ export function getOrganization(deps: AppDeps, principal: Principal, orgId: stri
 }
 
 function requireWindow(window: number): number {
-  if (!Number.isInteger(window) || window < 60 || window > MAX_APPROVAL_WINDOW_SECONDS) {
-    throw invalidArgument(`approval_window_seconds must be between 60 and ${MAX_APPROVAL_WINDOW_SECONDS}`);
+  if (!Number.isInteger(window) || window < APPROVAL_WINDOW_SECONDS.min || window > APPROVAL_WINDOW_SECONDS.max) {
+    throw invalidArgument(`approval_window_seconds must be between ${APPROVAL_WINDOW_SECONDS.min} and ${APPROVAL_WINDOW_SECONDS.max}`);
   }
   return window;
 }

@@ -66,6 +66,7 @@ export async function runAdminCommand(command: string, argv: string[]): Promise<
     target = server.displayUrl;
     const output = await call(createAdminClient(server.baseUrl, resolveAdminToken(flags, process.env)));
     process.stdout.write(flags.has('--json') ? `${JSON.stringify(output.json, null, 2)}\n` : `${output.text}\n`);
+    for (const warning of output.warnings ?? []) process.stderr.write(`paypolicy: warning: ${clean(warning)}\n`);
     return 0;
   } catch (err) {
     const report = reportError(err, target);

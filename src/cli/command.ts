@@ -3,7 +3,12 @@ import type { AdminClient } from './createAdminClient.js';
 import type { Flags, FlagSpecs } from './parseFlags.js';
 
 /** What a command produced: the response as protobuf JSON for `--json`, and text for people. */
-export type CommandOutput = { json: JsonValue; text: string };
+export type CommandOutput = {
+  json: JsonValue;
+  text: string;
+  /** Things the server accepted but that look like mistakes; written to stderr in both modes. */
+  warnings?: readonly string[];
+};
 
 /** A request checked and ready to send; no I/O happens before it is called. */
 export type PreparedCall = (client: AdminClient) => Promise<CommandOutput>;

@@ -19,6 +19,7 @@ import { serviceRoutes } from './pages/services.js';
 import { SESSION_COOKIE, clearedCookie } from './pages/signIn.js';
 import { spendRoutes } from './pages/spend.js';
 import { transactionRoutes } from './pages/transactions.js';
+import { userRoutes } from './pages/users.js';
 import { createReplies, wantsJson } from './replies.js';
 import { FormFields, errorText, type Reply, type Route, type RouteContext } from './routes.js';
 import { SIGN_IN_PATH, serveSignIn } from './signInRoute.js';
@@ -66,7 +67,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
   const replies = createReplies(deps, assets.version, flashes);
   const { refuse, errorPage } = replies;
   const router = createRouter<Route>([
-    ...sessionRoutes, ...approvalRoutes, ...agentRoutes, ...spendRoutes, ...transactionRoutes, ...apiKeyRoutes, ...serviceRoutes,
+    ...sessionRoutes, ...approvalRoutes, ...agentRoutes, ...spendRoutes, ...transactionRoutes, ...apiKeyRoutes, ...serviceRoutes, ...userRoutes,
   ]);
 
   async function serve(req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> {

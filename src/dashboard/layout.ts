@@ -2,7 +2,7 @@ import type { SessionContext } from '../app/dashboardSessions.js';
 import { html, type Html, type Renderable } from './html.js';
 
 /** A one-time message shown on the page after a redirect; `secret` is a just-created API key. */
-export type Flash = { kind: 'ok' | 'error'; text: string; secret?: string };
+export type Flash = { kind: 'ok' | 'error'; text: string; secret?: string; warnings?: readonly string[] };
 
 /** What every signed-in page knows besides its own data. */
 export type PageContext = {
@@ -22,6 +22,7 @@ const NAV = [
   ['transactions', 'Transactions'],
   ['keys', 'API keys'],
   ['services', 'Services'],
+  ['users', 'Users'],
 ] as const;
 
 export type Section = (typeof NAV)[number][0];
@@ -47,6 +48,7 @@ function flashBlock(flash: Flash | undefined): Renderable {
   if (!flash) return '';
   return html`<div class="flash flash-${flash.kind}" role="${flash.kind === 'error' ? 'alert' : 'status'}">
 <p>${flash.text}</p>
+${flash.warnings?.length ? html`<p><strong>Check:</strong></p><ul class="flash-warnings">${flash.warnings.map((w) => html`<li>${w}</li>`)}</ul>` : ''}
 ${flash.secret !== undefined && html`<div class="secret">
 <label class="sr-only" for="new-secret">New API key</label>
 <input id="new-secret" type="text" readonly value="${flash.secret}" autocomplete="off" spellcheck="false">

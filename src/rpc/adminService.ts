@@ -6,7 +6,9 @@ import { decideApproval, describeApproval, listApprovals } from '../app/approval
 import { authenticateAdmin } from '../auth/credentials.js';
 import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../app/agents.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
-import { createDashboardUser } from '../app/dashboardUsers.js';
+import {
+  createDashboardUser, deleteDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
+} from '../app/dashboardUsers.js';
 import type { DashboardUser } from '../store/dashboardUsers.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
@@ -90,11 +92,11 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     setPolicy(req, ctx) {
       const op = admin(ctx);
-      const policy = setPolicy(deps, op, {
+      const { policy, warnings } = setPolicy(deps, op, {
         agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
         maxNetworkFeeWei: req.maxNetworkFeeWei,
       });
-      return { policy: policyToProto(policy) };
+      return { policy: policyToProto(policy), warnings };
     },
     upsertService(req, ctx) {
       const op = admin(ctx);
@@ -137,6 +139,24 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       const role = DASHBOARD_ROLES[req.role];
       const user = await createDashboardUser(deps, op, { orgId: req.orgId, email: req.email, role, password: req.password });
       return { user: dashboardUserToProto(user) };
+    },
+    listDashboardUsers(req, ctx) {
+      const op = admin(ctx);
+      const { page, nextPageToken } = pageOf(listDashboardUsers(deps, op, req.orgId), req, (u) => [u.createdAt, u.id], 'asc');
+      return { users: page.map(dashboardUserToProto), nextPageToken };
+    },
+    updateDashboardUser(req, ctx) {
+      const op = admin(ctx);
+      return { user: dashboardUserToProto(updateDashboardUser(deps, op, { userId: req.userId, disabled: req.disabled })) };
+    },
+    deleteDashboardUser(req, ctx) {
+      const op = admin(ctx);
+      deleteDashboardUser(deps, op, req.userId);
+      return {};
+    },
+    async resetDashboardUserPassword(req, ctx) {
+      const op = admin(ctx);
+      return { user: dashboardUserToProto(await resetDashboardUserPassword(deps, op, { userId: req.userId, password: req.password })) };
     },
   };
 }

@@ -34,6 +34,10 @@ export function createDashboardUserStore(db: Db) {
   const byEmail = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE email = ?`);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE id = ?`);
   const byOrg = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE org_id = ? ORDER BY created_at, id`);
+  const enabledOwners = db.prepare("SELECT count(*) AS n FROM dashboard_users WHERE org_id = ? AND role = 'owner' AND disabled = 0");
+  const setDisabled = db.prepare('UPDATE dashboard_users SET disabled = ? WHERE id = ?');
+  const setPassword = db.prepare('UPDATE dashboard_users SET password_salt = ?, password_hash = ?, password_params = ? WHERE id = ?');
+  const remove = db.prepare('DELETE FROM dashboard_users WHERE id = ?');
   return {
     insert(user: DashboardUser, password: PasswordRecord): void {
       insert.run(user.id, user.orgId, user.email, user.role, password.salt, password.hash, password.params, user.createdAt);
@@ -53,6 +57,20 @@ export function createDashboardUserStore(db: Db) {
     },
     listByOrg(orgId: string): DashboardUser[] {
       return (byOrg.all(orgId) as Raw[]).map(toUser);
+    },
+    /** How many owners of an organization may still sign in. */
+    countEnabledOwners(orgId: string): number {
+      return (enabledOwners.get(orgId) as { n: number }).n;
+    },
+    setDisabled(id: string, disabled: boolean): void {
+      setDisabled.run(disabled ? 1 : 0, id);
+    },
+    setPassword(id: string, password: PasswordRecord): void {
+      setPassword.run(password.salt, password.hash, password.params, id);
+    },
+    /** Removes the user row; the caller deletes their sessions first (they reference it). */
+    delete(id: string): boolean {
+      return remove.run(id).changes > 0;
     },
   };
 }

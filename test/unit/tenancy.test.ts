@@ -5,7 +5,9 @@ import { getAgentSpend } from '../../src/app/agentSpend.js';
 import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../../src/app/agents.js';
 import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/apiKeys.js';
 import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals.js';
-import { createDashboardUser, listDashboardUsers } from '../../src/app/dashboardUsers.js';
+import {
+  createDashboardUser, deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
+} from '../../src/app/dashboardUsers.js';
 import type { AppDeps } from '../../src/app/deps.js';
 import { listTransactions } from '../../src/app/ledger.js';
 import { createOrganization, getOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../../src/app/organizations.js';
@@ -38,6 +40,7 @@ let deps: AppDeps;
 let orgA: string;
 let agentA: string;
 let keyA: string;
+let userA: string;
 let approvalA: string;
 const slugA = 'a-private-service';
 /** The other organization B and its principals. */
@@ -96,6 +99,16 @@ const USE_CASES: Record<string, UseCase> = {
     other: denied, refusedRoles: ['owner'],
   },
   listDashboardUsers: { call: (p) => listDashboardUsers(deps, p, orgA), other: nf('organization_not_found'), allowed: () => listDashboardUsers(deps, user(orgA, 'viewer'), orgA) },
+  getDashboardUser: {
+    call: (p) => getDashboardUser(deps, p, userA), other: nf('dashboard_user_not_found'), refusedRoles: ['approver', 'viewer'],
+    allowed: () => getDashboardUser(deps, user(orgA, 'owner'), userA),
+  },
+  updateDashboardUser: { call: (p) => updateDashboardUser(deps, p, { userId: userA, disabled: true }), other: nf('dashboard_user_not_found'), refusedRoles: ['approver', 'viewer'] },
+  deleteDashboardUser: { call: (p) => deleteDashboardUser(deps, p, userA), other: nf('dashboard_user_not_found'), refusedRoles: ['approver', 'viewer'] },
+  resetDashboardUserPassword: {
+    call: (p) => resetDashboardUserPassword(deps, p, { userId: userA, password: 'another long password' }), other: nf('dashboard_user_not_found'),
+    refusedRoles: ['approver', 'viewer'],
+  },
   // agents.ts
   getAgent: { call: (p) => getAgent(deps, p, agentA), other: nf('agent_not_found'), allowed: () => getAgent(deps, user(orgA, 'viewer'), agentA) },
   listAgents: { call: (p) => listAgents(deps, p, orgA), other: nf('organization_not_found'), allowed: () => listAgents(deps, user(orgA, 'viewer'), orgA) },
@@ -174,7 +187,7 @@ const NOT_USE_CASES: Record<string, string> = {
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',
-  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant',
+  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure',
@@ -188,6 +201,7 @@ beforeAll(async () => {
   agentA = s.bootstrap.agent_id;
   apiKeyA = authenticateApiKey(deps, `Bearer ${s.bootstrap.api_key}`);
   keyA = createApiKey(deps, OPERATOR, { orgId: orgA, mode: 'test', label: 'target' }).key.id;
+  userA = (await createDashboardUser(deps, OPERATOR, { orgId: orgA, email: 'target@example.com', role: 'viewer', password: 'correct horse battery' })).id;
   upsertService(deps, OPERATOR, { orgId: orgA }, service(slugA));
   setPolicy(deps, OPERATOR, { agentId: agentA, allowlist: [RECIPIENT], spendCapUsd: '100', approvalThresholdUsd: '1' });
   const pending = await signPayment(deps, apiKeyA, {

@@ -132,7 +132,7 @@ export const agentCommands: Command[] = [
       };
       return async (client) => {
         const r = await client.setPolicy(request);
-        return commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`);
+        return { ...commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`), warnings: r.warnings };
       };
     },
   },

@@ -6,7 +6,9 @@ import {
   type Organization,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
+import type { Flags } from '../parseFlags.js';
 import { allPages } from './pages.js';
+import { APPROVAL_WINDOW_SECONDS } from '../../app/organizations.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
 
@@ -20,6 +22,11 @@ function organizationFields(o: Organization): string {
   ]);
 }
 
+/** --approval-window, checked against the server's bounds so a mistake names the range that applies. */
+function approvalWindow(flags: Flags): number | undefined {
+  return optionalInteger(flags, '--approval-window', APPROVAL_WINDOW_SECONDS.min, APPROVAL_WINDOW_SECONDS.max);
+}
+
 /** `org create`, `org update`, `org list` and `treasury provision`. */
 export const organizationCommands: Command[] = [
   {
@@ -29,7 +36,7 @@ export const organizationCommands: Command[] = [
     summary: 'Create an organization (approval window defaults to 3600 seconds).',
     flags: { '--name': 'value', '--approval-window': 'value' },
     prepare(flags) {
-      const request = { name: flags.require('--name'), approvalWindowSeconds: optionalInteger(flags, '--approval-window', 0, 0xffffffff) ?? 0 };
+      const request = { name: flags.require('--name'), approvalWindowSeconds: approvalWindow(flags) ?? 0 };
       return async (client) => {
         const r = await client.createOrganization(request);
         return commandOutput(CreateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'created');
@@ -46,7 +53,7 @@ export const organizationCommands: Command[] = [
       const request = {
         orgId: flags.require('--id'),
         name: flags.get('--name'),
-        approvalWindowSeconds: optionalInteger(flags, '--approval-window', 0, 0xffffffff),
+        approvalWindowSeconds: approvalWindow(flags),
       };
       return async (client) => {
         const r = await client.updateOrganization(request);

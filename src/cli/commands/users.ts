@@ -1,8 +1,18 @@
-import { CreateDashboardUserResponseSchema, DashboardRole, type DashboardUser } from '../../../gen/paypolicy/v1/admin_pb.js';
+import {
+  CreateDashboardUserResponseSchema,
+  DashboardRole,
+  DeleteDashboardUserResponseSchema,
+  ListDashboardUsersResponseSchema,
+  ResetDashboardUserPasswordResponseSchema,
+  UpdateDashboardUserResponseSchema,
+  type DashboardUser,
+} from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
 import { UsageError } from '../errors.js';
 import { requireChoice } from '../flagValues.js';
-import { formatFields, formatTime } from '../render.js';
+import type { Flags } from '../parseFlags.js';
+import { formatFields, formatList, formatTime } from '../render.js';
+import { allPages } from './pages.js';
 
 const ROLES = { owner: DashboardRole.OWNER, approver: DashboardRole.APPROVER, viewer: DashboardRole.VIEWER } as const;
 
@@ -23,8 +33,43 @@ function userFields(u: DashboardUser | undefined): string {
     ['organization', u.orgId],
     ['email', u.email],
     ['role', roleName(u.role)],
+    ['status', u.disabled ? 'disabled' : 'enabled'],
     ['created', formatTime(u.createdAt)],
   ]);
+}
+
+/** The new password from stdin (typed or piped) or the environment; never from the command line. */
+function passwordSource(flags: Flags): () => Promise<string> {
+  const fromStdin = flags.has('--password-stdin');
+  const fromEnv = process.env[PASSWORD_ENV];
+  if (!fromStdin && fromEnv === undefined) throw new UsageError(`give the password on stdin with --password-stdin, or in ${PASSWORD_ENV}`);
+  return async () => {
+    let password = fromEnv ?? '';
+    if (fromStdin) password = process.stdin.isTTY ? await promptPassword(process.stdin, process.stderr) : await readPipedPassword(process.stdin);
+    if (password === '') throw new UsageError('the password is empty');
+    return password;
+  };
+}
+
+/** `user disable` and `user enable`: the same RPC with the state to set. */
+function statusCommand(action: 'disable' | 'enable'): Command {
+  const disabled = action === 'disable';
+  return {
+    group: 'user',
+    action,
+    synopsis: '--id USER_ID',
+    summary: disabled
+      ? 'Disable a dashboard user: their sessions end at once and they cannot sign in (the last enabled owner cannot be disabled).'
+      : 'Enable a disabled dashboard user again; they sign in with their existing password.',
+    flags: { '--id': 'value' },
+    prepare(flags) {
+      const request = { userId: flags.require('--id'), disabled };
+      return async (client) => {
+        const r = await client.updateDashboardUser(request);
+        return commandOutput(UpdateDashboardUserResponseSchema, r, userFields(r.user));
+      };
+    },
+  };
 }
 
 /** A piped password: everything on stdin without one trailing newline (what `echo` and files add). */
@@ -69,7 +114,7 @@ function promptPassword(stdin: NodeJS.ReadStream, stderr: NodeJS.WriteStream): P
   });
 }
 
-/** `user create`: the first owner (and any later user) of an organization's dashboard. */
+/** `user create|list|disable|enable|remove|reset-password`: the people who use an organization's dashboard. */
 export const userCommands: Command[] = [
   {
     group: 'user',
@@ -81,15 +126,58 @@ export const userCommands: Command[] = [
       const orgId = flags.require('--org');
       const email = flags.require('--email');
       const role = ROLES[requireChoice(flags, '--role', ['owner', 'approver', 'viewer'])];
-      const fromStdin = flags.has('--password-stdin');
-      const fromEnv = process.env[PASSWORD_ENV];
-      if (!fromStdin && fromEnv === undefined) throw new UsageError(`give the password on stdin with --password-stdin, or in ${PASSWORD_ENV}`);
+      const readPassword = passwordSource(flags);
       return async (client) => {
-        let password = fromEnv ?? '';
-        if (fromStdin) password = process.stdin.isTTY ? await promptPassword(process.stdin, process.stderr) : await readPipedPassword(process.stdin);
-        if (password === '') throw new UsageError('the password is empty');
+        const password = await readPassword();
         const r = await client.createDashboardUser({ orgId, email, role, password });
         return commandOutput(CreateDashboardUserResponseSchema, r, userFields(r.user));
+      };
+    },
+  },
+  {
+    group: 'user',
+    action: 'list',
+    synopsis: '--org ORG_ID',
+    summary: "List an organization's dashboard users, oldest first.",
+    flags: { '--org': 'value' },
+    prepare(flags) {
+      const request = { orgId: flags.require('--org') };
+      return async (client) => {
+        const r = await allPages((page) => client.listDashboardUsers({ ...request, ...page }), (x) => x.users);
+        const rows = r.users.map((u) => [u.id, u.email, roleName(u.role), u.disabled ? 'disabled' : 'enabled', formatTime(u.createdAt)]);
+        return commandOutput(ListDashboardUsersResponseSchema, r, formatList('dashboard users', ['ID', 'EMAIL', 'ROLE', 'STATUS', 'CREATED'], rows));
+      };
+    },
+  },
+  statusCommand('disable'),
+  statusCommand('enable'),
+  {
+    group: 'user',
+    action: 'remove',
+    synopsis: '--id USER_ID',
+    summary: 'Remove a dashboard user and end their sessions (the last enabled owner cannot be removed).',
+    flags: { '--id': 'value' },
+    prepare(flags) {
+      const request = { userId: flags.require('--id') };
+      return async (client) => {
+        const r = await client.deleteDashboardUser(request);
+        return commandOutput(DeleteDashboardUserResponseSchema, r, `removed ${request.userId}`);
+      };
+    },
+  },
+  {
+    group: 'user',
+    action: 'reset-password',
+    synopsis: '--id USER_ID --password-stdin',
+    summary: `Set a new password (from stdin or $${PASSWORD_ENV}) and end every session of the user.`,
+    flags: { '--id': 'value', '--password-stdin': 'switch' },
+    prepare(flags) {
+      const userId = flags.require('--id');
+      const readPassword = passwordSource(flags);
+      return async (client) => {
+        const password = await readPassword();
+        const r = await client.resetDashboardUserPassword({ userId, password });
+        return commandOutput(ResetDashboardUserPasswordResponseSchema, r, `password reset; sessions ended\n${userFields(r.user)}`);
       };
     },
   },
