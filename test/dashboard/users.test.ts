@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { toJsonString } from '@bufbuild/protobuf';
+import { toJsonString, type DescMessage, type MessageInitShape } from '@bufbuild/protobuf';
 import { AdminService, DashboardRole, ListDashboardUsersResponseSchema } from '../../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, type Admin } from '../helpers/admin.js';
 import { grpcChannel, grpcUnary } from '../helpers/clients.js';
@@ -58,8 +58,10 @@ async function signInStatus(email: string, password: string): Promise<number> {
 
 const signedOut = '303 /dashboard/sign-in';
 
-function grpcCall<M extends keyof typeof AdminService.method>(name: M, request: Parameters<typeof grpcUnary>[3]) {
-  return grpcUnary(channel, AdminService, AdminService.method[name] as never, request as never, s.bootstrap.admin_token);
+const M = AdminService.method;
+/** One AdminService call over @grpc/grpc-js (h2c) with the admin token. */
+function grpcCall<I extends DescMessage, O extends DescMessage>(method: { name: string; input: I; output: O }, request: MessageInitShape<I>) {
+  return grpcUnary(channel, AdminService, method, request, s.bootstrap.admin_token);
 }
 
 describe('AdminService dashboard users', () => {
@@ -73,8 +75,8 @@ describe('AdminService dashboard users', () => {
       [a.id, a.email, DashboardRole.OWNER, false], [b.id, b.email, DashboardRole.VIEWER, false],
     ]);
     expect(toJsonString(ListDashboardUsersResponseSchema, viaConnect)).not.toMatch(/password|salt|hash/i);
-    const viaGrpc = await grpcCall('listDashboardUsers', { orgId: org });
-    expect(viaGrpc.ok && (viaGrpc.message as { users: { id: string }[] }).users.map((u) => u.id)).toEqual([a.id, b.id]);
+    const viaGrpc = await grpcCall(M.listDashboardUsers, { orgId: org });
+    expect(viaGrpc.ok && viaGrpc.message.users.map((u) => u.id)).toEqual([a.id, b.id]);
     await expectRpcError(admin.client.listDashboardUsers({ orgId: 'org_000000000000000000000000' }, admin.auth), Code.NotFound);
   });
 
@@ -84,8 +86,8 @@ describe('AdminService dashboard users', () => {
     const session = await httpSignIn(s.url, approver.email, PASSWORD);
     expect(await pageStatus(session)).toBe('200');
 
-    const disabled = await grpcCall('updateDashboardUser', { userId: approver.id, disabled: true });
-    expect(disabled.ok && (disabled.message as { user: { disabled: boolean } }).user.disabled).toBe(true);
+    const disabled = await grpcCall(M.updateDashboardUser, { userId: approver.id, disabled: true });
+    expect(disabled.ok && disabled.message.user?.disabled).toBe(true);
     expect(await pageStatus(session)).toBe(signedOut);
     const post = await dashboardFetch(s.url, session, '/dashboard/agents', { form: { _csrf: session.csrf, name: 'after-disable' } });
     expect(post.status).toBe(401);
@@ -103,7 +105,7 @@ describe('AdminService dashboard users', () => {
   test('behavior: ResetDashboardUserPassword (gRPC) ends every session; the old password fails and the new one works', async () => {
     const viewer = await newUser(orgA, 'viewer');
     const [one, two] = [await httpSignIn(s.url, viewer.email, PASSWORD), await httpSignIn(s.url, viewer.email, PASSWORD)];
-    const r = await grpcCall('resetDashboardUserPassword', { userId: viewer.id, password: NEW_PASSWORD });
+    const r = await grpcCall(M.resetDashboardUserPassword, { userId: viewer.id, password: NEW_PASSWORD });
     expect(r.ok).toBe(true);
     expect([await pageStatus(one), await pageStatus(two)]).toEqual([signedOut, signedOut]);
     expect(await signInStatus(viewer.email, PASSWORD)).toBe(401);
@@ -119,7 +121,7 @@ describe('AdminService dashboard users', () => {
     expect((await admin.client.listDashboardUsers({ orgId: orgA }, admin.auth)).users.map((u) => u.id)).not.toContain(viewer.id);
     expect(await signInStatus(viewer.email, PASSWORD)).toBe(401);
     await expectRpcError(admin.client.deleteDashboardUser({ userId: viewer.id }, admin.auth), Code.NotFound, /Dashboard user not found/);
-    const viaGrpc = await grpcCall('deleteDashboardUser', { userId: 'nope' });
+    const viaGrpc = await grpcCall(M.deleteDashboardUser, { userId: 'nope' });
     expect(!viaGrpc.ok && viaGrpc.code).toBe(grpc.status.NOT_FOUND);
   });
 
@@ -129,7 +131,7 @@ describe('AdminService dashboard users', () => {
     await newUser(org, 'approver');
     await expectRpcError(admin.client.updateDashboardUser({ userId: first.id, disabled: true }, admin.auth), Code.FailedPrecondition, /last enabled owner/);
     await expectRpcError(admin.client.deleteDashboardUser({ userId: first.id }, admin.auth), Code.FailedPrecondition, /last enabled owner/);
-    const viaGrpc = await grpcCall('deleteDashboardUser', { userId: first.id });
+    const viaGrpc = await grpcCall(M.deleteDashboardUser, { userId: first.id });
     expect(!viaGrpc.ok && viaGrpc.code).toBe(grpc.status.FAILED_PRECONDITION);
     // A disabled second owner does not count.
     const second = await newUser(org, 'owner');
