@@ -100,6 +100,7 @@ const PAGES = (): Array<[name: string, path: string]> => [
   ['transactions', '/dashboard/transactions'],
   ['keys', '/dashboard/keys'],
   ['services', '/dashboard/services'],
+  ['users', '/dashboard/users'],
 ];
 
 beforeAll(async () => {
@@ -182,7 +183,7 @@ describe('dashboard looks and accessibility', () => {
 
   test('a11y: a table that scrolls is a named region that takes keyboard focus', async () => {
     const p = await signedIn({ viewport: { width: 640, height: 400 }, deviceScaleFactor: 2 });
-    for (const [path, name] of [['/dashboard/agents', 'Agents'], ['/dashboard/keys', 'API keys'], ['/dashboard/transactions', 'Transactions'], ['/dashboard/approvals', 'Recently decided']] as const) {
+    for (const [path, name] of [['/dashboard/agents', 'Agents'], ['/dashboard/keys', 'API keys'], ['/dashboard/transactions', 'Transactions'], ['/dashboard/approvals', 'Recently decided'], ['/dashboard/users', 'Users']] as const) {
       await p.goto(`${s.url}${path}`);
       const region = p.getByRole('region', { name: new RegExp(name) });
       expect(await region.count(), path).toBe(1);

@@ -4,7 +4,7 @@ import { deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboa
 import type { DashboardUser } from '../../store/dashboardUsers.js';
 import { utc } from '../format.js';
 import { html, type Renderable } from '../html.js';
-import { csrfField, fieldError, invalidAttrs } from '../layout.js';
+import { csrfField, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
 
 const ROLE_TEXT = {
@@ -41,10 +41,10 @@ function usersPage(ctx: RouteContext): Reply {
     section: 'users',
     title: 'Users',
     content: html`<div class="page-head"><h1>Users</h1><p class="muted">People who sign in to this organization's dashboard. The operator adds them (<code>paypolicy user create</code>); owners disable, remove and reset passwords here. An organization always keeps one enabled owner.</p></div>
-${users.length === 0 ? html`<p class="empty">No users.</p>` : html`<div class="table-wrap"><table>
+${users.length === 0 ? html`<p class="empty">No users.</p>` : tableWrap('Users', html`<table>
 <caption class="sr-only">Dashboard users, oldest first</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
-<tbody>${rows}</tbody></table></div>`}`,
+<tbody>${rows}</tbody></table>`)}`,
   };
 }
 
