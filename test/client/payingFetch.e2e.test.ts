@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createClient, createPayingFetch, type PaypolicyClient } from '@paypolicy/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -25,9 +28,50 @@ let mpp: MppPeer;
 let trap: Peer;
 /** Another origin: must never see a payment header. */
 let elsewhere: Peer;
+let loop: Awaited<ReturnType<typeof startEndless402>>;
 let s: TestServer;
 let admin: Admin;
 let client: PaypolicyClient;
+
+/**
+ * A hostile paywall: unpaid requests get the x402 paywall's real challenge; a paid one gets 402
+ * again and then bytes for as long as anyone reads them (with backpressure, so only the reader
+ * decides how much is sent). `hungUp` resolves when the paid request's reader closes.
+ */
+async function startEndless402(): Promise<{ url: (path: string) => string; host: string; paidRequests: () => number; hungUp: Promise<void>; close: () => Promise<void> }> {
+  let paid = 0;
+  let hungUp!: () => void;
+  const closed = new Promise<void>((resolve) => (hungUp = resolve));
+  const server = http.createServer((req, res) => {
+    if (req.headers['payment-signature'] === undefined) {
+      void fetch(x402.url('/paid'), { headers: { accept: 'application/json' } }).then(async (challenge) => {
+        const skip = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
+        res.writeHead(challenge.status, Object.fromEntries([...challenge.headers].filter(([name]) => !skip.has(name))));
+        res.end(Buffer.from(await challenge.arrayBuffer()));
+      });
+      return;
+    }
+    paid++;
+    res.on('close', hungUp);
+    res.writeHead(402, { 'content-type': 'text/plain' });
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const pump = () => {
+      while (!res.destroyed && res.write(chunk));
+    };
+    res.on('drain', pump);
+    pump();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: (path) => `http://${host}${path}`, host, paidRequests: () => paid, hungUp: closed,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 beforeAll(async () => {
   [x402, plain, mpp, elsewhere] = await Promise.all([
@@ -38,14 +82,15 @@ beforeAll(async () => {
     const challenge = await fetch(x402.url('/paid'), { headers: { accept: 'application/json' } });
     return new Response(await challenge.arrayBuffer(), { status: challenge.status, headers: challenge.headers });
   });
-  s = await startTestServer({ dev: true, logLevel: 'warn', probeAllowHosts: [x402.host, plain.host, mpp.host, trap.host, elsewhere.host] });
+  loop = await startEndless402();
+  s = await startTestServer({ dev: true, logLevel: 'warn', probeAllowHosts: [x402.host, plain.host, mpp.host, trap.host, elsewhere.host, loop.host] });
   admin = adminFor(s);
   client = createClient({ baseUrl: s.url, apiKey: s.bootstrap.api_key });
 });
 
 afterAll(async () => {
   await s?.close();
-  await Promise.all([x402, plain, mpp, trap, elsewhere].map((p) => p?.close()));
+  await Promise.all([x402, plain, mpp, trap, elsewhere, loop].map((p) => p?.close()));
 });
 
 let agents = 0;
@@ -216,6 +261,17 @@ describe('createPayingFetch', () => {
     expect(await ledger(agentId)).toEqual([{ status: 'denied', amount: '0.5', type: 'x402' }]);
     expect((await client.spendStatus(agentId)).committed_usd).toBe('0');
     expect(payments(x402, '/changing?case=rise')).toEqual([]);
+  });
+
+  test('error: payment_rejected: a paywall that answers the payment with another 402 and an endless body is read only as far as the error quotes it; paid once', async () => {
+    const agentId = await agentWith({ allowlist: [PAY_TO] });
+    const url = loop.url('/paid');
+    const err = await rejection(createPayingFetch({ client, agentId, maxAmountUsd: '1' })(url));
+    expect(err).toMatchObject({ code: 'payment_rejected', status: 402 });
+    expect((err.details as { paywall_answer: string }).paywall_answer).toBe('x'.repeat(500));
+    await loop.hungUp; // the client stopped reading and closed the stream
+    expect(loop.paidRequests()).toBe(1);
+    expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'x402' }]);
   });
 
   test('error: an aborted signal stops the call with the signal\'s reason', async () => {

@@ -1,3 +1,4 @@
+import { readTextPrefix } from './body.js';
 import type { PaypolicyClient, PendingPayment, WaitOptions } from './client.js';
 import { PaypolicyError } from './errors.js';
 import { formatMicros, usdToMicros } from './money.js';
@@ -182,9 +183,10 @@ export function createPayingFetch(options: PayingFetchOptions): PayingFetch {
     // Resent as it reached the challenger: credentials of an origin left on the way stay dropped.
     const paid = await send(resourceUrl, first.attempt, signal, { name: header.name, value: header.value, origin, transactionId: signed.transaction_id });
     if (paid.response.status === 402) {
-      const text = await paid.response.text().catch(() => '');
+      // A hostile paywall may send an endless body: read only what the error quotes.
+      const { text } = await readTextPrefix(paid.response, 500).catch(() => ({ text: '' }));
       throw new PaypolicyError('The paywall refused the signed payment (402 again)', {
-        code: 'payment_rejected', status: 402, transactionId: signed.transaction_id, details: { resource_url: resourceUrl, paywall_answer: text.slice(0, 500) },
+        code: 'payment_rejected', status: 402, transactionId: signed.transaction_id, details: { resource_url: resourceUrl, paywall_answer: text },
       });
     }
     let receipt: PaymentInfo['receipt'] = null;

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { createClient, type PaypolicyClient, type SignedResult } from '../client.js';
 import { isPaypolicyError, PaypolicyError } from '../errors.js';
 import { formatMicros, usdToMicros } from '../money.js';
+import { readTextPrefix } from '../body.js';
 import { createPayingFetch } from '../payingFetch.js';
 import { createGuardedFetch } from './urlGuard.js';
 import type { SignRequest, SignResult } from '../types.js';
@@ -57,40 +58,14 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
   }
 }
 
-/**
- * Reads at most `maxChars` characters of a body without buffering the rest: bytes are pulled
- * until enough text is decoded, then the stream is cancelled. UTF-8 is decoded in streaming mode,
- * so a cut never splits a character.
- */
+/** The body as text, cut to `maxChars` (read no further); non-text bodies are not read. */
 async function readTruncated(res: Response, maxChars: number): Promise<{ text: string | null; truncated: boolean; contentType: string }> {
   const contentType = res.headers.get('content-type') ?? '';
   if (contentType !== '' && !TEXTUAL.test(contentType)) {
     await res.body?.cancel();
     return { text: null, truncated: true, contentType };
   }
-  if (!res.body) return { text: '', truncated: false, contentType };
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder('utf-8');
-  let text = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) {
-      text += decoder.decode();
-      break;
-    }
-    text += decoder.decode(value, { stream: true });
-    if (text.length > maxChars) {
-      await reader.cancel();
-      return { text: cutAt(text, maxChars), truncated: true, contentType };
-    }
-  }
-  return text.length > maxChars ? { text: cutAt(text, maxChars), truncated: true, contentType } : { text, truncated: false, contentType };
-}
-
-/** Cuts at `n` UTF-16 units without leaving half a surrogate pair. */
-function cutAt(text: string, n: number): string {
-  const code = text.charCodeAt(n - 1);
-  return code >= 0xd800 && code <= 0xdbff ? text.slice(0, n - 1) : text.slice(0, n);
+  return { ...(await readTextPrefix(res, maxChars)), contentType };
 }
 
 function signedView(r: SignedResult) {
