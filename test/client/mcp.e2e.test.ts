@@ -1,4 +1,7 @@
 import { lookup } from 'node:dns/promises';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -32,6 +35,31 @@ let stderr = '';
 let inner: Peer;
 /** An exempt origin that redirects to `inner`. */
 let hop: Peer;
+/** An exempt origin that answers with headers and then never finishes its body. */
+let stall: { host: string; arrived: Promise<void>; hungUp: Promise<void>; close: () => Promise<void> };
+
+/** A node:http server that sends 200 and one chunk, then holds the response open until the client hangs up. */
+async function startStallingPeer(): Promise<typeof stall> {
+  let arrive!: () => void;
+  let hangUp!: () => void;
+  const arrived = new Promise<void>((resolve) => (arrive = resolve));
+  const hungUp = new Promise<void>((resolve) => (hangUp = resolve));
+  const server = http.createServer((_req, res) => {
+    res.on('close', hangUp);
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('first bytes, and then nothing');
+    arrive();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    host: `127.0.0.1:${(server.address() as AddressInfo).port}`, arrived, hungUp,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 /** Starts `paypolicy-client mcp` on stdio with the test server's settings plus `env`. */
 async function startMcp(env: Record<string, string>): Promise<{ client: Client; transport: StdioClientTransport }> {
@@ -51,19 +79,20 @@ beforeAll(async () => {
   x402 = await startX402Peer();
   inner = await startFetchPeer(() => Response.json({ secret: 'internal' }));
   hop = await startFetchPeer(() => new Response(null, { status: 302, headers: { location: inner.url('/secret?via=hop') } }));
+  stall = await startStallingPeer();
   s = await startTestServer({ dev: true, logLevel: 'warn', probeAllowHosts: [x402.host] });
   admin = adminFor(s);
   agentId = await createAgent(admin, s.bootstrap.org_id, 'mcp-agent');
   await setPolicy(admin, agentId, { allowlist: [PAY_TO, RECIPIENT], capUsd: '10', thresholdUsd: '0.02' });
   await upsertService(admin, { slug: 'mcp-weather', name: 'Weather', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
   // The paywall is a loopback http peer: exempt it, as a developer would a local paywall.
-  ({ client: mcp } = await startMcp({ PAYPOLICY_MCP_ALLOW_HTTP: '1', PAYPOLICY_MCP_ALLOW_HOSTS: `${x402.host}, ${hop.host}` }));
+  ({ client: mcp } = await startMcp({ PAYPOLICY_MCP_ALLOW_HTTP: '1', PAYPOLICY_MCP_ALLOW_HOSTS: `${x402.host}, ${hop.host}, ${stall.host}` }));
 });
 
 afterAll(async () => {
   await mcp?.close();
   await s?.close();
-  await Promise.all([x402?.close(), inner?.close(), hop?.close()]);
+  await Promise.all([x402?.close(), inner?.close(), hop?.close(), stall?.close()]);
 });
 
 /** Calls a tool and parses its JSON text. */
@@ -151,6 +180,16 @@ describe('paypolicy-client mcp', () => {
     expect((await call('sign_payment', { type: 'x402' })).body).toMatchObject({ code: 'invalid_argument', error: 'resource_url is required for x402 and mpp' });
     expect((await mcp.listTools()).tools).toHaveLength(6);
     expect(stderr).not.toContain(s.bootstrap.api_key);
+  });
+
+  test('behavior: a tool call the host cancels stops its work: the stalled paywall fetch is aborted; the server keeps serving', async () => {
+    const controller = new AbortController();
+    const pending = mcp.callTool({ name: 'pay_and_fetch', arguments: { url: `http://${stall.host}/slow` } }, undefined, { signal: controller.signal });
+    await stall.arrived;
+    controller.abort(new Error('host gave up'));
+    await expect(pending).rejects.toThrow(/host gave up/);
+    await stall.hungUp; // the MCP server's fetch let go of the paywall
+    expect((await mcp.listTools()).tools).toHaveLength(6);
   });
 
   test('error: the bin refuses to start without its environment, naming what is missing', async () => {

@@ -13,7 +13,8 @@ import type { SignRequest, SignResult } from '../types.js';
 /*
  * The paypolicy MCP server: six tools through which a model pays under its agent's policy.
  * Every failure is a tool error (`isError: true`) whose text is JSON `{error, code, status,
- * retryable, reason?, transaction_id?, …}`; nothing a tool does can crash the server.
+ * retryable, reason?, transaction_id?, …}`; nothing a tool does can crash the server. A call the
+ * host cancels (notifications/cancelled) aborts its requests, paywall fetches and approval waits.
  */
 
 export type McpServerOptions = {
@@ -119,8 +120,8 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       method: z.enum(['GET', 'POST']).optional().describe('HTTP method the resource is requested with (default GET).'),
     },
     annotations: { readOnlyHint: true, openWorldHint: true },
-  }, ({ url, method }) => guarded(async () => {
-    const q = await client.quote({ url, agent_id: agentId, ...(method ? { method } : {}) });
+  }, ({ url, method }, { signal }) => guarded(async () => {
+    const q = await client.quote({ url, agent_id: agentId, ...(method ? { method } : {}) }, { signal });
     return ok({ ...q, max_amount_usd: formatMicros(ceiling), within_limit: usdToMicros(q.amount_usd, 'amount_usd') <= ceiling });
   }));
 
@@ -143,7 +144,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       max_body_chars: z.number().int().min(1).max(MAX_BODY_CHARS).optional().describe(`Longest body text returned (default ${DEFAULT_BODY_CHARS}).`),
     },
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
-  }, (args) => guarded(async () => {
+  }, (args, { signal }) => guarded(async () => {
     const wait = args.wait_seconds ?? 0;
     let pending: Extract<SignResult, { outcome: 'pending_approval' }> | undefined;
     const pay = createPayingFetch({
@@ -154,7 +155,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     let res;
     try {
       res = await pay(args.url, {
-        method: args.method ?? 'GET', headers: args.headers, body: args.method === 'POST' ? args.body : undefined,
+        method: args.method ?? 'GET', headers: args.headers, body: args.method === 'POST' ? args.body : undefined, signal,
         ...(args.idempotency_key ? { idempotencyKey: args.idempotency_key } : {}),
       });
     } catch (err) {
@@ -192,13 +193,13 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       wait_seconds: waitSeconds,
     },
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
-  }, (args) => guarded(async () => {
+  }, (args, { signal }) => guarded(async () => {
     const limit = limitFor(args.max_amount_usd);
     const paywall = args.type === 'x402' || args.type === 'mpp';
     let request: SignRequest;
     if (paywall) {
       if (!args.resource_url) throw new PaypolicyError('resource_url is required for x402 and mpp', { code: 'invalid_argument', status: 0 });
-      const q = await client.quote({ url: args.resource_url, agent_id: agentId, method: args.method ?? 'GET' });
+      const q = await client.quote({ url: args.resource_url, agent_id: agentId, method: args.method ?? 'GET' }, { signal });
       if (q.rail !== args.type) throw new PaypolicyError(`The URL asks for ${q.rail}, not ${args.type}`, { code: 'invalid_argument', status: 0 });
       checkLimit(usdToMicros(q.amount_usd, 'amount_usd'), limit);
       request = { agent_id: agentId, type: args.type, payload: { resource_url: args.resource_url, method: args.method ?? 'GET', max_amount_usd: formatMicros(limit) } };
@@ -207,12 +208,12 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       checkLimit(usdToMicros(args.amount_usd, 'amount_usd'), limit);
       request = { agent_id: agentId, type: args.type, recipient_address: args.recipient_address, amount_usd: args.amount_usd, ...(args.chain_id ? { chain_id: args.chain_id } : {}) };
     }
-    const first = await client.sign(request, args.idempotency_key ? { idempotencyKey: args.idempotency_key } : {});
+    const first = await client.sign(request, { signal, ...(args.idempotency_key ? { idempotencyKey: args.idempotency_key } : {}) });
     if (first.outcome === 'signed') return ok(signedView(first));
     const wait = args.wait_seconds ?? 0;
     if (wait === 0) return ok(pendingView(first, 'call sign_payment again with the same arguments'));
     try {
-      return ok(signedView(await client.waitForApproval(first, { timeoutMs: wait * 1000, maxIntervalMs: 5000 })));
+      return ok(signedView(await client.waitForApproval(first, { timeoutMs: wait * 1000, maxIntervalMs: 5000, signal })));
     } catch (err) {
       if (isPaypolicyError(err) && err.code === 'approval_timeout') return ok(pendingView(first, 'call sign_payment again with the same arguments'));
       throw err;
@@ -226,7 +227,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       + 'Also decided_at, expires_at and transaction_id.',
     inputSchema: { approval_request_id: z.string().uuid().describe('The approval_request_id from a pending_approval result.') },
     annotations: { readOnlyHint: true, openWorldHint: false },
-  }, ({ approval_request_id }) => guarded(async () => ok(await client.approvalStatus(approval_request_id))));
+  }, ({ approval_request_id }, { signal }) => guarded(async () => ok(await client.approvalStatus(approval_request_id, { signal }))));
 
   server.registerTool('resolve_services', {
     title: 'Look up registered paid services',
@@ -235,7 +236,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       + 'Unknown slugs map to null. An allowlisted slug lets this agent pay URLs under that service\'s registered base URLs.',
     inputSchema: { slugs: z.array(z.string().min(1).max(200)).min(1).max(100).describe('Service slugs to look up.') },
     annotations: { readOnlyHint: true, openWorldHint: false },
-  }, ({ slugs }) => guarded(async () => ok(await client.resolve(slugs))));
+  }, ({ slugs }, { signal }) => guarded(async () => ok(await client.resolve(slugs, { signal }))));
 
   server.registerTool('spend_status', {
     title: 'Remaining budget',
@@ -244,7 +245,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       + 'and approval_threshold_usd (payments above it need a human). Also the per-call ceiling of these tools. A snapshot: the policy decides again at signing.',
     inputSchema: {},
     annotations: { readOnlyHint: true, openWorldHint: false },
-  }, () => guarded(async () => ok({ ...(await client.spendStatus(agentId)), max_amount_per_call_usd: formatMicros(ceiling) })));
+  }, (_args, { signal }) => guarded(async () => ok({ ...(await client.spendStatus(agentId, { signal })), max_amount_per_call_usd: formatMicros(ceiling) })));
 
   return server;
 }
