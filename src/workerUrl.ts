@@ -1,15 +1,21 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 import { addonPathsForWorkers, embeddedBytes, embeddedText, isSingleExecutable } from './sea/runtime.js';
 
 /**
  * Locates a worker thread's compiled entry file. In dist/ it sits next to the module that starts
- * it. Under vitest that module runs from src/*.ts, where Node cannot start a .ts worker, so the
- * build output is used instead (`npm test` builds first).
+ * it. Under vitest that module runs from src/*.ts, where Node cannot start a .ts worker: the test
+ * setup bundles the workers from the same sources (test/globalSetup.ts) and names the directory
+ * in PAYPOLICY_TEST_WORKERS_DIR, so a stale build is never what is tested; without it, dist/.
  */
 export function workerUrl(file: string, from: string, builtDir: string): URL {
   const here = new URL(`./${file}`, from);
   if (existsSync(here)) return here;
+  const fromSource = process.env.PAYPOLICY_TEST_WORKERS_DIR;
+  if (fromSource && file.endsWith('Worker.js') && from.endsWith('.ts')) {
+    return pathToFileURL(`${fromSource}/${builtDir}/${file.replace(/\.js$/, '.mjs')}`);
+  }
   const built = new URL(`../../dist/src/${builtDir}/${file}`, from);
   if (existsSync(built)) return built;
   throw new Error(`worker ${file} is not built; run \`npm run build\``);

@@ -110,7 +110,7 @@ describe('runSignJob (tempo)', () => {
 });
 
 describe('createSignerPool (tempo)', () => {
-  test('behavior: a tempo job crosses the worker boundary and signs the same bytes as in process (needs `npm run build`)', async () => {
+  test('behavior: a tempo job crosses the worker boundary and signs the same bytes as in process', async () => {
     const pk = generatePrivateKey();
     const pool = createSignerPool(1, () => pk);
     try {

@@ -1,0 +1,20 @@
+import { buildSync } from 'esbuild';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Worker threads cannot start from .ts files, so tests used to run the workers from dist/, and a
+ * stale build could be what was tested. Once per test run, the workers are bundled from src/ here
+ * (dependencies stay external and resolve from node_modules) and src/workerUrl.ts starts them
+ * from this directory whenever the code under test itself runs from source.
+ */
+const WORKERS = ['src/signing/signerWorker.ts', 'src/store/checkpointWorker.ts', 'src/auth/passwordHashWorker.ts'];
+
+export default function setup(): void {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const outdir = `${root}node_modules/.cache/paypolicy-test-workers`;
+  buildSync({
+    absWorkingDir: root, entryPoints: WORKERS, outbase: 'src', outdir, outExtension: { '.js': '.mjs' },
+    bundle: true, platform: 'node', target: 'node20', format: 'esm', packages: 'external', logLevel: 'error',
+  });
+  process.env.PAYPOLICY_TEST_WORKERS_DIR = outdir;
+}
