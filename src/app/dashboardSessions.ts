@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { hasRoomForSignIn, PasswordHasherBusyError } from '../auth/passwordHasher.js';
 import { DomainError } from '../domain/errors.js';
 import type { DashboardUserPrincipal } from '../domain/types.js';
-import type { DashboardUser } from '../store/dashboardUsers.js';
+import type { DashboardUser, PasswordRecord } from '../store/dashboardUsers.js';
 import type { LoginFailures } from '../store/loginFailures.js';
 import type { AppDeps } from './deps.js';
 import { verifyPassword } from './dashboardPasswords.js';
@@ -172,6 +172,10 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
   const csrfToken = randomBytes(32).toString('base64url');
   const tokenHash = hashToken(token);
   return deps.uow.writeNow(() => {
+    // The password was checked against the record read before the (slow) hash: a reset, disable
+    // or removal that committed meanwhile must not be undone by a session made from the old one.
+    const current = dashboardUsers.findForSignIn(email);
+    if (!current || current.user.id !== found.user.id || current.user.disabled || !samePassword(current.password, found.password)) throw invalidCredentials();
     const now = deps.now();
     loginFailures.clear(email);
     // A success is not a failure: the address gets its attempt back (a person who signs in
@@ -183,6 +187,10 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
     dashboardSessions.insert({ tokenHash, userId: found.user.id, csrfToken, createdAt: now, expiresAt });
     return { user: found.user, token, csrfToken, expiresAt, tokenHash };
   });
+}
+
+function samePassword(a: PasswordRecord, b: PasswordRecord): boolean {
+  return a.params === b.params && a.salt.equals(b.salt) && a.hash.equals(b.hash);
 }
 
 /** The session a cookie's token stands for, or undefined when unknown, expired or the user is disabled. */

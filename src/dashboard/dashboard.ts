@@ -106,6 +106,8 @@ export function createDashboard(deps: AppDeps): Dashboard {
         if (err instanceof UnsupportedBody || err instanceof MultipartError) return refuse(req, res, path, 400, err.message, session);
         throw err;
       }
+      // The body may have taken its time: a user disabled, removed or reset meanwhile acts no more.
+      if (!authenticateSession(deps, readCookies(req).get(SESSION_COOKIE))) return refuse(req, res, path, 401, 'Sign in first.', undefined);
       if (!csrfPresented(req, session, form)) {
         log.warn({ userId: session.user.id, path }, 'dashboard post refused: missing or wrong CSRF token');
         return refuse(req, res, path, 403, 'This form has expired or did not come from the dashboard. Reload the page and try again.', session);
