@@ -1,5 +1,6 @@
 import { chmodSync, closeSync, fchmodSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import { DomainError } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type Db = Database.Database;
@@ -140,7 +141,7 @@ export function writeTxn<T>(db: Db, fn: () => T): T {
     return db.transaction(fn).immediate();
   } catch (err) {
     if (isIoError(err)) failStop(db, err);
-    throw err;
+    throw storageFullOr(err);
   } finally {
     if (db.open) db.pragma('synchronous = NORMAL');
   }
@@ -175,6 +176,17 @@ export function onStorageFailure(db: Db, listener: (err: Error) => void): void {
 export function assertWritable(db: Db): void {
   const failure = failures.get(db);
   if (failure) throw new Error(`storage failed earlier (${failure.message}); writes are refused until restart`, { cause: failure });
+}
+
+/**
+ * A commit refused because the disk (or the database's size limit) is full, SQLITE_FULL (ENOSPC
+ * on a write) becomes 503 `storage_full` with Retry-After: the transaction rolled back whole, so
+ * the caller may retry the same request once space is back. Anything else is returned as it is.
+ */
+export function storageFullOr(err: unknown): unknown {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  if (code !== 'SQLITE_FULL') return err;
+  return new DomainError('overloaded', 'Storage full; nothing was written, retry shortly', { code: 'storage_full', cause: err });
 }
 
 /** SQLite's I/O errors (a failed write, read or fsync under a commit), e.g. SQLITE_IOERR_FSYNC. */

@@ -1,4 +1,4 @@
-import { assertWritable, failStop, isIoError, type Db } from './db.js';
+import { assertWritable, failStop, isIoError, storageFullOr, type Db } from './db.js';
 import type { WalSync } from './walSync.js';
 
 type Item = { fn: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void };
@@ -47,7 +47,8 @@ export function createWriteQueue(db: Db, wal: WalSync): WriteQueue {
     } catch (err) {
       // A commit that failed on I/O leaves the disk in an unknown state: stop (db.ts failStop).
       if (isIoError(err)) failStop(db, err);
-      for (const item of batch) item.reject(err);
+      const refused = storageFullOr(err);
+      for (const item of batch) item.reject(refused);
       return;
     }
     wal.afterCommit().then(

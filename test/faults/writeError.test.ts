@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { Load, missingAcks, openPolicy, rigPerTest, rollBackUnsynced } from './harness.js';
+import { postSign } from '../helpers/payments.js';
+import { Load, missingAcks, openPolicy, RECIPIENT, rigPerTest, rollBackUnsynced } from './harness.js';
 import { ACKS_PER_ROUND, FAULT_TIMEOUT_MS } from './config.js';
 
 const newRig = rigPerTest();
@@ -40,5 +41,24 @@ describe('write errors (faultfs write=enospc|erofs)', () => {
     await after.stop();
     await rig.start();
     expect(await missingAcks(rig, [...before.acks.values(), ...full.acks.values(), ...after.acks.values()])).toEqual([]);
+  }, FAULT_TIMEOUT_MS);
+
+  test('behavior: a payment refused by a full disk answers 503 storage_full with Retry-After and writes nothing; the same key signs once space is back', async () => {
+    const rig = newRig();
+    const s = await rig.start();
+    await openPolicy(rig);
+    const { api_key: key, agent_id: agentId } = rig.bootstrap;
+    const body = { agent_id: agentId, type: 'eip3009' as const, chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '0.000001' };
+    expect((await postSign(s.url, key, body, 'before-full')).status).toBe(200);
+    rig.ctl({ write: 'enospc' });
+    const full = await postSign(s.url, key, body, 'while-full');
+    rig.ctl({});
+    expect(full.status, full.text).toBe(503);
+    expect(full.json).toEqual({ error: expect.stringMatching(/storage full/i), code: 'storage_full' });
+    expect(full.headers.get('retry-after')).toBe('1');
+    const again = await postSign(s.url, key, body, 'while-full');
+    expect(again.status, again.text).toBe(200);
+    // A first attempt, not a replay: the refused request left no row behind.
+    expect(again.json.idempotent).toBe(false);
   }, FAULT_TIMEOUT_MS);
 });
