@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -62,6 +62,29 @@ describe('one server per data directory', { timeout: 60_000 }, () => {
     expect((await healthz(url)).status).toBe(200);
     next.child.kill('SIGTERM');
     expect(await next.exited).toEqual({ code: 0, signal: null });
+  });
+
+  test('attack: a lock file deleted, or replaced, while the server runs is locked again at once: a second server is still refused', async () => {
+    const dataDir = newDataDir();
+    const s = await startTestServer({ dataDir });
+    cleanups.push(() => s.close());
+    const lock = join(dataDir, LOCK_FILE);
+    /** Resolves once a file bears the lock's name again (at most 5 s, then the test fails). */
+    const reappeared = () => new Promise<boolean>((resolve) => {
+      const w = watch(dataDir, () => existsSync(lock) && done(true));
+      const t = setTimeout(() => done(existsSync(lock)), 5000);
+      const done = (v: boolean) => (w.close(), clearTimeout(t), resolve(v));
+      if (existsSync(lock)) done(true);
+    });
+    for (const tamper of [() => rmSync(lock), () => (writeFileSync(`${lock}.new`, ''), renameSync(`${lock}.new`, lock))]) {
+      rmSync(`${lock}-journal`, { force: true });
+      tamper();
+      expect(await reappeared()).toBe(true);
+      const second = serve(dataDir);
+      expect(await second.exited).toMatchObject({ code: 2 });
+      expect(second.stderr()).toContain('is in use by another paypolicy process');
+      expect((await healthz(s.url)).status).toBe(200);
+    }
   });
 
   test('error: a second start in the same process is refused too, and a stopped server frees the directory', async () => {

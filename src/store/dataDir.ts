@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, watch, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -87,6 +87,45 @@ export function lockDataDir(dir: string): DataDirLock {
   const file = join(dir, LOCK_FILE);
   const key = realpathSync(dir);
   if (heldHere.has(key)) throw new DataDirInUseError(dir);
+  const held = [takeLockFile(dir, file)];
+  heldHere.add(key);
+  // The lock is on the file, not the name: a lock file deleted or replaced while this process runs
+  // would let the next start lock a new file and open the same database. So whatever file bears
+  // the name is locked again at once (inotify), and checked every second in case an event is missed.
+  let locked = statSync(file);
+  const relock = () => {
+    let now;
+    try {
+      now = statSync(file);
+    } catch {
+      now = undefined;
+    }
+    if (now && now.ino === locked.ino && now.dev === locked.dev) return;
+    try {
+      held.push(takeLockFile(dir, file));
+      locked = statSync(file);
+    } catch {
+      // Another process locked the new file first; nothing more can be done from here.
+    }
+  };
+  const watcher = watch(dir, { persistent: false }, (_event, name) => {
+    if (name === null || name === LOCK_FILE) relock();
+  });
+  watcher.on('error', () => watcher.close());
+  const timer = setInterval(relock, 1000).unref();
+  return {
+    release() {
+      if (!heldHere.has(key)) return;
+      clearInterval(timer);
+      watcher.close();
+      for (const db of held) db.close();
+      heldHere.delete(key);
+    },
+  };
+}
+
+/** Creates the lock file when missing and locks it: an open EXCLUSIVE transaction (see lockDataDir). */
+function takeLockFile(dir: string, file: string): Database.Database {
   try {
     // Created 0600 whatever the umask, like every other file of the data directory.
     closeSync(openSync(file, 'wx', 0o600));
@@ -102,14 +141,7 @@ export function lockDataDir(dir: string): DataDirLock {
     if (code === 'SQLITE_BUSY') throw new DataDirInUseError(dir);
     throw new Error(`cannot lock data directory ${dir} through ${file} (${String(code)}: ${(err as Error).message}); if no paypolicy process uses the directory, delete that file`, { cause: err });
   }
-  heldHere.add(key);
-  return {
-    release() {
-      if (!db.open) return;
-      db.close();
-      heldHere.delete(key);
-    },
-  };
+  return db;
 }
 
 /** Data directories (real paths) this process holds. */
