@@ -8,24 +8,47 @@ import { DomainError } from './domain/errors.js';
  */
 export type Gate = {
   readonly limit: number;
+  /** What is full when it refuses (the parenthesis of its `overloaded` message). */
+  readonly what: string;
   /** Work inside the gate right now. */
   inFlight: () => number;
   /** Enters, returning the release (idempotent), or throws `overloaded` naming `what` is full. */
   enter: () => () => void;
   /** Enters, returning the release, or undefined when the gate is full. */
   tryEnter: () => (() => void) | undefined;
+  /** True while the next `enter` would be refused: a cheap look, for refusing before any other work. */
+  full: () => boolean;
 };
 
-/** Default requests in flight on the agent surface (REST /api/* and PaymentPolicyService). */
-export const DEFAULT_MAX_IN_FLIGHT = 512;
+/**
+ * Default requests in flight on the agent surface (REST /api/* and PaymentPolicyService). Sized
+ * from throughput, not from memory: a request admitted behind N others waits about N / (payments
+ * per second), and a loaded 2-core box signs a few hundred a second, so 128 keeps an admitted
+ * request's wait well under a second while 64 busy clients are never refused.
+ */
+export const DEFAULT_MAX_IN_FLIGHT = 128;
 /** Default payments in the signing stage at once (pre-sign, reservation, signing thread, settle). */
 export const DEFAULT_MAX_SIGN_QUEUE = 256;
+/**
+ * Default longest wait of a payment in the signing stage before its decision is written: a payment
+ * that has waited longer (for a signing thread or for its turn in the write queue) is refused with
+ * `overloaded` instead of being served late, before anything is written (README "Overload").
+ */
+export const DEFAULT_MAX_QUEUE_MS = 1_000;
 /** Default outbound paywall probes at once. */
 export const DEFAULT_MAX_PROBES = 32;
 
 /** The one error every gate answers with: `what` says which bound was reached. */
 export function overloaded(what: string): DomainError {
   return new DomainError('overloaded', `Server overloaded (${what}); retry shortly`, { code: 'overloaded' });
+}
+
+/**
+ * Refuses work that has waited past `deadline` (a `performance.now()` time): called at the last
+ * moment before a payment's decision is written, so a late one leaves nothing behind.
+ */
+export function shedIfLate(deadline: number): void {
+  if (performance.now() > deadline) throw overloaded('waited too long to be signed');
 }
 
 export function createGate(limit: number, what: string): Gate {
@@ -42,7 +65,9 @@ export function createGate(limit: number, what: string): Gate {
   };
   return {
     limit,
+    what,
     inFlight: () => inFlight,
+    full: () => inFlight >= limit,
     tryEnter,
     enter() {
       const release = tryEnter();

@@ -29,10 +29,12 @@ export type Config = {
   idleTimeoutMs?: number;
   /** A request's headers and body must arrive within this (default 30 s), HTTP/1.1 and HTTP/2 alike. */
   requestTimeoutMs?: number;
-  /** Requests in flight on REST /api/* and PaymentPolicyService beyond which new ones get 503 overloaded (default 512). */
+  /** Requests in flight on REST /api/* and PaymentPolicyService beyond which new ones get 503 overloaded (default 128). */
   maxInFlight?: number;
   /** Payments in the signing stage beyond which a new payment is refused before anything is written (default 256). */
   maxSignQueue?: number;
+  /** A payment that waited longer than this (ms) in the signing stage is refused before its decision is written (default 1000). */
+  maxQueueMs?: number;
   /** Outbound paywall probes in flight beyond which a new one is refused (default 32). */
   maxProbes?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
@@ -63,6 +65,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--request-timeout-ms': { env: 'PAYPOLICY_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs' },
   '--max-in-flight': { env: 'PAYPOLICY_MAX_IN_FLIGHT', key: 'maxInFlight' },
   '--max-sign-queue': { env: 'PAYPOLICY_MAX_SIGN_QUEUE', key: 'maxSignQueue' },
+  '--max-queue-ms': { env: 'PAYPOLICY_MAX_QUEUE_MS', key: 'maxQueueMs' },
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
   '--metrics-token': { env: 'PAYPOLICY_METRICS_TOKEN', key: 'metricsToken' },
 };
@@ -109,6 +112,7 @@ export function loadConfig(argv: string[], env: Env): Config {
     requestTimeoutMs: optionalInteger(raw.requestTimeoutMs, '--request-timeout-ms', 100, 600_000),
     maxInFlight: optionalInteger(raw.maxInFlight, '--max-in-flight', 1, 1_000_000),
     maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
+    maxQueueMs: optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000),
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
     tempoRpcUrl,
     skipIntegrityCheck,

@@ -6,7 +6,7 @@ import { isSingleExecutable } from './sea/runtime.js';
 const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
         [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--max-connections N]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
-        [--max-sign-queue N] [--max-probes N] [--skip-integrity-check]
+        [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
       PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
@@ -40,8 +40,9 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --max-connections N        PAYPOLICY_MAX_CONNECTIONS   open client connections (default 4096 or the file limit - 256)
   --idle-timeout-ms MS       PAYPOLICY_IDLE_TIMEOUT_MS   idle HTTP/2 session lifetime (default 60000)
   --request-timeout-ms MS    PAYPOLICY_REQUEST_TIMEOUT_MS  headers and body must arrive within this (default 30000)
-  --max-in-flight N          PAYPOLICY_MAX_IN_FLIGHT     agent requests at once; more get 503 (default 512)
+  --max-in-flight N          PAYPOLICY_MAX_IN_FLIGHT     agent requests at once; more get 503 (default 128)
   --max-sign-queue N         PAYPOLICY_MAX_SIGN_QUEUE    payments in the signing stage at once (default 256)
+  --max-queue-ms MS          PAYPOLICY_MAX_QUEUE_MS      a payment waiting longer to be signed gets 503 (default 1000)
   --max-probes N             PAYPOLICY_MAX_PROBES        outbound paywall probes at once (default 32)
   --skip-integrity-check     PAYPOLICY_SKIP_INTEGRITY_CHECK=1  skip PRAGMA quick_check at start
   --metrics-token T          PAYPOLICY_METRICS_TOKEN     bearer token for /metrics (default: loopback clients only)

@@ -88,7 +88,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     log.fatal({ err, file: dbFile }, 'storage failed: a sync or write of the database failed, so what is on disk is unknown; refusing every request and stopping (restart recovers from the disk)');
     options.onStorageFailure?.(err);
   });
-  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue);
+  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue, config.maxQueueMs);
   // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
   const uow = createUnitOfWork(store);
   const clock = openLedgerClock(store, (fn) => uow.writeNow(fn));

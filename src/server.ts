@@ -25,6 +25,9 @@ import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHt
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
 
+/** Pending connections the kernel may queue for accept (Node's default is 511). */
+const LISTEN_BACKLOG = 4096;
+
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 
 export type ServerOptions = {
@@ -83,6 +86,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     return 'unmatched';
   };
 
+  /** /healthz (alive, and not stopped by a failed sync) and /readyz (readiness.ts). */
+  const health = (path: '/healthz' | '/readyz', req: NodeRequest, res: NodeResponse): void => {
+    if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
+    if (path === '/healthz') {
+      const failed = deps.store.failure() !== undefined;
+      return sendJson(res, failed ? 503 : 200, { status: failed ? 'failed' : 'ok' });
+    }
+    const report = readiness.check(draining);
+    return sendJson(res, report.status === 'ready' ? 200 : 503, report);
+  };
+
   const connect = connectNodeAdapter({
     routes: createRoutes(deps, opts.adminTokenHash),
     interceptors: [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission), failStopInterceptor(deps)],
@@ -92,13 +106,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   });
 
   const handler = (req: NodeRequest, res: NodeResponse): void => {
+    // Health checks first, before any other work (no request id, log line or metrics), so that a
+    // probe is answered as soon as its turn comes however loaded the server is.
+    const path = (req.url ?? '/').split('?')[0]!.slice(0, 200);
+    if (path === '/healthz' || path === '/readyz') return health(path, req, res);
     const started = process.hrtime.bigint();
     const reqId = randomUUID();
     const reqLog = log.child({ reqId });
     loggers.set(req, reqLog);
     res.setHeader('x-request-id', reqId);
     // Path only: query strings and headers never reach the log.
-    const path = (req.url ?? '/').split('?')[0]!.slice(0, 200);
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       reqLog.info({ method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
@@ -107,11 +124,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
     // Fail-stop after a failed sync: nothing is answered from a state that may not be on disk.
     const failed = deps.store.failure() !== undefined;
-    if (path === '/healthz') return sendJson(res, failed ? 503 : 200, { status: failed ? 'failed' : 'ok' });
-    if (path === '/readyz') {
-      const report = readiness.check(draining);
-      return sendJson(res, report.status === 'ready' ? 200 : 503, report);
-    }
     // Scrapable after a failed sync too: nothing in it depends on what is on disk.
     if (path === '/metrics') return void serveMetrics(req, res, opts.metrics);
     // The contract is public (like the README): no credential, and it does not depend on storage.
@@ -168,7 +180,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   await new Promise<void>((resolve, reject) => {
     listener.once('error', reject);
-    listener.listen(opts.port, opts.host, () => {
+    // A deep accept queue (the kernel caps it at net.core.somaxconn): under a connection flood a
+    // new connection, a health probe's included, waits in it for the next turn of the event loop
+    // instead of being dropped and retried by the client's kernel 1, 3, 7… seconds later.
+    listener.listen({ port: opts.port, host: opts.host, backlog: LISTEN_BACKLOG }, () => {
       listener.off('error', reject);
       resolve();
     });

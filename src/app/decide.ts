@@ -2,6 +2,7 @@ import type { Address } from 'viem';
 import { evaluatePolicy } from '../domain/policy.js';
 import type { PaymentRequest } from '../domain/paymentRequest.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
+import { shedIfLate } from '../admission.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
@@ -15,19 +16,23 @@ import { allowedResult, type SignResult } from './signResult.js';
  * that evaluates the agent's policy and records the outcome with its hold on the cap (the row's
  * first state, domain/transactionState.ts). The signing stage is bounded: beyond it the payment
  * is refused (503 overloaded) before anything is signed or written; the slot is held until the
- * outcome is settled.
+ * outcome is settled. A payment that waited in the stage longer than `maxQueueMs` (for a signing
+ * thread, or for its turn in the write queue) is refused the same way when its decision would be
+ * written, so under overload it is shed rather than answered late; a signature made for it is
+ * dropped unseen.
  */
 export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
   const intent = await resolveIntent(deps, principal, agent, req);
   const release = deps.signer.admit();
+  const deadline = performance.now() + deps.signer.maxQueueMs;
   try {
-    return await decide(deps, principal, agent, req, requestHash, treasury, intent);
+    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline);
   } finally {
     release();
   }
 }
 
-async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent): Promise<SignResult> {
+async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
 
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
@@ -41,6 +46,8 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
   }
 
   const reserved = await deps.uow.write(() => {
+    // Thrown before any insert: the transaction's savepoint rolls back empty.
+    shedIfLate(deadline);
     const current = agents.get(agent.id) ?? agent;
     const now = deps.now();
     const verdict = evaluatePolicy(intentFacts(deps, current, intent));

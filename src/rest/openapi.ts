@@ -33,7 +33,7 @@ const COMMON_ERRORS = {
   '401': errorResponse('Missing, unknown or revoked API key (`unauthenticated`)'),
   '405': errorResponse('Method not allowed (`method_not_allowed`)', { Allow: { description: 'The methods this path answers', schema: { type: 'string' } } }),
   '500': errorResponse('Internal error (`internal`); details only in the server log'),
-  '503': errorResponse('`overloaded` (with Retry-After), `storage_failed` (the service is stopping) or `treasury_not_provisioned`', RETRY_AFTER),
+  '503': errorResponse('`overloaded` or `storage_full` (both with Retry-After), `storage_failed` (the service is stopping) or `treasury_not_provisioned`', RETRY_AFTER),
 };
 const BODY_ERRORS = {
   '400': errorResponse('Invalid request: see the error codes in the README'),

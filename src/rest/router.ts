@@ -3,13 +3,13 @@ import { authenticateApiKey } from '../app/apiKeys.js';
 import type { AppDeps } from '../app/deps.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { bodyAbandoned, requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
 import { parseJsonObject, readRestBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
-import type { Gate } from '../admission.js';
+import { overloaded, type Gate } from '../admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
 import { getAgentSpend } from '../app/agentSpend.js';
 import { quotePayment } from '../app/quote.js';
@@ -103,16 +103,44 @@ function sendRest(res: NodeResponse, r: RestResponse): void {
   else sendJson(res, r.status, r.body, r.headers);
 }
 
+const RETRY_AFTER_MS = OVERLOADED_RETRY_AFTER_SECONDS * 1000;
+
+/** Resolves at the next turn of the event loop, once the parser has handed over what arrived with the headers. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Stops reading an HTTP/1.1 connection for `ms` (what it sends meanwhile waits in the kernel's buffer). */
+function holdConnection(socket: NodeRequest['socket'], ms: number): void {
+  if (!socket || socket.destroyed) return;
+  socket.pause();
+  setTimeout(() => socket.resume(), ms).unref();
+}
+
 /**
  * Handles one /api/* request: match, authenticate (before the body is read, so unauthenticated
  * callers cannot make us buffer anything), read the body, enter the admission gate, run, and
  * write JSON. Never lets an error escape.
+ *
+ * While the gate is full, a matched request is refused right after the match, before it is
+ * authenticated or its body read, so a refusal costs next to nothing and a flood of them cannot
+ * starve the requests inside. The slot itself is still taken only after authentication and the
+ * whole body, so a slow or unauthenticated upload never holds one.
+ *
+ * After such a refusal an HTTP/1.1 connection is not read again until its Retry-After has passed
+ * (a client that waits as told notices nothing), and one whose body has not all arrived is closed
+ * (`Connection: close`) rather than waited for. Without that, clients that ignore Retry-After keep
+ * thousands of connections readable at every turn of the event loop, and since libuv accepts one
+ * connection per readiness report of the listener, new connections (a health probe's included)
+ * waited seconds to be accepted. Closing every refused connection instead only moves the crowd
+ * into the accept queue, where new connections wait behind it.
  */
 export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Gate) {
   const router = createRouter(routes);
+  // Built once: a refusal under overload costs no allocation of an error and its stack.
+  const refusal = admission && errorResponse(overloaded(admission.what), undefined);
   return async (req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> => {
     let result: RestResponse;
     let release: (() => void) | undefined;
+    let early = false;
     try {
       const url = new URL(req.url ?? '/', 'http://localhost');
       const match = router.match(req.method, url.pathname);
@@ -120,6 +148,9 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
         result = { status: 404, body: { error: 'Not found', code: 'not_found' } };
       } else if (match.kind === 'method_not_allowed') {
         result = { status: 405, body: { error: 'Method not allowed', code: 'method_not_allowed' }, headers: { allow: match.allow.join(', ') } };
+      } else if (refusal && admission?.full()) {
+        result = refusal;
+        early = true;
       } else {
         const chosen = match.route;
         const principal = authenticateApiKey(deps, req.headers.authorization);
@@ -142,7 +173,15 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
     }
     // Computed while a sync failed: it may rest on rows that are not on disk (fail-stop).
     if (deps.store.failure()) result = { status: 503, body: STORAGE_FAILED };
+    let hold = false;
+    if (early && req.httpVersion.startsWith('1')) {
+      // A body sent with the headers has been parsed by the next turn (and is dropped with the answer).
+      if (!req.complete) await nextTurn();
+      if (req.complete) hold = true;
+      else result = { ...result, headers: { ...result.headers, connection: 'close' } };
+    }
     if (bodyAbandoned(req) && req.httpVersion.startsWith('1')) result = { ...result, headers: { ...result.headers, connection: 'close' } };
+    if (hold) res.once('finish', () => holdConnection(req.socket, RETRY_AFTER_MS));
     if (!res.headersSent) sendRest(res, result);
   };
 }

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
 import { startWorker } from '../workerUrl.js';
-import { createGate, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
+import { createGate, DEFAULT_MAX_QUEUE_MS, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
 type Slot = {
@@ -33,6 +33,11 @@ export type SignerPool = {
    * already in it. Sign calls it before anything is signed or written, so a refusal leaves no trace.
    */
   admit: () => () => void;
+  /**
+   * How long (ms) an admitted payment may wait for a signing thread and its turn in the write
+   * queue: one that waited longer is refused (`overloaded`) before its decision is written.
+   */
+  maxQueueMs: number;
   /** Read-only view of each thread, for /readyz and /metrics; cheap (no message to the threads). */
   threads: () => SignerThread[];
   /** Payments in the signing stage right now (what `admit` bounds) and the bound. */
@@ -44,7 +49,7 @@ export type SignerPool = {
  * A fixed set of signing threads. Jobs queued in the same tick go to a thread as one batch, which
  * keeps message overhead low under load; keys are sent to a thread once, on first use.
  */
-export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex, maxQueue = DEFAULT_MAX_SIGN_QUEUE): SignerPool {
+export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex, maxQueue = DEFAULT_MAX_SIGN_QUEUE, maxQueueMs = DEFAULT_MAX_QUEUE_MS): SignerPool {
   const stage = createGate(maxQueue, 'too many payments being signed');
   let nextId = 1;
   let turn = 0;
@@ -109,6 +114,7 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
       });
     },
     admit: stage.enter,
+    maxQueueMs,
     threads: () => slots.map((s, i) => ({ worker: s.worker, online: s.online, restarts: restarts[i] ?? 0, jobs: s.pending.size, lastExitCode: lastExit[i] })),
     stage: () => ({ inFlight: stage.inFlight(), limit: stage.limit }),
     async close() {

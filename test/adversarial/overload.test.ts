@@ -1,4 +1,5 @@
 import { fdatasync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
@@ -87,6 +88,54 @@ function watchSigningStage(signer: SignerPool) {
       while (admitted < n) await new Promise<void>((r) => (wake = r));
     },
   };
+}
+
+/** Parks every signing job until `release` (signing threads held busy), counting the parked ones. */
+function holdSigner(signer: SignerPool) {
+  const sign = signer.sign;
+  let parked = 0;
+  let wake: (() => void) | undefined;
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  signer.sign = async (job) => {
+    parked++;
+    wake?.();
+    await released;
+    return sign(job);
+  };
+  return {
+    async reached(n: number) {
+      while (parked < n) await new Promise<void>((r) => (wake = r));
+    },
+    release() {
+      release();
+      signer.sign = sign;
+    },
+  };
+}
+
+/**
+ * Sends `head` (request line and headers) on a new connection and never sends a body; resolves
+ * with the raw answer once the server has closed the connection, or with `undefined` if nothing
+ * came within `ms` (the server waiting for the body).
+ */
+function headersOnly(url: string, head: string, ms: number): Promise<string | undefined> {
+  const { port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(head));
+    let answer = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(undefined);
+    }, ms);
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (answer += d));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer || undefined);
+    });
+  });
 }
 
 type Bounded = { s: TestServer; admin: Admin; held: Awaited<ReturnType<typeof heldPaywall>> };
@@ -209,7 +258,8 @@ describe('small signing and probe bounds (4 in flight, signing stage 2, 1 probe)
 });
 
 describe('admission bound on the agent surface (4 in flight)', () => {
-  const ctx = boundedServer({ maxInFlight: 4, maxSignQueue: 100, maxProbes: 100 });
+  // Work is held here for as long as a test needs: no deadline shedding (its own block below).
+  const ctx = boundedServer({ maxInFlight: 4, maxSignQueue: 100, maxQueueMs: 600_000, maxProbes: 100 });
 
   test('behavior: with 4 requests in flight the 5th gets 503 overloaded at once; health checks and AdminService still answer', async () => {
     const { s, held, admin } = ctx;
@@ -235,6 +285,30 @@ describe('admission bound on the agent surface (4 in flight)', () => {
     }
     const ping = await rest(s.url, 'POST', '/api/ping', { key, body: { agent_id: agentId }, headers: CLOSE });
     expect(ping.status, ping.text).toBe(200);
+  });
+
+  test('behavior: with the gate full, a request that sends its headers and stalls its body gets 503 overloaded at once, before authentication, and the connection is closed', async () => {
+    const { s } = ctx;
+    const key = s.bootstrap.api_key;
+    const agentId = await agentPaying(ctx, 'stalled-body', RECIPIENT, '10', '5');
+    const signer = holdSigner(s.app.deps.signer);
+    const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
+    const inside = [1, 2, 3, 4].map((i) => postSign(s.url, key, body, `inside-${i}`));
+    await signer.reached(4);
+
+    // 10 s is a third of the request timeout: a server that waits for the body answers nothing by then.
+    const stalled = (auth: string) => headersOnly(s.url, `POST /api/sign HTTP/1.1\r\nhost: x\r\n${auth}content-type: application/json\r\ncontent-length: 200\r\nidempotency-key: stalled\r\n\r\n{"agent_id":`, 10_000);
+    for (const answer of [await stalled(`authorization: Bearer ${key}\r\n`), await stalled('')]) {
+      expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answer).toMatch(/\r\nretry-after: 1\r\n/i);
+      expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+      expect(answer).toContain('"code":"overloaded"');
+    }
+    await expectHealthy(s);
+    expect(s.app.deps.store.payments.findByIdempotencyKey(agentId, 'stalled')).toBeUndefined();
+
+    signer.release();
+    for (const r of await Promise.all(inside)) expect(r.status, r.text).toBe(200);
   });
 
   test('behavior: 300 concurrent connections against a bound of 4: exactly 4 are served, 296 refused at once, no 500, the ledger holds exactly the 200s', async () => {
@@ -274,10 +348,37 @@ describe('admission bound on the agent surface (4 in flight)', () => {
   });
 });
 
+describe('deadline in the signing stage (max queue 300 ms)', () => {
+  const ctx = boundedServer({ maxInFlight: 4, maxSignQueue: 4, maxQueueMs: 300, maxProbes: 1 });
+
+  test('behavior: a payment that waited longer than the deadline for a signing thread gets 503 overloaded and writes nothing; its retry signs', async () => {
+    const { s } = ctx;
+    const key = s.bootstrap.api_key;
+    const agentId = await agentPaying(ctx, 'deadline', RECIPIENT, '10', '5');
+    const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
+    const signer = holdSigner(s.app.deps.signer);
+    const late = postSign(s.url, key, body, 'late');
+    await signer.reached(1);
+    // The condition under test is time itself: the payment waits past its deadline for the thread.
+    await new Promise((r) => setTimeout(r, 400));
+    signer.release();
+
+    expectOverloaded(await late);
+    const payments = s.app.deps.store.payments;
+    expect(payments.findByIdempotencyKey(agentId, 'late')).toBeUndefined();
+    expect(payments.committedSince(agentId, 0, s.app.deps.now())).toBe(0n);
+    const retried = await postSign(s.url, key, body, 'late');
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.json.idempotent).toBe(false);
+    expect((await recoverAuthorizationSigner(retried.json.signature, retried.json.authorization)).toLowerCase()).toBe(s.bootstrap.treasury_address.toLowerCase());
+    expect(payments.committedSince(agentId, 0, s.app.deps.now())).toBe(1_000_000n);
+  });
+});
+
 describe('configuration of the bounds', () => {
   test('behavior: flags win over the environment, unset bounds keep their defaults, and a bound of 0 is refused', () => {
-    const c = loadConfig(['--max-in-flight', '8', '--max-probes=2'], { PAYPOLICY_MAX_IN_FLIGHT: '99', PAYPOLICY_MAX_SIGN_QUEUE: '3' });
-    expect([c.maxInFlight, c.maxSignQueue, c.maxProbes]).toEqual([8, 3, 2]);
+    const c = loadConfig(['--max-in-flight', '8', '--max-probes=2', '--max-queue-ms', '250'], { PAYPOLICY_MAX_IN_FLIGHT: '99', PAYPOLICY_MAX_SIGN_QUEUE: '3', PAYPOLICY_MAX_QUEUE_MS: '9' });
+    expect([c.maxInFlight, c.maxSignQueue, c.maxProbes, c.maxQueueMs]).toEqual([8, 3, 2, 250]);
     expect(loadConfig([], {}).maxInFlight).toBeUndefined();
     expect(() => loadConfig(['--max-sign-queue', '0'], {})).toThrow(ConfigError);
     expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES: '-1' })).toThrow(/--max-probes must be an integer/);

@@ -31,7 +31,7 @@ export type TestServerOptions = {
   /** Tempo JSON-RPC endpoint for MPP fee estimates. */
   tempoRpcUrl?: string;
   /** Connection cap and timeouts (small values keep limit tests fast). */
-  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxProbes'>;
+  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxQueueMs' | 'maxProbes'>;
   /** /metrics token and agent labels. */
   metrics?: Pick<Config, 'metricsToken' | 'metricsAgentLabels'>;
 };

@@ -19,6 +19,7 @@ const NO_SIGNER: SignerPool = {
     throw new Error('testDeps: this test has no signer; start a real server to sign');
   },
   threads: () => [],
+  maxQueueMs: 0,
   stage: () => ({ inFlight: 0, limit: 0 }),
   close: async () => {},
 };
