@@ -348,7 +348,7 @@ describe('dashboard: the policy form sets the ceiling (owners only) and the appr
       const r = await postPolicy(owner, agentId, { max_network_fee_wei: value });
       expect(r.status).toBe(400);
       const html = await r.text();
-      expect(html).toContain('max_network_fee_wei must be a whole number of wei from 0 to 1000000000000000000000');
+      expect(html).toContain('Max network fee must be a whole number of wei from 0 to 1000000000000000000000');
       expect(html).toMatch(/id="max-fee"[^>]*aria-invalid="true"/);
       expect(await policyOf(agentId)).toMatchObject({ spendCapUsd: '100', maxNetworkFeeWei: '777' });
     },
