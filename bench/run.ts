@@ -160,7 +160,25 @@ async function startSignInFlood(base: string): Promise<{ stop: () => Promise<Flo
   };
 }
 
+/**
+ * The overload phase (bench/flood2k.ts): 2,000 connections flooding /api/sign on a server of its
+ * own, its report printed as it comes. A server that answers a health check late or signs nothing
+ * after the flood fails the run.
+ */
+async function flood2k(): Promise<void> {
+  process.stderr.write('POST /api/sign from 2,000 connections ignoring Retry-After, health checks alongside…\n');
+  const child = spawn(process.execPath, [join(root, 'dist/bench/flood2k.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let text = '';
+  child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const [, json] = /^result (.+)$/m.exec(text) ?? [];
+  process.stdout.write(`\noverload (BENCH_ONLY=flood2k):\n${text.replace(/^result .+\n?/m, '')}`);
+  const result = json ? (JSON.parse(json) as { after: number; healthz?: { max: number; failed: number } }) : undefined;
+  if (code !== 0 || !result || result.after !== 200 || !result.healthz || result.healthz.failed > 0) process.exitCode = 1;
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_ONLY === 'flood2k') return flood2k();
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
   const paywall = await startPaywall();
   // BENCH_PROFILE=dir writes V8 CPU profiles of the server (main thread and signing threads) there.
@@ -197,7 +215,8 @@ async function main(): Promise<void> {
     const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
     // BENCH_ONLY=sign, quote or flood skips the baselines and the other phases (for profiling the
-    // server, or for measuring only the sign-in flood line).
+    // server, or for measuring only the sign-in flood line); BENCH_ONLY=flood2k runs only the
+    // overload phase, which otherwise runs last, on a server of its own.
     const only = process.env.BENCH_ONLY;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
@@ -255,6 +274,7 @@ async function main(): Promise<void> {
     paywall.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
+  if (!process.env.BENCH_ONLY) await flood2k();
 }
 
 await main();
