@@ -23,6 +23,8 @@ export type Config = {
   probeAllowHosts: string[];
   /** JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. */
   tempoRpcUrl: string | undefined;
+  /** JSON-RPC endpoint per EVM chain id: raw transactions for these chains are broadcast there. Unset: signed, never submitted. */
+  rpcUrls?: ReadonlyMap<number, string>;
   /** Open client connections beyond which new ones are refused; default from the open-file limit (at most 4096). */
   maxConnections?: number;
   /** An HTTP/2 session with no open stream is closed after this (default 60 s). */
@@ -71,7 +73,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
 };
 
 /** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
-export const SERVE_FLAGS: FlagSpecs = { ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, 'list' as const])), '--dev': 'switch', '--skip-integrity-check': 'switch', '--metrics-agent-labels': 'switch' };
+export const SERVE_FLAGS: FlagSpecs = { ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, 'list' as const])), '--dev': 'switch', '--skip-integrity-check': 'switch', '--metrics-agent-labels': 'switch', '--rpc-url': 'list' };
 
 /** Parses `serve` flags over environment variables over defaults. Flags win over the environment. */
 export function loadConfig(argv: string[], env: Env): Config {
@@ -100,6 +102,7 @@ export function loadConfig(argv: string[], env: Env): Config {
   }
   const tempoRpcUrl = raw.tempoRpcUrl;
   if (tempoRpcUrl !== undefined && !/^https?:\/\/[^\s]+$/.test(tempoRpcUrl)) throw new ConfigError(`--tempo-rpc-url must be an http(s) URL, got "${tempoRpcUrl}"`);
+  const rpcUrls = parseRpcUrls(env.PAYPOLICY_RPC_URLS, flags.all('--rpc-url'));
   const metricsToken = raw.metricsToken;
   const tokenProblem = metricsToken === undefined ? undefined : validateAdminToken(metricsToken);
   if (tokenProblem) throw new ConfigError(`--metrics-token ${tokenProblem}`);
@@ -115,6 +118,7 @@ export function loadConfig(argv: string[], env: Env): Config {
     maxQueueMs: optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000),
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
     tempoRpcUrl,
+    rpcUrls,
     skipIntegrityCheck,
     dev,
     probeAllowHosts,
@@ -128,6 +132,29 @@ export function loadConfig(argv: string[], env: Env): Config {
     tlsCert: raw.tlsCert,
     tlsKey: raw.tlsKey,
   };
+}
+
+/**
+ * The RPC endpoints per chain: `PAYPOLICY_RPC_URLS` (`8453=https://…,84532=https://…`), then each
+ * `--rpc-url CHAIN_ID=URL`, which replaces the environment's entry for its chain. A chain named
+ * twice in one source is an error, so is anything but a positive integer id and an http(s) URL.
+ */
+function parseRpcUrls(envText: string | undefined, flagValues: string[]): ReadonlyMap<number, string> {
+  const urls = new Map<number, string>();
+  const read = (entries: string[], source: string) => {
+    const seen = new Set<number>();
+    for (const entry of entries) {
+      const m = /^\s*(\d{1,15})\s*=\s*(https?:\/\/[^\s,]+)\s*$/.exec(entry);
+      const chainId = m ? Number(m[1]) : 0;
+      if (!m || chainId < 1) throw new ConfigError(`${source} entries must be CHAIN_ID=http(s)://URL with a positive integer chain id, got "${entry.split('=')[0]!.slice(0, 20)}=…"`);
+      if (seen.has(chainId)) throw new ConfigError(`${source} names chain ${chainId} more than once`);
+      seen.add(chainId);
+      urls.set(chainId, m[2]!);
+    }
+  };
+  if (envText) read(envText.split(',').filter((e) => e.trim() !== ''), 'PAYPOLICY_RPC_URLS');
+  read(flagValues, '--rpc-url');
+  return urls;
 }
 
 /** An integer flag within [min, max], or undefined when it was not given. */

@@ -13,6 +13,8 @@ import { defaultSafeFetchOptions } from './probe/safeFetch.js';
 import { createGate, DEFAULT_MAX_PROBES } from './admission.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
+import { createChainRpc } from './chain/rpc.js';
+import { startSubmitter } from './app/submit.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
@@ -26,6 +28,8 @@ import { createMetrics } from './observability/metrics.js';
 const APPROVAL_SWEEP_MS = 15_000;
 /** A wall clock this far from the ledger clock is worth an operator's look (NTP step, wrong date). */
 const CLOCK_SKEW_WARN_MS = 60_000;
+/** How often raw transactions waiting for broadcast are retried (app/submit.ts). */
+const SUBMIT_INTERVAL_MS = 5_000;
 
 export type Paypolicy = RunningServer & {
   deps: AppDeps;
@@ -44,6 +48,8 @@ export type StartOptions = {
    * answers 503 from then on). `paypolicy serve` exits non-zero from here.
    */
   onStorageFailure?: (err: Error) => void;
+  /** Background submitter period (default SUBMIT_INTERVAL_MS); tests shorten it. */
+  submitIntervalMs?: number;
 };
 
 /**
@@ -105,6 +111,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     },
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
+    chains: createChainRpc(config.rpcUrls),
+    nonceSynced: new Set(),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
@@ -142,6 +150,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     }
   }, APPROVAL_SWEEP_MS);
   sweep.unref();
+  // Raw transactions the first broadcast did not get accepted (node down or slow) are retried here.
+  const submitter = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS);
+  if (config.rpcUrls && config.rpcUrls.size > 0) log.info({ chains: [...config.rpcUrls.keys()] }, 'raw transactions on these chains are submitted on chain');
   log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
   let stopping: Promise<void> | undefined;
   return {
@@ -152,6 +163,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     stop(graceMs) {
       stopping ??= (async () => {
         clearInterval(sweep);
+        submitter.stop();
         await server.close(graceMs);
         await signer.close();
         try {

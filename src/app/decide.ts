@@ -10,6 +10,7 @@ import { intentFacts, resolveIntent, type Intent } from './intent.js';
 import { signAndSettle, signOrFail } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
 
 /**
  * A new payment: resolve what is to be paid, then decide in one serialized write transaction
@@ -23,16 +24,19 @@ import { allowedResult, type SignResult } from './signResult.js';
  */
 export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
   const intent = await resolveIntent(deps, principal, agent, req);
+  // A raw transaction's first reservation on a chain with an endpoint starts from the node's
+  // pending nonce; asked before the signing stage, so a slow node is not counted as queueing.
+  const nonceFloor = intent.needsNonce ? await chainNonceFloor(deps, principal.orgId, intent.chainId, treasury) : undefined;
   const release = deps.signer.admit();
   const deadline = performance.now() + deps.signer.maxQueueMs;
   try {
-    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline);
+    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline, nonceFloor);
   } finally {
     release();
   }
 }
 
-async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number): Promise<SignResult> {
+async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number, nonceFloor: number | undefined): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
 
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
@@ -76,6 +80,7 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
       return { verdict, row, signed: presigned };
     }
     payments.insert({ ...row, status: 'signing' });
+    if (intent.needsNonce) applyNonceFloor(deps, principal.orgId, intent.chainId, nonceFloor);
     const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
     return { verdict, row, nonce };
   });
@@ -84,6 +89,8 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
   if (verdict.outcome === 'pending_approval') {
     return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
   }
-  const signed = reserved.signed ?? (await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce));
-  return allowedResult(row, signed, false);
+  if (reserved.signed) return allowedResult(row, reserved.signed, false);
+  const signed = await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce);
+  // After the settling commit is durable, never before: broadcast, bounded by the RPC timeout.
+  return allowedResult(row, signed, false, await broadcastSettled(deps, row.id, signed));
 }

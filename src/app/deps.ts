@@ -6,6 +6,7 @@ import type { OfferCache } from '../probe/offerCache.js';
 import type { SafeFetchOptions } from '../probe/safeFetch.js';
 import type { TempoFeeSource } from '../signing/tempoFees.js';
 import type { UnitOfWork } from './unitOfWork.js';
+import type { ChainRpc } from '../chain/rpc.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
@@ -35,4 +36,8 @@ export type AppDeps = {
   offers: OfferCache;
   /** Gas and fee values for MPP payments: a configured Tempo RPC, else documented defaults. */
   tempoFees: TempoFeeSource;
+  /** Configured EVM RPC endpoints (--rpc-url): raw transactions on these chains are submitted (submit.ts). */
+  chains: ChainRpc;
+  /** (organization, chain) pairs whose nonce counter was reconciled with the node's pending nonce in this process. */
+  nonceSynced: Set<string>;
 };

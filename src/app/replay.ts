@@ -9,6 +9,7 @@ import { recheckApproved, recheckProbed } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
+import { broadcastSettled } from './submit.js';
 import type { Offer } from '../probe/offer.js';
 
 /**
@@ -60,7 +61,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   if (step.kind === 'over') return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
   if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
   const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
-  return allowedResult(row, signed, true);
+  return allowedResult(row, signed, true, await broadcastSettled(deps, row.id, signed));
 }
 
 type Probed = { offer: Offer; chain: readonly string[]; approved: Offer; request: string };

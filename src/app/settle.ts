@@ -3,6 +3,7 @@ import { DomainError } from '../domain/errors.js';
 import type { AppDeps } from './deps.js';
 import { preparePayment, storedMppOffer } from './preparePayment.js';
 import type { SignedPayment } from './signedPayment.js';
+import { submitsOnChain } from './submit.js';
 
 /**
  * Signing a stored request and settling the row that accounts for it: the signature leaves only
@@ -49,7 +50,7 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
   }
   let settled: boolean;
   try {
-    settled = await deps.uow.write(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now()));
+    settled = await deps.uow.write(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now(), submitsOnChain(deps, signed)));
   } catch (err) {
     await endSigning(deps, rowId, 'Recording the signature failed; it was discarded unsent');
     throw err;

@@ -9,14 +9,16 @@ export type SignResult =
   | {
       outcome: 'allowed'; agentId: string; transactionId: string; idempotent: boolean; amountMicros: bigint;
       chainId: number; type: PaymentType; recipient: string; signed: SignedPayment; resourceUrl: string;
+      /** The on-chain transaction hash once a node accepted it (raw transactions the service submits); else null. */
+      txHash: string | null;
     }
   | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean }
   | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean }
   | { outcome: 'dry_run'; agentId: string; verdict: Verdict; type: PaymentType; chainId: number; recipient: string; amountMicros: bigint };
 
-export function allowedResult(row: Omit<PaymentRow, 'status'>, signed: SignedPayment, idempotent: boolean): SignResult {
+export function allowedResult(row: Omit<PaymentRow, 'status'>, signed: SignedPayment, idempotent: boolean, txHash: string | null = row.txHash ?? null): SignResult {
   return {
     outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
-    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed, resourceUrl: row.resourceUrl,
+    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed, resourceUrl: row.resourceUrl, txHash,
   };
 }

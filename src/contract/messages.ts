@@ -154,7 +154,7 @@ export function signResultToProto(r: SignResult): MessageInitShape<typeof SignRe
       return {
         outcome: signOutcome.toProto('allowed'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
         costUsd: formatUsd(r.amountMicros), amountUsd: formatUsd(r.amountMicros), chainId: r.chainId,
-        type: paymentType.toProto(r.type), recipientAddress: r.recipient, resourceUrl: r.resourceUrl || undefined, ...signedToProto(r.signed),
+        type: paymentType.toProto(r.type), recipientAddress: r.recipient, resourceUrl: r.resourceUrl || undefined, txHash: r.txHash ?? undefined, ...signedToProto(r.signed),
       };
     case 'pending_approval':
       return {

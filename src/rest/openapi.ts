@@ -223,7 +223,7 @@ export const OPENAPI_DOCUMENT = {
         },
       },
       SignSigned: object({
-        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: 'null' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
+        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: ['string', 'null'], description: 'the on-chain transaction hash once a configured node accepted the raw transaction (README "On-chain submission"); null otherwise' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
         type: ref('PaymentType'), chain_id: int, recipient_address: address, resource_url: str(), ...signedMaterial,
       }, ['signature', 'tx_hash', 'agent_id', 'cost_usd', 'transaction_id', 'idempotent', 'type', 'chain_id', 'recipient_address']),
       SignPending: object({ status: { const: 'pending_approval' }, reason: str(), transaction_id: uuid, approval_request_id: uuid }),

@@ -30,23 +30,25 @@ export type PaymentRow = TransactionRecord & {
   request: string;
   /** JSON of the signed result, replayed to idempotent repeats. */
   result: string | null;
+  /** The hash a node accepted (raw transactions submitted by the service, migration 0007). */
+  txHash?: string | null;
 };
 
 type Raw = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
   amount_micros: bigint; reason: string; service_slug: string; resource_url: string; idempotency_key: string | null;
-  request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint;
+  request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint; tx_hash: string | null;
 };
 
 const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, resource_url,
-  idempotency_key, request_hash, request, result, approval_id, created_at`;
+  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash`;
 
 function toRow(r: Raw): PaymentRow {
   return {
     id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status as TransactionState, chainId: Number(r.chain_id),
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
-    result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at),
+    result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at), txHash: r.tx_hash,
   };
 }
 
@@ -67,7 +69,16 @@ export function createPaymentStore(db: Db) {
     holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
     VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @createdAt, @reason, @serviceSlug,
     @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
-  const settle = db.prepare(move('signing', 'signed', 'result = ?, updated_at = ?', 'id = ?'));
+  const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ?'));
+  // Submission is a column of a signed row, not a state (migration 0007).
+  const submitted = db.prepare(`UPDATE transactions SET submit_status = 'submitted', tx_hash = ?, updated_at = ?
+    WHERE id = ? AND status = 'signed' AND submit_status = 'pending'`);
+  const unsubmitted = db.prepare(`SELECT id, result FROM transactions WHERE submit_status = 'pending' AND chain_id = ?
+    ORDER BY nonce LIMIT ?`);
+  // The chain's pending nonce as the counter's floor: released nonces below it are spent on chain.
+  const raiseCounter = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, ?)
+    ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = MAX(next_nonce, excluded.next_nonce)`);
+  const dropReleasedBelow = db.prepare('DELETE FROM released_nonces WHERE org_id = ? AND chain_id = ? AND nonce < ?');
   const fail = db.prepare(move('signing', 'failed', 'reason = ?, updated_at = ?', 'id = ?'));
   // A nonce goes back to the pool only with the row that held it, in the same transaction as the
   // move out of `signing`: a signed row keeps its nonce forever.
@@ -135,8 +146,25 @@ export function createPaymentStore(db: Db) {
     insert(row: PaymentRow & { status: InitialState }): void {
       insert.run({ ...row, holdsCap: holdsCap(row.status) ? 1 : 0 });
     },
-    settleSigned(id: string, result: string, now: number): boolean {
-      return settle.run(result, now, id).changes === 1;
+    /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
+    settleSigned(id: string, result: string, now: number, submit = false): boolean {
+      return settle.run(result, submit ? 'pending' : null, now, id).changes === 1;
+    },
+    /** A node accepted the row's transaction: record its hash. False when it was already recorded. */
+    markSubmitted(id: string, txHash: string, now: number): boolean {
+      return submitted.run(txHash, now, id).changes === 1;
+    },
+    /** Signed raw transactions of `chainId` waiting for broadcast, lowest nonce first. */
+    unsubmitted(chainId: number, limit: number): Array<{ id: string; result: string }> {
+      return unsubmitted.all(chainId, limit) as Array<{ id: string; result: string }>;
+    },
+    /**
+     * Raises the (treasury, chain) counter to `floor` (the node's pending nonce) when it is lower,
+     * and forgets released nonces below it (the chain has used them). Inside a write transaction.
+     */
+    raiseNonceFloor(orgId: string, chainId: number, floor: number): void {
+      raiseCounter.run(orgId, chainId, floor);
+      dropReleasedBelow.run(orgId, chainId, floor);
     },
     /** Ends a `signing` row without a signature: releases its hold and hands its nonce back. */
     markFailed(id: string, reason: string, now: number): boolean {

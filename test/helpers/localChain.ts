@@ -53,7 +53,8 @@ export async function createLocalChain(opts: LocalChainOptions): Promise<LocalCh
     defaultTransactionGasLimit: 30_000_000n,
     genesisState: (opts.accounts ?? []).map((a) => ({ address: hexToBytes(a.address), balance: a.balance })),
     hardfork: e.PRAGUE,
-    initialBaseFeePerGas: 1_000_000_000n,
+    // Low, so the service's default raw-transaction fee ceiling (1 gwei) always covers it.
+    initialBaseFeePerGas: 10_000_000n,
     minGasPrice: 0n,
     mining: { autoMine: true, memPool: { order: e.MineOrdering.Priority } },
     network: { genesisBlockGasLimit: 30_000_000n },

@@ -30,6 +30,9 @@ export type TestServerOptions = {
   tls?: { cert: string; key: string };
   /** Tempo JSON-RPC endpoint for MPP fee estimates. */
   tempoRpcUrl?: string;
+  /** EVM RPC endpoints per chain (--rpc-url), and the background submitter's period. */
+  rpcUrls?: ReadonlyMap<number, string>;
+  submitIntervalMs?: number;
   /** Connection cap and timeouts (small values keep limit tests fast). */
   limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxQueueMs' | 'maxProbes'>;
   /** /metrics token and agent labels. */
@@ -43,11 +46,11 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const app = await startPaypolicy(
     {
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl,
+      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
       ...opts.limits,
       ...opts.metrics,
     },
-    { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now },
+    { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now, submitIntervalMs: opts.submitIntervalMs },
   );
   const bootstrap = app.bootstrap ?? (JSON.parse((await import('node:fs')).readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile);
   return {

@@ -6,6 +6,7 @@ import { defaultSafeFetchOptions } from '../../src/probe/safeFetch.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createTempoFeeSource } from '../../src/signing/tempoFees.js';
 import { createTreasuryVault } from '../../src/signing/treasury.js';
+import { createChainRpc } from '../../src/chain/rpc.js';
 import type { Store } from '../../src/store/store.js';
 import { createUnitOfWork } from '../../src/store/unitOfWork.js';
 
@@ -44,6 +45,8 @@ export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDep
     probe: defaultSafeFetchOptions,
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource(undefined, log),
+    chains: createChainRpc(),
+    nonceSynced: new Set(),
     ...overrides,
   };
 }
