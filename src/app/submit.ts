@@ -38,12 +38,17 @@ export async function broadcastSettled(deps: AppDeps, rowId: string, signed: Sig
 
 /**
  * One pass of the background submitter for one chain: the rows waiting for broadcast in nonce
- * order, stopping at the first that the node does not accept (the later nonces could not be mined
+ * order, once they are durable, stopping at the first that the node does not accept (the later nonces could not be mined
  * before it). Returns how many were submitted.
  */
 export async function submitPending(deps: AppDeps, chainId: number, batch = 100): Promise<number> {
   let submitted = 0;
-  for (const row of deps.store.payments.unsubmitted(chainId, batch)) {
+  const rows = deps.store.payments.unsubmitted(chainId, batch);
+  if (rows.length === 0) return 0;
+  // Read outside the write queue, a row may come from a group commit whose WAL sync is still
+  // running: broadcast only after a sync that started after this read (invariant 2).
+  await deps.uow.durable();
+  for (const row of rows) {
     if (!(await broadcastSettled(deps, row.id, JSON.parse(row.result) as SignedPayment))) break;
     submitted++;
   }
