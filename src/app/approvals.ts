@@ -11,6 +11,7 @@ import { sweepExpiredApprovals } from './maintenance.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 import { recheckApproved, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
+import { applyNonceFloor, chainNonceFloor } from './submit.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson } from './paywall.js';
 import { atomicToMicros } from '../domain/money.js';
@@ -79,6 +80,13 @@ export async function decideApproval(
   const decidedBy = named.trim() === '' ? 'operator' : requireName(named, 'decided_by');
   if (!UUID.test(input.id)) throw notFound();
   const { approvals, payments, agents } = deps.store;
+  // Approving a raw transaction reserves its nonce: the first reservation on a chain with an
+  // endpoint starts from the node's pending nonce, asked before the write as for a direct payment.
+  const pending = approvals.get(input.id);
+  const pendingTx = pending && inScope(principal, pending.orgId) && input.decision !== 'deny' ? payments.get(pending.transactionId) : undefined;
+  const nonceFloor = pendingTx?.type === 'raw_transaction'
+    ? await chainNonceFloor(deps, pendingTx.orgId, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address)
+    : undefined;
 
   const step = deps.uow.writeNow(() => {
     const a = approvals.get(input.id);
@@ -105,6 +113,7 @@ export async function decideApproval(
       return { kind: 'done' as const };
     }
     payments.startSigningApproved(tx.id, now);
+    if (tx.type === 'raw_transaction') applyNonceFloor(deps, tx.orgId, tx.chainId, nonceFloor);
     const nonce = tx.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId, tx.id) : undefined;
     return { kind: 'sign' as const, tx, nonce };
   });

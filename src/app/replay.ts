@@ -9,7 +9,7 @@ import { recheckApproved, recheckProbed } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
-import { broadcastSettled } from './submit.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
 import type { Offer } from '../probe/offer.js';
 
 /**
@@ -36,6 +36,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   if (paywall && await deps.uow.write(() => expireCollectionIfDue(deps, row.id))) return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
   const probed = paywall ? await probeApproved(deps, row) : undefined;
   const request = probed?.request ?? row.request;
+  const nonceFloor = row.type === 'raw_transaction' ? await chainNonceFloor(deps, row.orgId, row.chainId, treasury) : undefined;
   const step = await deps.uow.write(() => {
     const now = deps.now();
     if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
@@ -54,6 +55,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
       return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
     if (!payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
+    if (row.type === 'raw_transaction') applyNonceFloor(deps, row.orgId, row.chainId, nonceFloor);
     const nonce = row.type === 'raw_transaction' ? payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
     return { kind: 'sign' as const, nonce };
   });

@@ -38,6 +38,24 @@ afterAll(async () => {
   await node?.close();
 });
 
+describe('nonces of approved raw transactions', () => {
+  test('behavior: a raw transaction signed on approval starts from the chain\'s pending nonce, like a direct one', async () => {
+    const treasury = s.bootstrap.treasury_address;
+    // The treasury sent transactions outside this ledger: the chain is ahead of it.
+    await chain.rpc('hardhat_setNonce', [treasury, '0x9']);
+    const r = await postSign(s.url, s.bootstrap.api_key, {
+      agent_id: s.bootstrap.agent_id, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.25',
+    }, 'approved-nonce');
+    expect(r.status, r.text).toBe(202);
+    await connectClient(AdminService, s.url).decideApproval({ id: r.json.approval_request_id, decision: Decision.APPROVE, note: '', decidedBy: 'alice' }, bearer(s.bootstrap.admin_token));
+    const collected = await postSign(s.url, s.bootstrap.api_key, {
+      agent_id: s.bootstrap.agent_id, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.25',
+    }, 'approved-nonce');
+    expect(collected.status, collected.text).toBe(200);
+    expect(Number(collected.json.raw_transaction.nonce)).toBe(9);
+  });
+});
+
 describe('submission durability', () => {
   test('behavior: the background submitter broadcasts an approved raw transaction only after its settling commit is synced', async () => {
     const r = await postSign(s.url, s.bootstrap.api_key, {
@@ -48,11 +66,13 @@ describe('submission durability', () => {
     const held: Array<() => void> = [];
     let asked: (() => void) | undefined;
     const store = s.app.deps.store;
+    const original = store.writes;
     store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), (fd, done) => {
       held.push(() => fdatasync(fd, done));
       asked?.();
     }));
     const treasuryTxs = async () => Number(await chain.rpc('eth_getTransactionCount', [s.bootstrap.treasury_address, 'pending']));
+    const before = await treasuryTxs();
     const admin = connectClient(AdminService, s.url);
     const decided = admin.decideApproval({ id: r.json.approval_request_id, decision: Decision.APPROVE, note: '', decidedBy: 'alice' }, bearer(s.bootstrap.admin_token));
     // The decision and the settle of the signed row: the second's sync is held.
@@ -63,17 +83,18 @@ describe('submission durability', () => {
     expect(store.payments.get(r.json.transaction_id)?.status).toBe('signed'); // committed, not yet on disk
     // Give the submitter (every 10 ms) many passes while the sync is held.
     await new Promise((res) => setTimeout(res, 300));
-    expect(await treasuryTxs()).toBe(0);
+    expect(await treasuryTxs()).toBe(before);
 
     for (let i = 1; i < held.length; i++) held[i]!();
     let n = held.length;
     await decided;
     // Once synced, the submitter broadcasts it (later syncs are let through as they come).
-    while ((await treasuryTxs()) === 0) {
+    while ((await treasuryTxs()) === before) {
       while (n < held.length) held[n++]!();
       await new Promise((res) => setTimeout(res, 10));
     }
     while (n < held.length) held[n++]!();
-    expect(await treasuryTxs()).toBe(1);
+    expect(await treasuryTxs()).toBe(before + 1);
+    store.writes = original;
   }, 20_000);
 });
