@@ -43,9 +43,9 @@ describe('createLogger (as wired by startPaypolicy)', () => {
       return p;
     };
 
-    // Health checks and successful pings and resolves.
-    expect((await call('GET', '/healthz')).status).toBe(200);
-    expect((await call('GET', '/readyz')).status).toBe(200);
+    // Health checks (answered before any other work, with no request line) and successful pings and resolves.
+    expect((await rest(s.url, 'GET', '/healthz')).status).toBe(200);
+    expect((await rest(s.url, 'GET', '/readyz')).status).toBe(200);
     for (let i = 0; i < 3; i++) expect((await call('POST', '/api/ping', { key: b.api_key, body: { agent_id: b.agent_id } })).status).toBe(200);
     expect((await call('GET', `/api/resolve?slug=example&slugs=a,b&token=${querySecret}`, { key: b.api_key })).status).toBe(200);
     // A key placed in the query string by a careless client.

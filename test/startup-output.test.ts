@@ -79,8 +79,8 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     await p.waitForStdout(/"msg":"paypolicy listening"/, 5000);
     expect(Buffer.byteLength(p.stdout())).toBeLessThan(4096);
     // A request logged after start-up shows up too, while the server keeps running.
-    expect((await rest(url, 'GET', '/readyz', { headers: { connection: 'close' } })).status).toBe(200);
-    await p.waitForStdout(/"path":"\/readyz"[^\n]*\n/, 5000);
+    expect((await rest(url, 'GET', '/api/resolve?slug=x', { headers: { connection: 'close' } })).status).toBe(401);
+    await p.waitForStdout(/"path":"\/api\/resolve"[^\n]*\n/, 5000);
     expect(p.child.exitCode).toBeNull();
   });
 

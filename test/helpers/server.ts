@@ -52,6 +52,11 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now, submitIntervalMs: opts.submitIntervalMs },
   );
+  // Listening comes before the signing threads are online; tests start from a ready server.
+  for (let tries = 0; (await fetch(`${app.url}/readyz`, { headers: { connection: 'close' } })).status !== 200; tries++) {
+    if (tries > 200) throw new Error('the test server did not become ready');
+    await new Promise((r) => setTimeout(r, 25));
+  }
   const bootstrap = app.bootstrap ?? (JSON.parse((await import('node:fs')).readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile);
   return {
     app, url: app.url, dataDir, logs, bootstrap,
