@@ -93,9 +93,19 @@ export async function chainNonceFloor(deps: AppDeps, orgId: string, chainId: num
   }
 }
 
+/** How far ahead of the ledger's counter a node's pending nonce is believed (a treasury's own history). */
+export const MAX_NONCE_JUMP = 1_000_000;
+
 /** Applies a floor from chainNonceFloor, inside the write that reserves the nonce, and marks the pair reconciled. */
 export function applyNonceFloor(deps: AppDeps, orgId: string, chainId: number, floor: number | undefined): void {
   if (floor === undefined) return;
+  // The counter never goes down, so one wrong answer would make every later transaction of this
+  // treasury unmineable: a floor implausibly far ahead of the ledger is not believed.
+  const counter = deps.store.payments.nonceCounter(orgId, chainId);
+  if (!Number.isSafeInteger(floor) || floor < 0 || floor > counter + MAX_NONCE_JUMP) {
+    deps.log.warn({ orgId, chainId, nodeNonce: String(floor), ledgerNonce: counter }, 'the node reports a pending nonce implausibly far ahead of the ledger; not trusted, using the ledger');
+    return;
+  }
   deps.store.payments.raiseNonceFloor(orgId, chainId, floor);
   deps.nonceSynced.add(`${orgId}\u0000${chainId}`);
 }

@@ -79,6 +79,7 @@ export function createPaymentStore(db: Db) {
   const raiseCounter = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, ?)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = MAX(next_nonce, excluded.next_nonce)`);
   const dropReleasedBelow = db.prepare('DELETE FROM released_nonces WHERE org_id = ? AND chain_id = ? AND nonce < ?');
+  const counterOf = db.prepare('SELECT next_nonce FROM account_nonces WHERE org_id = ? AND chain_id = ?');
   const fail = db.prepare(move('signing', 'failed', 'reason = ?, updated_at = ?', 'id = ?'));
   // A nonce goes back to the pool only with the row that held it, in the same transaction as the
   // move out of `signing`: a signed row keeps its nonce forever.
@@ -162,6 +163,10 @@ export function createPaymentStore(db: Db) {
      * Raises the (treasury, chain) counter to `floor` (the node's pending nonce) when it is lower,
      * and forgets released nonces below it (the chain has used them). Inside a write transaction.
      */
+    /** The next new nonce of (treasury, chain): 0 before the first reservation. */
+    nonceCounter(orgId: string, chainId: number): number {
+      return Number((counterOf.get(orgId, chainId) as { next_nonce: number | bigint } | undefined)?.next_nonce ?? 0);
+    },
     raiseNonceFloor(orgId: string, chainId: number, floor: number): void {
       raiseCounter.run(orgId, chainId, floor);
       dropReleasedBelow.run(orgId, chainId, floor);
