@@ -52,9 +52,10 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now, submitIntervalMs: opts.submitIntervalMs },
   );
-  // Listening comes before the signing threads are online; tests start from a ready server.
-  for (let tries = 0; (await fetch(`${app.url}/readyz`, { headers: { connection: 'close' } })).status !== 200; tries++) {
-    if (tries > 200) throw new Error('the test server did not become ready');
+  // Listening comes before the signing threads are online (/readyz says 503 until then); tests
+  // start from a ready server.
+  for (let tries = 0; !app.deps.signer.threads().every((t) => t.online); tries++) {
+    if (tries > 400) throw new Error('the test server\'s signing threads did not come online');
     await new Promise((r) => setTimeout(r, 25));
   }
   const bootstrap = app.bootstrap ?? (JSON.parse((await import('node:fs')).readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile);

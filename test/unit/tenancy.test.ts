@@ -174,6 +174,10 @@ const NOT_USE_CASES: Record<string, string> = {
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', recheckApproved: 'helper of decideApproval',
+  // on-chain submission: the background submitter and the nonce floor act on rows a use case wrote
+  submitsOnChain: 'helper of signPayment', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
+  startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
+  applyNonceFloor: 'helper of sign/decideApproval',
   signAndSettle: 'helper of sign/decideApproval', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
