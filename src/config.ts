@@ -21,7 +21,10 @@ export type Config = {
   dev: boolean;
   /** Test-only `host:port` entries exempt from the probe's private-address block. */
   probeAllowHosts: string[];
-  /** JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. */
+  /**
+   * JSON-RPC endpoint of a Tempo node for MPP gas and fee estimates; defaults when unset. An alias
+   * kept for existing deployments: an --rpc-url entry for the offer's Tempo chain takes precedence.
+   */
   tempoRpcUrl: string | undefined;
   /** JSON-RPC endpoint per EVM chain id: raw transactions for these chains are broadcast there. Unset: signed, never submitted. */
   rpcUrls?: ReadonlyMap<number, string>;

@@ -103,6 +103,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   if (config.probeAllowHosts.length > 0) {
     log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
   }
+  // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
+  const chains = createChainRpc(config.rpcUrls);
   const deps: AppDeps = {
     store, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
     probe: {
@@ -110,8 +112,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
     },
     offers: createOfferCache(now),
-    tempoFees: createTempoFeeSource(config.tempoRpcUrl, log),
-    chains: createChainRpc(config.rpcUrls),
+    tempoFees: createTempoFeeSource({ chains, legacyUrl: config.tempoRpcUrl }, log),
+    chains,
     nonceSynced: new Set(),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.

@@ -6,27 +6,41 @@ import { MPP_RECIPIENT, startMppPeer, type MppPeer } from './helpers/peers.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { signedTempoTx, startTempoRpc, type TempoRpc } from './helpers/tempoRpc.js';
 
-describe('MPP gas and fees from PAYPOLICY_TEMPO_RPC_URL', () => {
+const TEMPO_TESTNET = 42431;
+const GOOD = { eth_chainId: '0xa5bf', eth_gasPrice: '0x4a817c800', eth_maxPriorityFeePerGas: '0x3b9aca00', eth_estimateGas: '0xc350' };
+
+describe('MPP gas and fees from PAYPOLICY_TEMPO_RPC_URL or the --rpc-url entry of the Tempo chain', () => {
   let peer: MppPeer;
   let rpc: TempoRpc;
   let broken: TempoRpc;
+  let registryRpc: TempoRpc;
+  let preferredRpc: TempoRpc;
+  let aliasRpc: TempoRpc;
   let s: TestServer;
   let withBroken: TestServer;
+  let viaRegistry: TestServer;
+  let withBoth: TestServer;
   let admin: Admin;
 
   beforeAll(async () => {
     peer = await startMppPeer();
-    rpc = await startTempoRpc({ eth_chainId: '0xa5bf', eth_gasPrice: '0x4a817c800', eth_maxPriorityFeePerGas: '0x3b9aca00', eth_estimateGas: '0xc350' });
+    rpc = await startTempoRpc(GOOD);
     broken = await startTempoRpc({ eth_chainId: '0xa5bf' });
-    [s, withBroken] = await Promise.all([
+    registryRpc = await startTempoRpc(GOOD);
+    // When both settings are given, the --rpc-url entry is the chain's endpoint; the alias node would give other prices.
+    preferredRpc = await startTempoRpc(GOOD);
+    aliasRpc = await startTempoRpc({ ...GOOD, eth_gasPrice: '0x1', eth_estimateGas: '0x1' });
+    [s, withBroken, viaRegistry, withBoth] = await Promise.all([
       startTestServer({ dev: true, probeAllowHosts: [peer.host], tempoRpcUrl: rpc.url }),
       startTestServer({ dev: true, probeAllowHosts: [peer.host], tempoRpcUrl: broken.url }),
+      startTestServer({ dev: true, probeAllowHosts: [peer.host], rpcUrls: new Map([[TEMPO_TESTNET, registryRpc.url]]) }),
+      startTestServer({ dev: true, probeAllowHosts: [peer.host], tempoRpcUrl: aliasRpc.url, rpcUrls: new Map([[TEMPO_TESTNET, preferredRpc.url]]) }),
     ]);
     admin = adminFor(s);
   });
   afterAll(async () => {
-    await Promise.all([s?.close(), withBroken?.close()]);
-    await Promise.all([peer?.close(), rpc?.close(), broken?.close()]);
+    await Promise.all([s?.close(), withBroken?.close(), viaRegistry?.close(), withBoth?.close()]);
+    await Promise.all([peer?.close(), rpc?.close(), broken?.close(), registryRpc?.close(), preferredRpc?.close(), aliasRpc?.close()]);
   });
 
   async function agentOn(server: TestServer): Promise<string> {
@@ -61,5 +75,27 @@ describe('MPP gas and fees from PAYPOLICY_TEMPO_RPC_URL', () => {
     expect(tx.maxFeePerGas).toBe(40_000_000_000n);
     expect(tx.maxPriorityFeePerGas).toBe(2_000_000_000n);
     expect(withBroken.logs.some((l) => l.includes('Tempo fee estimate failed'))).toBe(true);
+  });
+
+  test('behavior: configured through --rpc-url for the Tempo chain (no Tempo setting), the estimate comes from that endpoint', async () => {
+    const agentId = await agentOn(viaRegistry);
+    const url = peer.url('/fees/c');
+    const r = await postSign(viaRegistry.url, viaRegistry.bootstrap.api_key, { agent_id: agentId, type: 'mpp', payload: { resource_url: url } });
+    expect(r.status, r.text).toBe(200);
+    const tx = signedTempoTx(r.json.payment_header.value);
+    expect(tx).toMatchObject({ gas: 55_000n, maxFeePerGas: 40_000_000_000n, maxPriorityFeePerGas: 1_000_000_000n });
+    expect(registryRpc.calls.map((c) => c.method)).toEqual(expect.arrayContaining(['eth_chainId', 'eth_estimateGas', 'eth_gasPrice', 'eth_maxPriorityFeePerGas']));
+    const paid = await fetch(url, { headers: { accept: 'application/json', [r.json.payment_header.name]: r.json.payment_header.value } });
+    expect(paid.status, await paid.clone().text()).toBe(200);
+  });
+
+  test('behavior: with both settings, the --rpc-url entry for the chain wins over PAYPOLICY_TEMPO_RPC_URL', async () => {
+    const agentId = await agentOn(withBoth);
+    const r = await postSign(withBoth.url, withBoth.bootstrap.api_key, { agent_id: agentId, type: 'mpp', payload: { resource_url: peer.url('/fees/d') } });
+    expect(r.status, r.text).toBe(200);
+    expect(signedTempoTx(r.json.payment_header.value)).toMatchObject({ gas: 55_000n, maxFeePerGas: 40_000_000_000n });
+    expect(preferredRpc.calls.some((c) => c.method === 'eth_estimateGas')).toBe(true);
+    // (/readyz still probes the alias node with eth_chainId; no fee question goes there.)
+    expect(aliasRpc.calls.filter((c) => c.method !== 'eth_chainId')).toEqual([]);
   });
 });

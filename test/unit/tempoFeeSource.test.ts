@@ -5,6 +5,7 @@ import { createLogger } from '../../src/logger.js';
 import type { Offer } from '../../src/probe/offer.js';
 import { DEFAULT_TEMPO_FEES } from '../../src/signing/tempo.js';
 import { createTempoFeeSource } from '../../src/signing/tempoFees.js';
+import { createChainRpc } from '../../src/chain/rpc.js';
 
 /**
  * The Tempo fee source over viem's public client, against a real loopback JSON-RPC node that
@@ -100,5 +101,23 @@ describe('Tempo fee source (viem public client)', () => {
     expect(logs[0]).toMatch(/Tempo fee estimate failed/);
     expect(logs[0]).not.toMatch(/provider-key-123|127\.0\.0\.1/);
     expect(JSON.parse(logs[0]!).err).not.toMatch(/\n/);
+  });
+
+  test('behavior: an --rpc-url entry for the offer\'s chain is used through the shared registry', async () => {
+    const n = await node((method, id, res) => reply(res, id, GOOD[method]));
+    const logs: string[] = [];
+    const fees = createTempoFeeSource({ chains: createChainRpc(new Map([[42431, n.url]])) }, createLogger('warn', { write: (line: string) => void logs.push(line) }));
+    expect(await fees.feesFor(OFFER, TREASURY)).toEqual(ESTIMATED);
+    expect(n.methods).toContain('eth_estimateGas');
+  });
+
+  test('error: an --rpc-url entry whose node serves another chain gives the defaults and a warning naming both chain ids', async () => {
+    const n = await node((method, id, res) => reply(res, id, method === 'eth_chainId' ? '0x1' : GOOD[method]));
+    const logs: string[] = [];
+    const fees = createTempoFeeSource({ chains: createChainRpc(new Map([[42431, n.url]])) }, createLogger('warn', { write: (line: string) => void logs.push(line) }));
+    expect(await fees.feesFor(OFFER, TREASURY)).toEqual(DEFAULT_TEMPO_FEES);
+    expect(n.methods).toEqual(['eth_chainId']);
+    expect(logs.join('')).toMatch(/serves another chain/);
+    expect(logs.join('')).not.toMatch(/provider-key-123/);
   });
 });
