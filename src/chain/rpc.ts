@@ -7,6 +7,18 @@ import { createPublicClient, http, type Address, type Hex, type PublicClient } f
  * there: its raw transactions are signed and returned, never submitted.
  */
 export type ChainRpc = {
+  /** eth_getTransactionCount(address, 'latest'): how many of the address's transactions are mined. */
+  minedNonce(chainId: number, address: Address): Promise<number>;
+  /** eth_blockNumber. */
+  blockNumber(chainId: number): Promise<bigint>;
+  /** The receipt of a mined transaction; null while it is not mined (or unknown). */
+  receipt(chainId: number, hash: Hex): Promise<ChainReceipt | null>;
+  /**
+   * Why a mined transaction reverted, by replaying its call (eth_call against the state after its
+   * block, which still holds whatever made it fail): the revert string when the node gives one,
+   * else undefined. A hint for the ledger's reason, never a decision.
+   */
+  revertReason(chainId: number, call: { from: Address; to: Address; data: Hex; gas: bigint }, blockNumber: bigint): Promise<string | undefined>;
   has(chainId: number): boolean;
   chainIds(): number[];
   /** eth_sendRawTransaction; the node's transaction hash. */
@@ -22,6 +34,9 @@ export type ChainRpc = {
   request(chainId: number, method: string, params?: unknown[]): Promise<unknown>;
 };
 
+/** A mined transaction's receipt, as the tracker uses it (app/submit.ts). */
+export type ChainReceipt = { status: 'success' | 'reverted'; blockNumber: bigint; gasUsed: bigint; effectiveGasPrice: bigint };
+
 /** Largest JSON-RPC answer read: the calls above answer a few hundred bytes. */
 const MAX_RPC_RESPONSE_BYTES = 256 * 1024;
 
@@ -36,6 +51,29 @@ export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), ti
     return c;
   };
   return {
+    minedNonce: (chainId, address) => client(chainId).getTransactionCount({ address, blockTag: 'latest' }),
+    blockNumber: (chainId) => client(chainId).getBlockNumber({ cacheTime: 0 }),
+    async receipt(chainId, hash) {
+      // Raw request: viem's getTransactionReceipt throws when there is none, and a missing
+      // receipt is the common answer here.
+      const r = await client(chainId).request({ method: 'eth_getTransactionReceipt', params: [hash] }) as
+        { status?: string; blockNumber?: string; gasUsed?: string; effectiveGasPrice?: string } | null;
+      if (r === null || typeof r !== 'object' || typeof r.blockNumber !== 'string') return null;
+      return {
+        status: r.status === '0x1' ? 'success' : 'reverted', blockNumber: BigInt(r.blockNumber),
+        gasUsed: BigInt(r.gasUsed ?? '0x0'), effectiveGasPrice: BigInt(r.effectiveGasPrice ?? '0x0'),
+      };
+    },
+    async revertReason(chainId, call, blockNumber) {
+      try {
+        await client(chainId).call({ account: call.from, to: call.to, data: call.data, gas: call.gas, blockNumber });
+        return undefined;
+      } catch (err) {
+        const e = err as { shortMessage?: string; details?: string; cause?: { reason?: string } };
+        const reason = e.cause?.reason ?? e.details ?? e.shortMessage;
+        return typeof reason === 'string' ? reason.replace(/https?:\/\/\S+/g, '<rpc-url>').slice(0, 200) : undefined;
+      }
+    },
     has: (chainId) => clients.has(chainId),
     chainIds: () => [...clients.keys()],
     sendRaw: (chainId, serialized) => client(chainId).sendRawTransaction({ serializedTransaction: serialized }),

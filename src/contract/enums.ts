@@ -2,7 +2,8 @@ import type { DescEnum } from '@bufbuild/protobuf';
 import { AGENT_STATUSES, type AgentStatus as DomainAgentStatus } from '../domain/validate.js';
 import { PAYMENT_TYPES, type PaymentType as DomainPaymentType } from '../domain/paymentRequest.js';
 import { TRANSACTION_STATES, type TransactionState } from '../domain/transactionState.js';
-import { TransactionStatusSchema, type TransactionStatus } from '../../gen/paypolicy/v1/admin_pb.js';
+import { ChainStatusSchema, TransactionStatusSchema, type ChainStatus, type TransactionStatus } from '../../gen/paypolicy/v1/admin_pb.js';
+import { CHAIN_STATES, type ChainState } from '../domain/types.js';
 import {
   AgentStatusSchema,
   ApprovalStatusSchema,
@@ -59,6 +60,7 @@ export type ApprovalState = (typeof APPROVAL_STATES)[number];
 
 export const agentStatus = enumCodec<DomainAgentStatus, AgentStatus>(AgentStatusSchema, AGENT_STATUSES);
 export const transactionStatus = enumCodec<TransactionState, TransactionStatus>(TransactionStatusSchema, TRANSACTION_STATES);
+export const chainStatus = enumCodec<ChainState, ChainStatus>(ChainStatusSchema, CHAIN_STATES);
 export const approvalStatus = enumCodec<ApprovalState, ApprovalStatus>(ApprovalStatusSchema, APPROVAL_STATES);
 export const paymentType = enumCodec<DomainPaymentType, PaymentType>(PaymentTypeSchema, PAYMENT_TYPES);
 export const signOutcome = enumCodec<Verdict, SignOutcome>(SignOutcomeSchema, VERDICTS);

@@ -26,7 +26,7 @@ import type { ResolveResult } from '../app/registry.js';
 import type { SignResult } from '../app/sign.js';
 import type { QuoteResult } from '../app/quote.js';
 import type { SignedPayment } from '../app/signedPayment.js';
-import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, transactionStatus, type ApprovalState } from './enums.js';
+import { agentStatus, approvalStatus, chainStatus, offerStatus, paymentType, signOutcome, transactionStatus, type ApprovalState } from './enums.js';
 
 /**
  * Use-case results → the protobuf messages of the contract (proto/paypolicy/v1). Both transports
@@ -119,6 +119,10 @@ export function transactionToProto(t: TransactionRecord): MessageInitShape<typeo
     id: t.id, orgId: t.orgId, agentId: t.agentId, type: t.type, status: transactionStatus.toProto(t.status), amountUsd: formatUsd(t.amountMicros),
     recipientAddress: t.recipient, chainId: t.chainId, reason: t.reason, createdAt: timestampFromMs(t.createdAt),
     approvalRequestId: t.approvalId ?? '', serviceSlug: t.serviceSlug,
+    ...(t.chain ? {
+      txHash: t.chain.txHash ?? '', chainStatus: chainStatus.toProto(t.chain.status), networkFeeWei: t.chain.networkFeeWei ?? '',
+      blockNumber: BigInt(t.chain.blockNumber ?? 0), confirmations: t.chain.confirmations ?? 0,
+    } : {}),
   };
 }
 

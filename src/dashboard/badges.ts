@@ -11,6 +11,7 @@ const TRANSACTION_BADGE: Record<TransactionState, 'badge-ok' | 'badge-warn' | 'b
   failed: 'badge-bad',
   expired: 'badge-muted',
   recorded: 'badge-muted',
+  reverted: 'badge-bad',
 };
 
 /** A ledger state as the badge the other pages use; an unknown word (an old row) is shown muted. */

@@ -15,22 +15,26 @@
  *   collection refused it) | expired (not collected within the collection window)
  * - failed → approved | expired: only the start-up repair of rows an older build failed although
  *   their approval was approved (reopened within the collection window, else expired)
- * signed, denied, expired and recorded are final.
+ * - signed → reverted: a raw transaction the service submitted was mined and its receipt says it
+ *   failed (or the node refused it for good and its nonce was filled by a no-op transfer): nothing
+ *   moved, so the hold is released (migration 0008). Its reason says why.
+ * denied, expired, reverted and recorded are final; signed is final except for that move.
  */
-export const TRANSACTION_STATES = ['signing', 'signed', 'failed', 'pending_approval', 'approved', 'denied', 'expired', 'recorded'] as const;
+export const TRANSACTION_STATES = ['signing', 'signed', 'failed', 'pending_approval', 'approved', 'denied', 'expired', 'recorded', 'reverted'] as const;
 
 export type TransactionState = (typeof TRANSACTION_STATES)[number];
 
 /** Allowed moves, from → to. Anything else is refused by the typed store API and by the database. */
 export const TRANSITIONS = {
   signing: ['signed', 'failed', 'approved'],
-  signed: [],
+  signed: ['reverted'],
   failed: ['approved', 'expired'],
   pending_approval: ['signing', 'approved', 'denied', 'expired'],
   approved: ['signing', 'denied', 'expired'],
   denied: [],
   expired: [],
   recorded: [],
+  reverted: [],
 } as const satisfies Record<TransactionState, readonly TransactionState[]>;
 
 /** The states a row in `From` may move to. */

@@ -88,6 +88,23 @@ export type TransactionRecord = {
   serviceSlug: string;
   approvalId: string | null;
   createdAt: number;
+  /** The on-chain side of a raw transaction the service submits (README "On-chain submission"); absent otherwise. */
+  chain?: ChainTracking;
+};
+
+/** Where a submitted raw transaction is on chain (migration 0008's submit_status). */
+export const CHAIN_STATES = ['pending', 'submitted', 'confirmed', 'reverted', 'dropped', 'replaced'] as const;
+export type ChainState = (typeof CHAIN_STATES)[number];
+
+export type ChainTracking = {
+  status: ChainState;
+  /** The current version's hash (the mined one once mined); null before a node accepted one. */
+  txHash: string | null;
+  blockNumber: number | null;
+  /** Confirmations as last counted (1 = in the latest block). */
+  confirmations: number | null;
+  /** gasUsed × effectiveGasPrice of the mined version, in wei (decimal string). */
+  networkFeeWei: string | null;
 };
 
 /** The three dashboard roles: owners manage, approvers decide approvals, viewers read. */

@@ -1,5 +1,5 @@
 import type { Db } from './db.js';
-import type { TransactionRecord } from '../domain/types.js';
+import type { ChainState, TransactionRecord } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 
 /**
@@ -32,16 +32,30 @@ export type PaymentRow = TransactionRecord & {
   result: string | null;
   /** The hash a node accepted (raw transactions submitted by the service, migration 0007). */
   txHash?: string | null;
+  /** Where the submitted raw transaction is on chain (migration 0008); null when the service does not submit it. */
+  submitStatus?: ChainState | null;
+};
+
+/** A submitted raw transaction the tracker follows (app/submit.ts). */
+export type InFlightRow = {
+  id: string; orgId: string; agentId: string; nonce: number; result: string; txHash: string | null;
+  submitStatus: 'submitted' | 'dropped' | 'replaced'; broadcastAt: number | null; reason: string;
+};
+
+/** A version of a raw transaction after the original (a fee bump or a nonce filler), migration 0008. */
+export type ChainAttempt = {
+  hash: string; kind: 'bump' | 'filler'; serialized: string; gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; createdAt: number;
 };
 
 type Raw = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
   amount_micros: bigint; reason: string; service_slug: string; resource_url: string; idempotency_key: string | null;
   request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint; tx_hash: string | null;
+  submit_status: string | null;
 };
 
 const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, resource_url,
-  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash`;
+  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash, submit_status`;
 
 function toRow(r: Raw): PaymentRow {
   return {
@@ -49,6 +63,7 @@ function toRow(r: Raw): PaymentRow {
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
     result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at), txHash: r.tx_hash,
+    submitStatus: r.submit_status as ChainState | null,
   };
 }
 
@@ -75,6 +90,27 @@ export function createPaymentStore(db: Db) {
     WHERE id = ? AND status = 'signed' AND submit_status = 'pending'`);
   const unsubmitted = db.prepare(`SELECT id, result FROM transactions WHERE submit_status = 'pending' AND chain_id = ?
     ORDER BY nonce LIMIT ?`);
+  // Tracking (migration 0008). Every chain move is guarded by the chain state it leaves, like the
+  // status moves, so the tracker and a concurrent broadcast cannot both apply one.
+  const submittedAt = db.prepare(`UPDATE transactions SET broadcast_at = ? WHERE id = ? AND submit_status = 'submitted' AND broadcast_at IS NULL`);
+  const inFlight = db.prepare(`SELECT id, org_id, agent_id, nonce, result, tx_hash, submit_status, broadcast_at, reason FROM transactions
+    WHERE submit_status IN ('submitted', 'dropped', 'replaced') AND chain_id = ? ORDER BY nonce LIMIT ?`).safeIntegers(true);
+  const attemptsOf = db.prepare(`SELECT hash, kind, serialized, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at
+    FROM chain_attempts WHERE transaction_id = ? ORDER BY created_at, rowid`).safeIntegers(true);
+  const insertAttempt = db.prepare(`INSERT INTO chain_attempts (transaction_id, hash, kind, serialized, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at)
+    SELECT id, ?, ?, ?, ?, ?, ?, ? FROM transactions WHERE id = ? AND status = 'signed' AND submit_status IN ('pending', 'submitted', 'dropped', 'replaced')`);
+  const accepted = db.prepare(`UPDATE transactions SET submit_status = ?, tx_hash = ?, broadcast_at = ?, updated_at = ?
+    WHERE id = ? AND status = 'signed' AND submit_status IN ('pending', 'submitted', 'dropped', 'replaced')`);
+  const dropped = db.prepare(`UPDATE transactions SET submit_status = 'dropped', updated_at = ?
+    WHERE id = ? AND status = 'signed' AND submit_status IN ('submitted', 'replaced')`);
+  const mined = db.prepare(`UPDATE transactions SET tx_hash = ?, block_number = ?, confirmations = ?, network_fee_wei = ?, updated_at = ?
+    WHERE id = ? AND status = 'signed' AND submit_status IN ('submitted', 'dropped', 'replaced')`);
+  const confirmed = db.prepare(`UPDATE transactions SET submit_status = 'confirmed', tx_hash = ?, block_number = ?, confirmations = ?, network_fee_wei = ?, updated_at = ?
+    WHERE id = ? AND status = 'signed' AND submit_status IN ('submitted', 'dropped', 'replaced')`);
+  const reverted = db.prepare(move('signed', 'reverted', `submit_status = 'reverted', tx_hash = ?, block_number = ?, confirmations = ?, network_fee_wei = ?, reason = ?, updated_at = ?`,
+    `id = ? AND submit_status IN ('submitted', 'dropped', 'replaced')`));
+  const noteReason = db.prepare(`UPDATE transactions SET reason = ?, updated_at = ? WHERE id = ? AND status = 'signed'`);
+  const maxSignedNonce = db.prepare(`SELECT MAX(nonce) AS n FROM transactions WHERE org_id = ? AND chain_id = ? AND type = 'raw_transaction' AND status IN ('signed', 'reverted')`);
   // The chain's pending nonce as the counter's floor: released nonces below it are spent on chain.
   const raiseCounter = db.prepare(`INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, ?)
     ON CONFLICT (org_id, chain_id) DO UPDATE SET next_nonce = MAX(next_nonce, excluded.next_nonce)`);
@@ -158,6 +194,57 @@ export function createPaymentStore(db: Db) {
     /** Signed raw transactions of `chainId` waiting for broadcast, lowest nonce first. */
     unsubmitted(chainId: number, limit: number): Array<{ id: string; result: string }> {
       return unsubmitted.all(chainId, limit) as Array<{ id: string; result: string }>;
+    },
+    /** Starts the fee-bump timer of a row that markSubmitted just moved (same write). */
+    startBroadcastTimer(id: string, now: number): void {
+      submittedAt.run(now, id);
+    },
+    /** Submitted raw transactions of `chainId` not yet final (submitted, dropped, replaced), lowest nonce first. */
+    inFlight(chainId: number, limit: number): InFlightRow[] {
+      return (inFlight.all(chainId, limit) as Array<Record<string, unknown>>).map((r) => ({
+        id: r.id as string, orgId: r.org_id as string, agentId: r.agent_id as string, nonce: Number(r.nonce), result: r.result as string,
+        txHash: r.tx_hash as string | null, submitStatus: r.submit_status as InFlightRow['submitStatus'],
+        broadcastAt: r.broadcast_at === null ? null : Number(r.broadcast_at), reason: r.reason as string,
+      }));
+    },
+    /** The versions of a row after its original, oldest first. */
+    attempts(id: string): ChainAttempt[] {
+      return (attemptsOf.all(id) as Array<Record<string, unknown>>).map((r) => ({
+        hash: r.hash as string, kind: r.kind as ChainAttempt['kind'], serialized: r.serialized as string, gas: BigInt(r.gas as string),
+        maxFeePerGas: BigInt(r.max_fee_per_gas as string), maxPriorityFeePerGas: BigInt(r.max_priority_fee_per_gas as string), createdAt: Number(r.created_at),
+      }));
+    },
+    /** Records a new version of a tracked row before it is broadcast. False when the row is final. */
+    addAttempt(id: string, a: ChainAttempt): boolean {
+      return insertAttempt.run(a.hash, a.kind, a.serialized, a.gas.toString(), a.maxFeePerGas.toString(), a.maxPriorityFeePerGas.toString(), a.createdAt, id).changes === 1;
+    },
+    /** A node accepted version `hash` of the row: submitted (the original) or replaced (a later version). */
+    markAccepted(id: string, hash: string, replacement: boolean, now: number): boolean {
+      return accepted.run(replacement ? 'replaced' : 'submitted', hash, now, now, id).changes === 1;
+    },
+    /** The node no longer knows any version and none is mined. */
+    markDropped(id: string, now: number): boolean {
+      return dropped.run(now, id).changes === 1;
+    },
+    /** A version is mined but not yet confirmed enough: record where. */
+    markMined(id: string, m: MinedVersion, now: number): boolean {
+      return mined.run(m.hash, m.blockNumber, m.confirmations, m.networkFeeWei, now, id).changes === 1;
+    },
+    markConfirmed(id: string, m: MinedVersion, now: number): boolean {
+      return confirmed.run(m.hash, m.blockNumber, m.confirmations, m.networkFeeWei, now, id).changes === 1;
+    },
+    /** Final: nothing was paid (the receipt failed, or a filler used the nonce); releases the hold. */
+    markReverted(id: string, m: MinedVersion, reason: string, now: number): boolean {
+      return reverted.run(m.hash, m.blockNumber, m.confirmations, m.networkFeeWei, reason, now, id).changes === 1;
+    },
+    /** Notes why a signed row is not moving (a refusal, a bump over the ceiling) in its reason. */
+    noteReason(id: string, reason: string, now: number): void {
+      noteReason.run(reason, now, id);
+    },
+    /** The highest nonce a signed (or reverted) raw transaction of (treasury, chain) holds; undefined when none. */
+    maxSignedNonce(orgId: string, chainId: number): number | undefined {
+      const n = (maxSignedNonce.get(orgId, chainId) as { n: number | bigint | null }).n;
+      return n === null ? undefined : Number(n);
     },
     /**
      * Raises the (treasury, chain) counter to `floor` (the node's pending nonce) when it is lower,
@@ -249,3 +336,6 @@ export function createPaymentStore(db: Db) {
   };
 }
 export type PaymentStore = ReturnType<typeof createPaymentStore>;
+
+/** A mined version of a tracked row. */
+export type MinedVersion = { hash: string; blockNumber: number; confirmations: number; networkFeeWei: string };

@@ -1,20 +1,29 @@
 import type { Db } from './db.js';
-import type { TransactionRecord } from '../domain/types.js';
+import type { ChainState, TransactionRecord } from '../domain/types.js';
 import { holdsCap, type InitialState, type TransactionState } from '../domain/transactionState.js';
 
 type TxRow = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
   recipient: string; amount_micros: bigint; reason: string; service_slug: string; approval_id: string | null;
-  created_at: bigint;
+  created_at: bigint; submit_status: string | null; tx_hash: string | null; block_number: bigint | null; confirmations: bigint | null;
+  network_fee_wei: string | null;
 };
 
-const COLUMNS = 'id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, approval_id, created_at';
+const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, approval_id, created_at,
+  submit_status, tx_hash, block_number, confirmations, network_fee_wei`;
 
 function toTx(r: TxRow): TransactionRecord {
   return {
     id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status as TransactionState, chainId: Number(r.chain_id),
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     approvalId: r.approval_id, createdAt: Number(r.created_at),
+    // The chain side (migration 0008) only for raw transactions the service submits.
+    ...(r.submit_status === null ? {} : {
+      chain: {
+        status: r.submit_status as ChainState, txHash: r.tx_hash, blockNumber: r.block_number === null ? null : Number(r.block_number),
+        confirmations: r.confirmations === null ? null : Number(r.confirmations), networkFeeWei: r.network_fee_wei,
+      },
+    }),
   };
 }
 

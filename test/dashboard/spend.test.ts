@@ -44,6 +44,14 @@ const PATHS: Record<Exclude<TransactionState, 'recorded'>, { start: InitialState
   approved: { start: 'pending_approval', moves: [(id, at) => store.payments.markApproved(id, at)] },
   denied: { start: 'denied', moves: [] },
   expired: { start: 'pending_approval', moves: [(id, at) => store.payments.releasePending(id, 'expired', 'Approval request expired', at)] },
+  reverted: {
+    start: 'signing',
+    moves: [
+      (id, at) => store.payments.settleSigned(id, '{}', at, true),
+      (id, at) => store.payments.markAccepted(id, '0xabc', false, at),
+      (id, at) => store.payments.markReverted(id, { hash: '0xabc', blockNumber: 5, confirmations: 1, networkFeeWei: '21000' }, 'Reverted on chain in block 5', at),
+    ],
+  },
 };
 
 /** A payment `ago` ms before NOW (when it began counting), brought to `status` through the state machine. */
@@ -72,6 +80,7 @@ describe('summarizeSpend', () => {
     row(a.id, HOUR, 100n, 'denied');
     row(a.id, HOUR, 100n, 'failed');
     row(a.id, HOUR, 100n, 'expired');
+    row(a.id, HOUR, 100n, 'reverted');
     row(b.id, 5 * HOUR, 3n, 'signed');
 
     const s = summarizeSpend(deps, OPERATOR, orgId);

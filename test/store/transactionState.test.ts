@@ -67,7 +67,7 @@ describe('the database keeps transactions in the state machine', () => {
         }
       }
     }
-    expect(refused).toBe(8 * 7 - 12);
+    expect(refused).toBe(9 * 8 - 13);
   });
 
   test('behavior: holds_cap other than what the state says is refused, on insert and on update', () => {
@@ -83,12 +83,27 @@ describe('the database keeps transactions in the state machine', () => {
   });
 
   test('behavior: a new row must start in an initial state; unknown statuses are refused', () => {
-    for (const state of ['approved', 'failed', 'expired', 'bogus', '', 'SIGNED']) {
+    for (const state of ['approved', 'failed', 'expired', 'reverted', 'bogus', '', 'SIGNED']) {
       expect(() => insert(state, state === 'approved' ? 1 : 0), state).toThrow(/initial state/);
       expect(() => insert(state, 0), state).toThrow(/initial state/);
     }
     const id = rowIn('signing');
     expect(() => setStatus(id, 'bogus', 0)).toThrow(/illegal status transition/);
     expect((db.prepare('SELECT COUNT(*) AS n FROM transactions').get() as { n: number }).n).toBe(1);
+  });
+});
+
+describe('migration 0008: reverted and the chain states', () => {
+  test('behavior: a signed row may become reverted (releasing the hold), and nothing else; submit_status takes only the chain states', () => {
+    const id = rowIn('signed');
+    expect(() => setStatus(id, 'reverted', 1)).toThrow(/holds_cap/);
+    setStatus(id, 'reverted', 0);
+    expect(statusOf(id)).toEqual({ status: 'reverted', holds_cap: 0 });
+    expect(() => setStatus(id, 'signed', 1)).toThrow(/illegal status transition/);
+    const other = rowIn('signed');
+    for (const s of ['pending', 'submitted', 'confirmed', 'reverted', 'dropped', 'replaced']) {
+      db.prepare('UPDATE transactions SET submit_status = ? WHERE id = ?').run(s, other);
+    }
+    expect(() => db.prepare("UPDATE transactions SET submit_status = 'mined' WHERE id = ?").run(other)).toThrow(/CHECK/);
   });
 });

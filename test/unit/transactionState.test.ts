@@ -11,6 +11,7 @@ describe('transaction state machine', () => {
       'approved>denied', 'approved>expired', 'approved>signing',
       'failed>approved', 'failed>expired',
       'pending_approval>approved', 'pending_approval>denied', 'pending_approval>expired', 'pending_approval>signing',
+      'signed>reverted',
       'signing>approved', 'signing>failed', 'signing>signed',
     ]);
     expect(canTransition('signing', 'signed')).toBe(true);
@@ -18,8 +19,8 @@ describe('transaction state machine', () => {
     expect(canTransition('denied', 'approved')).toBe(false);
   });
 
-  test('behavior: signed, denied, expired and recorded are final; every state is reachable from a new row', () => {
-    expect(TRANSACTION_STATES.filter((s) => TRANSITIONS[s].length === 0).sort()).toEqual(['denied', 'expired', 'recorded', 'signed']);
+  test('behavior: denied, expired, recorded and reverted are final, signed only moves to reverted; every state is reachable from a new row', () => {
+    expect(TRANSACTION_STATES.filter((s) => TRANSITIONS[s].length === 0).sort()).toEqual(['denied', 'expired', 'recorded', 'reverted']);
     const reached = new Set<TransactionState>(INITIAL_STATES);
     for (let grew = true; grew;) {
       grew = false;
@@ -33,8 +34,9 @@ describe('transaction state machine', () => {
     expect([...CAP_HOLDING_STATES].sort()).toEqual(['approved', 'pending_approval', 'signed', 'signing']);
     const regain = TRANSACTION_STATES.flatMap((from) => TRANSITIONS[from].filter((to) => !holdsCap(from) && holdsCap(to)).map((to) => `${from}>${to}`));
     expect(regain).toEqual(['failed>approved']);
-    // A signed payment never stops holding: nothing leaves `signed`.
-    expect(TRANSITIONS.signed).toEqual([]);
+    // A signed payment stops holding only when the chain says nothing was paid (migration 0008).
+    expect(TRANSITIONS.signed).toEqual(['reverted']);
+    expect(holdsCap('reverted')).toBe(false);
   });
 
   test('behavior: only the known names are states', () => {

@@ -5,6 +5,7 @@ import { sql as networkFee } from './0004_network_fee.js';
 import { sql as nonceReuse } from './0005_nonce_reuse.js';
 import { sql as transactionStates } from './0006_transaction_states.js';
 import { sql as submission } from './0007_submission.js';
+import { sql as chainTracking } from './0008_chain_tracking.js';
 
 /** Every migration in order. Versions are explicit so nothing depends on directory order. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
@@ -15,4 +16,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 5, name: 'nonce_reuse', sql: nonceReuse },
   { version: 6, name: 'transaction_states', sql: transactionStates },
   { version: 7, name: 'submission', sql: submission },
+  { version: 8, name: 'chain_tracking', sql: chainTracking },
 ];
