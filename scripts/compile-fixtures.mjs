@@ -1,5 +1,6 @@
 // Compiles test/fixtures/MiniUSDC.sol with the pinned solc-js (devDependency) into
-// test/fixtures/MiniUSDC.json ({ abi, bytecode, deployedBytecode }). Run after editing the source:
+// test/fixtures/MiniUSDC.json ({ compiler, evmVersion, abi, bytecode }; the constructor takes the
+// EIP-712 domain name, see test/helpers/localChain.ts installMiniUsdc). Run after editing the source:
 //   node scripts/compile-fixtures.mjs
 // The JSON is committed so tests need no compiler (compiling costs 1-2 s).
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,7 @@ const source = readFileSync(new URL('../test/fixtures/MiniUSDC.sol', import.meta
 const input = {
   language: 'Solidity',
   sources: { 'MiniUSDC.sol': { content: source } },
-  settings: { evmVersion: 'paris', optimizer: { enabled: true, runs: 200 }, outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object', 'evm.deployedBytecode.object'] } } },
+  settings: { evmVersion: 'paris', optimizer: { enabled: true, runs: 200 }, outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } } },
 };
 const out = JSON.parse(solc.compile(JSON.stringify(input)));
 const errors = (out.errors ?? []).filter((e) => e.severity === 'error');
