@@ -20,6 +20,10 @@ describe('on-chain submission of raw transactions', () => {
   let chain: LocalChain;
   let node: Awaited<ReturnType<LocalChain['listen']>>;
   let hanging: Server;
+  // In front of the node: forwards every call, except that it refuses broadcasts while
+  // `refuseSends` is set (a node that answers reads but will not take the transaction now).
+  let proxy: Server;
+  let refuseSends = false;
   let server: TestServer;
   let pc: ReturnType<typeof createPublicClient>;
   const sign = (key: string, chainId = CHAIN) => postSign(server.url, server.bootstrap.api_key, {
@@ -34,8 +38,24 @@ describe('on-chain submission of raw transactions', () => {
     // A node that accepts connections and never answers: the slow RPC.
     hanging = createServer(() => {});
     await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', () => r()));
+    proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        const call = JSON.parse(body) as { id: unknown; method: string };
+        if (refuseSends && call.method === 'eth_sendRawTransaction') {
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: call.id, error: { code: -32000, message: 'not now' } }));
+          return;
+        }
+        fetch(node.url, { method: 'POST', body, headers: { 'content-type': 'application/json' } })
+          .then(async (r) => res.writeHead(200, { 'content-type': 'application/json' }).end(await r.text()))
+          .catch(() => res.destroy());
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
     server = await startTestServer({
-      rpcUrls: new Map([[CHAIN, node.url], [SLOW_CHAIN, `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`]]),
+      rpcUrls: new Map([[CHAIN, `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`], [SLOW_CHAIN, `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`]]),
       submitIntervalMs: 50,
     });
     const treasury = server.bootstrap.treasury_address as Address;
@@ -51,6 +71,8 @@ describe('on-chain submission of raw transactions', () => {
     await node?.close();
     hanging?.closeAllConnections();
     hanging?.close();
+    proxy?.closeAllConnections();
+    proxy?.close();
   });
 
   test('answers 200 with a tx_hash the node mined, from the chain\'s pending nonce; the recipient gets exactly the amount', async () => {
@@ -66,20 +88,40 @@ describe('on-chain submission of raw transactions', () => {
     expect(repeat.json).toMatchObject({ idempotent: true, tx_hash: r.json.tx_hash });
   });
 
-  test('node down: 200 with tx_hash null; the background submitter broadcasts it once the node is back and the repeat shows the hash', async () => {
+  test('node down: the treasury balance check cannot be made, so 503 chain_unavailable and nothing is reserved', async () => {
     await node.close();
-    const r = await sign('while-down');
-    expect(r.status, r.text).toBe(200);
-    expect(r.json.tx_hash).toBeNull();
-    expect(Number(r.json.raw_transaction.nonce)).toBe(START_NONCE + 1);
-    expect((await sign('while-down')).json.tx_hash).toBeNull();
-    const before = await balance().catch(() => undefined);
-    expect(before).toBeUndefined(); // really down
-    node = await chain.listen(node.port);
-    let repeat = await sign('while-down');
+    let r;
+    try {
+      r = await sign('while-down');
+    } finally {
+      node = await chain.listen(node.port);
+    }
+    expect(r.status, r.text).toBe(503);
+    expect(r.json.code).toBe('chain_unavailable');
+    // Nothing was written: the same key is a first attempt now, with the next nonce.
+    const back = await sign('while-down');
+    expect(back.status, back.text).toBe(200);
+    expect(back.json.idempotent).toBe(false);
+    expect(Number(back.json.raw_transaction.nonce)).toBe(START_NONCE + 1);
+    expect((await pc.getTransactionReceipt({ hash: back.json.tx_hash as Hex })).status).toBe('success');
+  });
+
+  test('a node that answers but refuses the broadcast: 200 with tx_hash null; the background submitter broadcasts it once accepted and the repeat shows the hash', async () => {
+    refuseSends = true;
+    let r;
+    try {
+      r = await sign('refused-send');
+      expect(r.status, r.text).toBe(200);
+      expect(r.json.tx_hash).toBeNull();
+      expect(Number(r.json.raw_transaction.nonce)).toBe(START_NONCE + 2);
+      expect((await sign('refused-send')).json.tx_hash).toBeNull();
+    } finally {
+      refuseSends = false;
+    }
+    let repeat = await sign('refused-send');
     while (repeat.json.tx_hash === null) {
       await new Promise((res) => setTimeout(res, 25));
-      repeat = await sign('while-down');
+      repeat = await sign('refused-send');
     }
     expect(repeat.json.tx_hash).toBe(r.json.raw_transaction.hash);
     expect((await pc.getTransactionReceipt({ hash: repeat.json.tx_hash as Hex })).status).toBe('success');
@@ -95,9 +137,9 @@ describe('on-chain submission of raw transactions', () => {
     expect(fast.json.tx_hash).toBe(fast.json.raw_transaction.hash);
     expect(slowDone).toBe(false);
     expect(performance.now() - started).toBeLessThan(1_500);
+    // The node never answered the treasury balance check: refused, fail-closed, nothing reserved.
     const s = await slow;
-    expect(s.status, s.text).toBe(200);
-    expect(s.json.tx_hash).toBeNull();
-    expect(Number(s.json.raw_transaction.nonce)).toBe(0); // the node did not answer: the ledger's counter
+    expect(s.status, s.text).toBe(503);
+    expect(s.json.code).toBe('chain_unavailable');
   }, 20_000);
 });

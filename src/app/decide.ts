@@ -11,6 +11,7 @@ import { signAndSettle, signOrFail } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
 import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
+import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './treasury.js';
 
 /**
  * A new payment: resolve what is to be paid, then decide in one serialized write transaction
@@ -26,17 +27,23 @@ export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, a
   const intent = await resolveIntent(deps, principal, agent, req);
   // A raw transaction's first reservation on a chain with an endpoint starts from the node's
   // pending nonce; asked before the signing stage, so a slow node is not counted as queueing.
-  const nonceFloor = intent.needsNonce ? await chainNonceFloor(deps, principal.orgId, intent.chainId, treasury) : undefined;
+  // Its treasury's balances are read beside it (treasury.ts), compared inside the reserving write.
+  const [nonceFloor, funds] = intent.needsNonce
+    ? await Promise.all([chainNonceFloor(deps, principal.orgId, intent.chainId, treasury), readFundsForSigning(deps, intent.chainId, treasury)])
+    : [undefined, undefined];
   const release = deps.signer.admit();
   const deadline = performance.now() + deps.signer.maxQueueMs;
   try {
-    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline, nonceFloor);
+    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline, nonceFloor, funds);
   } finally {
     release();
   }
 }
 
-async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number, nonceFloor: number | undefined): Promise<SignResult> {
+async function decide(
+  deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number,
+  nonceFloor: number | undefined, funds: FundsReading | undefined,
+): Promise<SignResult> {
   const { payments, approvals, agents, organizations } = deps.store;
 
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
@@ -54,7 +61,7 @@ async function decide(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, r
     shedIfLate(deadline);
     const current = agents.get(agent.id) ?? agent;
     const now = deps.now();
-    const verdict = evaluatePolicy(intentFacts(deps, current, intent));
+    const verdict = treasuryFundsVerdict(deps, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(intentFacts(deps, current, intent)));
     const row: Omit<PaymentRow, 'status'> = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
       recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',

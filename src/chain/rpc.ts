@@ -1,4 +1,5 @@
 import { createPublicClient, http, type Address, type Hex, type PublicClient } from 'viem';
+import { readTreasuryFunds, type TreasuryFunds } from './balances.js';
 
 /**
  * The configured EVM JSON-RPC endpoints (--rpc-url / PAYPOLICY_RPC_URLS), one viem public client
@@ -21,6 +22,8 @@ export type ChainRpc = {
   revertReason(chainId: number, call: { from: Address; to: Address; data: Hex; gas: bigint }, blockNumber: bigint): Promise<string | undefined>;
   has(chainId: number): boolean;
   chainIds(): number[];
+  /** The treasury's token and gas balances and mined nonce, read at one block (balances.ts). */
+  treasuryFunds(chainId: number, treasury: Address, token: Address): Promise<TreasuryFunds>;
   /** eth_sendRawTransaction; the node's transaction hash. */
   sendRaw(chainId: number, serialized: Hex): Promise<Hex>;
   /** Whether the node knows the transaction (pending or mined). */
@@ -76,6 +79,7 @@ export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), ti
     },
     has: (chainId) => clients.has(chainId),
     chainIds: () => [...clients.keys()],
+    treasuryFunds: (chainId, treasury, token) => readTreasuryFunds(client(chainId), treasury, token),
     sendRaw: (chainId, serialized) => client(chainId).sendRawTransaction({ serializedTransaction: serialized }),
     async knows(chainId, hash) {
       const tx = await client(chainId).request({ method: 'eth_getTransactionByHash', params: [hash] });

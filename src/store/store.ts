@@ -11,6 +11,7 @@ import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createSpendStore } from './spend.js';
 import { createTransactionStore } from './transactions.js';
+import { createTreasuryFundsStore } from './treasuryFunds.js';
 import { createWriteQueue } from './writeQueue.js';
 import { createWalSync } from './walSync.js';
 import { startCheckpointer } from './checkpointer.js';
@@ -40,6 +41,7 @@ export function openStore(file: string, options: OpenOptions = {}) {
     dashboardUsers: createDashboardUserStore(db),
     dashboardSessions: createDashboardSessionStore(db),
     loginFailures: createLoginFailureStore(db),
+    treasuryFunds: createTreasuryFundsStore(db),
     /** The error that stopped the store (fail-stop after a failed sync), if any. */
     failure: (): Error | undefined => storageFailure(db),
     /** Runs once, on the first failed sync or I/O error under a commit. */

@@ -17,7 +17,11 @@ let s: TestServer;
 let agentId: string;
 
 beforeAll(async () => {
-  answers = { eth_getTransactionCount: '0x1fffffffffffff', eth_chainId: '0x2105' };
+  // Plenty of USDC (balanceOf through eth_call) and ETH, so the treasury balance check passes.
+  answers = {
+    eth_getTransactionCount: '0x1fffffffffffff', eth_chainId: '0x2105', eth_blockNumber: '0x1',
+    eth_getBalance: '0xde0b6b3a7640000', eth_call: `0x${(10n ** 12n).toString(16).padStart(64, '0')}`,
+  };
   node = await startTempoRpc(answers);
   s = await startTestServer({ logLevel: 'warn', rpcUrls: new Map([[8453, node.url]]) });
   agentId = await createAgent(adminFor(s), s.bootstrap.org_id, 'hostile-node');

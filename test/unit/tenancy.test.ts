@@ -11,6 +11,7 @@ import {
 import type { AppDeps } from '../../src/app/deps.js';
 import { listTransactions } from '../../src/app/ledger.js';
 import { createOrganization, getOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../../src/app/organizations.js';
+import { getTreasuryBalances } from '../../src/app/treasury.js';
 import { pingAgent } from '../../src/app/ping.js';
 import { quotePayment } from '../../src/app/quote.js';
 import { deleteService, findVisibleService, listServices, resolveServices, upsertService, visibleServices } from '../../src/app/registry.js';
@@ -93,6 +94,8 @@ const USE_CASES: Record<string, UseCase> = {
   listOrganizations: { call: (p) => listOrganizations(deps, p), other: denied, refusedRoles: ['owner'] },
   provisionTreasury: { call: (p) => provisionTreasury(deps, p, orgA), other: denied, refusedRoles: ['owner'] },
   getOrganization: { call: (p) => getOrganization(deps, p, orgA), other: nf('organization_not_found'), allowed: () => getOrganization(deps, user(orgA, 'viewer'), orgA) },
+  // treasury.ts
+  getTreasuryBalances: { call: (p) => getTreasuryBalances(deps, p, orgA), other: nf('organization_not_found'), allowed: () => getTreasuryBalances(deps, user(orgA, 'viewer'), orgA) },
   // dashboardUsers.ts
   createDashboardUser: {
     call: (p) => createDashboardUser(deps, p, { orgId: orgA, email: 'new@example.com', role: 'owner', password: 'correct horse battery' }),
@@ -178,6 +181,7 @@ const NOT_USE_CASES: Record<string, string> = {
   submitsOnChain: 'helper of signPayment', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
   startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
   applyNonceFloor: 'helper of sign/decideApproval',
+  readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment',
   signAndSettle: 'helper of sign/decideApproval', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',

@@ -1,0 +1,154 @@
+import type { Address } from 'viem';
+import type { TreasuryFunds } from '../chain/balances.js';
+import { DomainError } from '../domain/errors.js';
+import { formatUsd } from '../domain/money.js';
+import { maxNetworkFeeWei, type NetworkFee } from '../domain/networkFee.js';
+import type { Verdict } from '../domain/policy.js';
+import type { Principal } from '../domain/types.js';
+import { USDC } from '../signing/tokens.js';
+import { formatEth } from '../chain/balances.js';
+import type { AppDeps } from './deps.js';
+import { requireOrgAccess } from './organizations.js';
+import { storedNetworkFee } from './recheck.js';
+
+/**
+ * The treasury's funds on the chains paypolicy has an RPC endpoint for: shown to people
+ * (getTreasuryBalances) and checked before a raw transaction is signed (readFundsForSigning, then
+ * treasuryFundsVerdict inside the write that reserves its nonce). Only the treasury's address is
+ * used: its key is never decrypted for this.
+ */
+
+/** One chain's balances, or why they could not be read. */
+export type ChainBalance = {
+  chainId: number;
+  /** USDC's address on the chain (the token table); null when the table has none. */
+  token: Address | null;
+  tokenSymbol: string;
+  /** USDC in micro-units (6 decimals, so micro-USD); null when not read. */
+  tokenBalanceMicros: bigint | null;
+  /** Native gas balance in wei; null when not read. */
+  nativeBalanceWei: bigint | null;
+  /** The block the balances were read at; null when not read. */
+  blockNumber: bigint | null;
+  /** Why the balances were not read (node down or slow, no token); null when they were. */
+  error: string | null;
+};
+
+export type TreasuryBalances = {
+  orgId: string;
+  /** Null before the treasury is provisioned (then no chain is read). */
+  treasuryAddress: Address | null;
+  /** One entry per configured chain, by chain id; empty when no RPC endpoint is configured. */
+  chains: ChainBalance[];
+};
+
+/**
+ * The organization's treasury balances on every chain with an RPC endpoint, read in parallel; a
+ * node that is down or slow gives an error for its chain only, within the RPC timeout. Needs
+ * `read` on the organization (its dashboard users, the operator); another organization's id is
+ * the same 404 as an unknown one.
+ */
+export async function getTreasuryBalances(deps: AppDeps, principal: Principal, orgId: string): Promise<TreasuryBalances> {
+  requireOrgAccess(deps, principal, 'read', orgId);
+  const address = deps.vault.address(orgId) as Address | undefined;
+  if (!address) return { orgId, treasuryAddress: null, chains: [] };
+  const chainIds = deps.chains.chainIds().sort((a, b) => a - b);
+  const chains = await Promise.all(chainIds.map(async (chainId): Promise<ChainBalance> => {
+    const token = USDC[chainId];
+    const empty = { chainId, token: token?.address ?? null, tokenSymbol: token?.symbol ?? 'USDC', tokenBalanceMicros: null, nativeBalanceWei: null, blockNumber: null };
+    if (!token) return { ...empty, error: `no USDC address is known for chain ${chainId}` };
+    try {
+      const funds = await deps.chains.treasuryFunds(chainId, address, token.address);
+      return { ...empty, tokenBalanceMicros: funds.tokenBalance, nativeBalanceWei: funds.nativeBalanceWei, blockNumber: funds.blockNumber, error: null };
+    } catch (err) {
+      return { ...empty, error: `the node did not answer: ${nodeReason(err)}` };
+    }
+  }));
+  return { orgId, treasuryAddress: address, chains };
+}
+
+/**
+ * Funds read before a raw transaction's reserving write: undefined when its chain has no endpoint
+ * (nothing is submitted there, so nothing is checked), else the reading or why there is none.
+ */
+export type FundsReading = { ok: true; funds: TreasuryFunds } | { ok: false; reason: string };
+
+/**
+ * Reads the treasury's funds for a raw transaction on `chainId`, outside any write: the node's
+ * answer must not hold the write queue. Runs beside the nonce-floor read, so it adds no round
+ * trip of its own to the payment.
+ */
+export async function readFundsForSigning(deps: AppDeps, chainId: number, treasury: Address): Promise<FundsReading | undefined> {
+  const token = USDC[chainId];
+  if (!deps.chains.has(chainId) || !token) return undefined;
+  try {
+    return { ok: true, funds: await deps.chains.treasuryFunds(chainId, treasury, token.address) };
+  } catch (err) {
+    return { ok: false, reason: nodeReason(err) };
+  }
+}
+
+/**
+ * Inside the serialized write that would reserve a raw transaction's nonce: an allowed verdict
+ * becomes a denial when the treasury cannot pay it together with everything it has signed (or is
+ * signing) on that chain that the balance's block has not mined. Because every reservation is in
+ * this same serialized write and counts the ones before it, concurrent payments that each fit the
+ * balance alone cannot together exceed it.
+ *
+ * A node that did not answer fails closed: 503 `chain_unavailable` and nothing is written, so the
+ * same Idempotency-Key is a first attempt later. Signing blind could hand out a transaction the
+ * treasury cannot pay, which would either revert on chain (gas spent) or be refused by the node
+ * and hold back every later nonce of the treasury on that chain.
+ */
+export function treasuryFundsVerdict(
+  deps: AppDeps, orgId: string, chainId: number, reading: FundsReading | undefined,
+  payment: { amountMicros: bigint; networkFee: NetworkFee | null }, verdict: Verdict,
+): Verdict {
+  if (verdict.outcome !== 'allowed' || reading === undefined) return verdict;
+  if (!reading.ok) {
+    throw new DomainError('treasury_unavailable', `The RPC node for chain ${chainId} did not answer the treasury balance check (${reading.reason}); nothing was signed, retry shortly`, {
+      code: 'chain_unavailable',
+    });
+  }
+  const { funds } = reading;
+  let unminedMicros = 0n;
+  let unminedFeeWei = 0n;
+  for (const row of deps.store.treasuryFunds.unminedRaw(orgId, chainId, funds.minedNonce)) {
+    unminedMicros += row.amountMicros;
+    const fee = storedNetworkFee(row.request);
+    if (fee) unminedFeeWei += maxNetworkFeeWei(fee);
+  }
+  const shortfall = treasuryShortfall(chainId, funds, { unminedMicros, unminedFeeWei }, payment);
+  return shortfall ? { outcome: 'denied', rule: 'treasury_funds', reason: shortfall } : verdict;
+}
+
+/**
+ * Why the treasury cannot pay a payment on top of what is not yet mined, in USD and ETH, or null
+ * when it can. Token first, then gas; both when both are short. The codes in parentheses are
+ * stable (README "Treasury balances").
+ */
+function treasuryShortfall(
+  chainId: number, funds: Pick<TreasuryFunds, 'tokenBalance' | 'nativeBalanceWei'>,
+  unmined: { unminedMicros: bigint; unminedFeeWei: bigint }, payment: { amountMicros: bigint; networkFee: NetworkFee | null },
+): string | null {
+  const reasons: string[] = [];
+  const neededMicros = payment.amountMicros + unmined.unminedMicros;
+  if (funds.tokenBalance < neededMicros) {
+    reasons.push(`Treasury has too little USDC on chain ${chainId} (treasury_insufficient_funds): balance $${formatUsd(funds.tokenBalance)}, `
+      + `this payment $${formatUsd(payment.amountMicros)} plus $${formatUsd(unmined.unminedMicros)} signed and not yet mined; $${formatUsd(neededMicros - funds.tokenBalance)} missing`);
+  }
+  const feeWei = payment.networkFee ? maxNetworkFeeWei(payment.networkFee) : 0n;
+  const neededWei = feeWei + unmined.unminedFeeWei;
+  if (funds.nativeBalanceWei < neededWei) {
+    reasons.push(`Treasury has too little ETH for gas on chain ${chainId} (treasury_insufficient_gas): balance ${formatEth(funds.nativeBalanceWei)} ETH, `
+      + `this payment up to ${formatEth(feeWei)} ETH (gas × max fee per gas) plus up to ${formatEth(unmined.unminedFeeWei)} ETH for transactions signed and not yet mined; `
+      + `${formatEth(neededWei - funds.nativeBalanceWei)} ETH missing`);
+  }
+  return reasons.length === 0 ? null : reasons.join('. ');
+}
+
+/** A short reason for a node that failed; viem's full message names the URL, which may carry a provider key. */
+function nodeReason(err: unknown): string {
+  const e = err as { shortMessage?: string; details?: string; message?: string };
+  return [e.shortMessage ?? e.message, e.details].filter(Boolean).join(' ').replace(/https?:\/\/\S+/g, '<rpc-url>').replace(/\s+/g, ' ').slice(0, 200);
+}
