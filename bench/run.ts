@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import Database from 'better-sqlite3';
+import { createPublicClient, http as viemHttp, type Hex } from 'viem';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
@@ -21,6 +23,9 @@ const CONNECTIONS = 64;
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 10);
 const AGENTS = 256;
 const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
+/** The submit phase's chain (Base Sepolia's id, so raw transactions pay its USDC) and that USDC's address. */
+const SUBMIT_CHAIN = 84532;
+const SUBMIT_USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 type Load = { rps: number; p50: number; p99: number; non2xx: number; errors: number; total: number };
@@ -177,13 +182,83 @@ async function flood2k(): Promise<void> {
   if (code !== 0 || !result || result.after !== 200 || !result.healthz || result.healthz.failed > 0) process.exitCode = 1;
 }
 
+/** The local EVM process of the submit phase (bench/chainNode.ts). */
+async function startChainNode(): Promise<{ url: string; fund: (treasury: string) => Promise<void>; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [join(root, 'dist/bench/chainNode.js'), String(SUBMIT_CHAIN)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const [, port] = await waitForLine(child, /listening (\d+)/);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async fund(treasury) {
+      const funded = waitForLine(child, /^funded$/m);
+      child.stdin!.write(`fund ${treasury} ${SUBMIT_USDC}\n`);
+      await funded;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.stdin!.end();
+      await exited;
+    },
+  };
+}
+
+type OnChain = { signed: number; withHash: number; pending: number; mined: number; missing: number; nonceGaps: number };
+
+/**
+ * After the submit phase: waits (up to 30 s) for the background submitter to broadcast what the
+ * first attempt did not, then checks in the server's ledger (read-only) and on the node that every
+ * signed raw transaction's hash is mined (successfully; up to 30 s more) and the treasury's nonces
+ * have no gap.
+ */
+async function checkOnChain(dataDir: string, nodeUrl: string): Promise<OnChain> {
+  const db = new Database(join(dataDir, 'paypolicy.db'), { readonly: true, fileMustExist: true });
+  type Row = { nonce: number; tx_hash: string | null; submit_status: string | null };
+  const rows = () => db.prepare(`SELECT nonce, tx_hash, submit_status FROM transactions WHERE type = 'raw_transaction' AND status = 'signed' AND chain_id = ? ORDER BY nonce`).all(SUBMIT_CHAIN) as Row[];
+  try {
+    let current = rows();
+    for (let waited = 0; current.some((r) => r.submit_status === 'pending') && waited < 30_000; waited += 250) {
+      await new Promise((r) => setTimeout(r, 250));
+      current = rows();
+    }
+    const node = createPublicClient({ transport: viemHttp(nodeUrl, { retryCount: 0, timeout: 10_000 }) });
+    const hashes = current.flatMap((r) => (r.tx_hash ? [r.tx_hash as Hex] : []));
+    // The node mines a block every 250 ms (chainNode.ts): the last ones may still be in its mempool.
+    let unmined = hashes;
+    for (let waited = 0; unmined.length > 0 && waited < 30_000; waited += 500) {
+      if (waited > 0) await new Promise((r) => setTimeout(r, 500));
+      const still: Hex[] = [];
+      let next = 0;
+      const batch = unmined;
+      await Promise.all(Array.from({ length: 16 }, async () => {
+        while (next < batch.length) {
+          const hash = batch[next++]!;
+          const receipt = await node.request({ method: 'eth_getTransactionReceipt', params: [hash] });
+          if (!receipt || (receipt as { status?: string }).status !== '0x1') still.push(hash);
+        }
+      }));
+      unmined = still;
+    }
+    const mined = hashes.length - unmined.length;
+    const nonceGaps = current.filter((r, i) => r.nonce !== i).length;
+    return {
+      signed: current.length, withHash: hashes.length, pending: current.filter((r) => r.submit_status === 'pending').length,
+      mined, missing: hashes.length - mined, nonceGaps,
+    };
+  } finally {
+    db.close();
+  }
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'flood2k') return flood2k();
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
   const paywall = await startPaywall();
+  // The submit phase's node is up before the server, which is started with --rpc-url for it.
+  const withSubmit = !process.env.BENCH_ONLY || process.env.BENCH_ONLY === 'submit';
+  const chainNode = withSubmit ? await startChainNode() : undefined;
   // BENCH_PROFILE=dir writes V8 CPU profiles of the server (main thread and signing threads) there.
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-  const server = spawn(process.execPath, [...profile, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info'], {
+  const server = spawn(process.execPath, [...profile, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info', ...(chainNode ? ['--rpc-url', `${SUBMIT_CHAIN}=${chainNode.url}`] : [])], {
     stdio: ['ignore', 'pipe', 'inherit'],
     // The quote phase probes a paywall on loopback, which only this test-only setting allows.
     env: { ...process.env, PAYPOLICY_DEV: '1', PAYPOLICY_PROBE_ALLOW_HOSTS: `127.0.0.1:${paywall.port}` },
@@ -194,7 +269,9 @@ async function main(): Promise<void> {
     const [, echoPort] = await waitForLine(echo, /listening (\d+)/);
     // The server logs one line per request at info level, as in production; keep draining it.
     server.stdout!.resume();
-    const boot = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as { admin_token: string; org_id: string; api_key: string };
+    const boot = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as { admin_token: string; org_id: string; api_key: string; treasury_address: string };
+    // Gas and USDC for the treasury, so every raw transaction can be paid for and mined.
+    if (chainNode) await chainNode.fund(boot.treasury_address);
     const admin = createClient(AdminService, createConnectTransport({ baseUrl: base!, httpVersion: '1.1' }));
     const auth = { headers: { authorization: `Bearer ${boot.admin_token}` } };
     const agents: string[] = [];
@@ -209,14 +286,19 @@ async function main(): Promise<void> {
       bodies: agents.map((id) => JSON.stringify({ agent_id: id, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 })),
     };
     const echoSpec: Spec = { method: 'POST', path: '/', headers: { 'content-type': 'application/json' }, bodies: [signSpec.bodies[0]!] };
+    const submitSpec: Spec = {
+      method: 'POST', path: '/api/sign', headers,
+      bodies: agents.map((id) => JSON.stringify({ agent_id: id, type: 'raw_transaction', chain_id: SUBMIT_CHAIN, recipient_address: RECIPIENT, amount_usd: 0.01 })),
+    };
     const quoteSpec: Spec = {
       method: 'POST', path: '/api/quote', headers, bodies: agents.map((id) => JSON.stringify({ url: paywall.url, agent_id: id })),
     };
     const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
-    // BENCH_ONLY=sign, quote or flood skips the baselines and the other phases (for profiling the
-    // server, or for measuring only the sign-in flood line); BENCH_ONLY=flood2k runs only the
-    // overload phase, which otherwise runs last, on a server of its own.
+    // BENCH_ONLY=sign, quote, flood or submit skips the baselines and the other phases (for profiling the
+    // server, or for measuring only the sign-in flood or submit line; submit keeps the sign phase, its
+    // ratio's denominator); BENCH_ONLY=flood2k runs only the overload phase, which otherwise runs
+    // last, on a server of its own.
     const only = process.env.BENCH_ONLY;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
     process.stderr.write('measuring x402 reference client (in-process signing)…\n');
@@ -236,17 +318,27 @@ async function main(): Promise<void> {
       flooded = { sign: during, flood: await flood.stop() };
     }
     let quote: Load | undefined;
-    if (only !== 'sign' && only !== 'flood') {
+    if (only !== 'sign' && only !== 'flood' && only !== 'submit') {
       // One miss fills the cache; everything measured afterwards is a cache hit.
       await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
       process.stderr.write('POST /api/quote (cache hits), same load…\n');
       quote = await run(base!, quoteSpec);
+    }
+    // Raw transactions broadcast to the local node before the 200 (each answered with its tx_hash
+    // unless the node was too slow: then the background submitter sends it).
+    let submit: { load: Load; chain: OnChain } | undefined;
+    if (chainNode) {
+      process.stderr.write('POST /api/sign (raw_transaction, submitted to a local EDR node), same load…\n');
+      const submitLoad = await run(base!, submitSpec);
+      process.stderr.write('checking every signed raw transaction on the node…\n');
+      submit = { load: submitLoad, chain: await checkOnChain(dataDir, chainNode.url) };
     }
 
     const rows: Array<[string, string, string, string]> = [
       ['POST /api/sign (eip3009, allowed, 256 agents)', sign.rps.toFixed(0), `${sign.p50} / ${sign.p99}`, `${sign.non2xx + sign.errors} of ${sign.total}`],
       ...(flooded ? [[`POST /api/sign during a ${CONNECTIONS}-way sign-in flood`, flooded.sign.rps.toFixed(0), `${flooded.sign.p50} / ${flooded.sign.p99}`, `${flooded.sign.non2xx + flooded.sign.errors} of ${flooded.sign.total}`] as [string, string, string, string]] : []),
       ...(quote ? [['POST /api/quote (x402 offer, cache hit)', quote.rps.toFixed(0), `${quote.p50} / ${quote.p99}`, `${quote.non2xx + quote.errors} of ${quote.total}`] as [string, string, string, string]] : []),
+      ...(submit ? [['POST /api/sign (raw_transaction, submitted to local EDR)', submit.load.rps.toFixed(0), `${submit.load.p50} / ${submit.load.p99}`, `${submit.load.non2xx + submit.load.errors} of ${submit.load.total}`] as [string, string, string, string]] : []),
       ['bare node:http JSON echo (baseline)', bare.rps.toFixed(0), `${bare.p50} / ${bare.p99}`, `${bare.non2xx + bare.errors} of ${bare.total}`],
       ['x402 reference client, in-process signing (baseline)', reference.toFixed(0), '-', '-'],
     ];
@@ -260,6 +352,11 @@ async function main(): Promise<void> {
       `sign vs reference client: ${(sign.rps / reference).toFixed(2)}x (target >= 3x)`,
       `sign vs bare node:http:   ${(sign.rps / bare.rps).toFixed(2)}x`,
       ...(quote ? [`quote (cache hit) vs bare node:http: ${(quote.rps / bare.rps).toFixed(2)}x`] : []),
+      ...(submit ? [
+        `submitted raw tx/s vs sign-only (eip3009, same run): ${(submit.load.rps / sign.rps).toFixed(2)}x`,
+        `on chain: ${submit.chain.mined} of ${submit.chain.withHash} tx_hashes mined (${submit.chain.missing} not), ${submit.chain.signed} signed, ` +
+          `${submit.chain.pending} still waiting for broadcast, ${submit.chain.nonceGaps} nonces out of sequence`,
+      ] : []),
       `sign p99: ${sign.p99} ms (target <= 20 ms)`,
       ...(flooded ? [
         `sign p50 under a ${CONNECTIONS}-way sign-in flood: ${flooded.sign.p50} ms vs ${sign.p50} ms unflooded = ${(flooded.sign.p50 / sign.p50).toFixed(2)}x (target <= 3x); ` +
@@ -269,8 +366,11 @@ async function main(): Promise<void> {
     process.stdout.write(`${lines.join('\n')}\n`);
     if (sign.non2xx + sign.errors > 0 || (quote && quote.non2xx + quote.errors > 0)) process.exitCode = 1;
     if (flooded && flooded.sign.non2xx + flooded.sign.errors > 0) process.exitCode = 1;
+    if (submit && (submit.load.non2xx + submit.load.errors > 0 || submit.chain.missing > 0 || submit.chain.pending > 0 || submit.chain.nonceGaps > 0
+      || submit.chain.withHash !== submit.chain.signed)) process.exitCode = 1;
   } finally {
     await Promise.all([stop(server), stop(echo)]);
+    await chainNode?.stop();
     paywall.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
