@@ -1,6 +1,17 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { x402Facilitator } from '@x402/core/facilitator';
+import { decodePaymentResponseHeader } from '@x402/core/http';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { toFacilitatorEvmSigner } from '@x402/evm';
+import { ExactEvmScheme as ExactEvmFacilitatorScheme } from '@x402/evm/exact/facilitator';
+import { ExactEvmScheme as ExactEvmServerScheme } from '@x402/evm/exact/server';
+import { paymentMiddleware, x402ResourceServer } from '@x402/hono';
+import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
-  createPublicClient, createWalletClient, defineChain, encodeAbiParameters, encodeFunctionData, http, keccak256, maxUint256, parseSignature, toBytes,
+  createPublicClient, createWalletClient, defineChain, encodeAbiParameters, encodeFunctionData, http, keccak256, maxUint256, parseSignature, publicActions, toBytes,
   type Abi, type Account, type Address, type Hex, type PublicClient,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -28,6 +39,9 @@ const AMOUNT_USD = '1.25';
 const AMOUNT = 1_250_000n; // 6 decimals
 const TREASURY_USDC = 100_000_000n;
 const GAS = 300_000n;
+/** The x402 paywall's payee, and its price: $0.01 of USDC. */
+const PAYWALL_PAY_TO: Address = '0x5555555555555555555555555555555555555555';
+const PAYWALL_PRICE = 10_000n;
 
 /**
  * The witness x402's exact Permit2 proxy passes to permitWitnessTransferFrom: Permit2 appends this
@@ -55,11 +69,46 @@ type ChainSetup = {
   deployerKey: Hex;
   /** Sends `call` from `from` (a local account, or an address the chain lets us impersonate) with fixed gas, so a revert is mined, not estimated away. */
   send: (from: Account | Address, call: ContractCall) => Promise<'success' | 'reverted'>;
+  viemChain: ReturnType<typeof defineChain>;
 };
+
+/**
+ * An x402 paywall (@x402/hono) whose facilitator is x402's reference one (ExactEvmScheme) with a
+ * real signer on the local chain: it verifies a payment against the chain and settles it by
+ * sending transferWithAuthorization from its own funded account.
+ */
+async function startOnChainPaywall(setup: ChainSetup, facilitatorKey: Hex): Promise<{ url: string; host: string; close: () => Promise<void> }> {
+  const wallet = createWalletClient({ account: privateKeyToAccount(facilitatorKey), chain: setup.viemChain, transport: http(setup.node.url, { retryCount: 0 }) })
+    .extend(publicActions);
+  const signer = toFacilitatorEvmSigner({ ...wallet, address: wallet.account.address } as never);
+  const facilitator = new x402Facilitator().register(`eip155:${setup.chain.chainId}`, new ExactEvmFacilitatorScheme(signer));
+  const resourceServer = new x402ResourceServer({
+    getSupported: () => facilitator.getSupported(),
+    verify: (p: PaymentPayload, r: PaymentRequirements) => facilitator.verify(p, r),
+    settle: (p: PaymentPayload, r: PaymentRequirements) => facilitator.settle(p, r),
+  } as never).register(`eip155:${setup.chain.chainId}`, new ExactEvmServerScheme());
+  const app = new Hono();
+  app.use(paymentMiddleware({
+    'GET /paid': { accepts: { scheme: 'exact', network: `eip155:${setup.chain.chainId}` as `${string}:${string}`, price: '$0.01', payTo: PAYWALL_PAY_TO }, description: 'on-chain paywall' },
+  }, resourceServer));
+  app.get('/paid', (ctx) => ctx.json({ ok: true }));
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
+  const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: `http://${host}/paid`,
+    host,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
+}
 
 describe('EIP-3009 and Permit2 signatures from paypolicy, relayed on chain by a third party', () => {
   let server: TestServer;
   let treasury: Address;
+  let paywall: Awaited<ReturnType<typeof startOnChainPaywall>>;
   const setups = new Map<number, ChainSetup>();
 
   beforeAll(async () => {
@@ -85,10 +134,16 @@ describe('EIP-3009 and Permit2 signatures from paypolicy, relayed on chain by a 
           if (impersonated) await chain.rpc('hardhat_stopImpersonatingAccount', [from]);
         }
       };
-      setups.set(c.chainId, { chain, node, pc, relayer, deployerKey, send });
+      setups.set(c.chainId, { chain, node, pc, relayer, deployerKey, send, viemChain });
     }
+    const facilitatorKey = generatePrivateKey();
+    await setups.get(84532)!.chain.rpc('hardhat_setBalance', [privateKeyToAccount(facilitatorKey).address, '0xde0b6b3a7640000']);
+    paywall = await startOnChainPaywall(setups.get(84532)!, facilitatorKey);
     // The node URLs are configured, as an operator would: paypolicy still only signs authorizations.
-    server = await startTestServer({ rpcUrls: new Map(CHAINS.map((c) => [c.chainId, setups.get(c.chainId)!.node.url])) });
+    server = await startTestServer({
+      rpcUrls: new Map(CHAINS.map((c) => [c.chainId, setups.get(c.chainId)!.node.url])),
+      dev: true, probeAllowHosts: [paywall.host],
+    });
     treasury = server.bootstrap.treasury_address as Address;
     for (const c of CHAINS) {
       const s = setups.get(c.chainId)!;
@@ -99,11 +154,12 @@ describe('EIP-3009 and Permit2 signatures from paypolicy, relayed on chain by a 
       await s.chain.rpc('hardhat_setBalance', [treasury, '0xde0b6b3a7640000']);
       await s.chain.rpc('hardhat_setBalance', [X402_PERMIT2_PROXY, '0xde0b6b3a7640000']);
     }
-    await setPolicy(adminFor(server), server.bootstrap.agent_id, { allowlist: [RECIPIENT], capUsd: '1000', thresholdUsd: '1000' });
+    await setPolicy(adminFor(server), server.bootstrap.agent_id, { allowlist: [RECIPIENT, PAYWALL_PAY_TO], capUsd: '1000', thresholdUsd: '1000' });
   }, 60_000);
 
   afterAll(async () => {
     await server?.close();
+    await paywall?.close();
     for (const s of setups.values()) await s.node.close();
   });
 
@@ -270,5 +326,34 @@ describe('EIP-3009 and Permit2 signatures from paypolicy, relayed on chain by a 
         });
       });
     });
+  });
+
+  test('x402: the payment_header paypolicy signs for a live @x402/hono paywall is settled on chain by x402\'s reference facilitator; the payee gets exactly the price', async () => {
+    const s84532 = setups.get(84532)!;
+    const usdc = (owner: Address) => s84532.pc.readContract({ address: CHAINS[0].token, abi: MINI_USDC_AUTHORIZATION_ABI, functionName: 'balanceOf', args: [owner] });
+    const [payeeBefore, treasuryBefore, sentBefore] = [await usdc(PAYWALL_PAY_TO), await usdc(treasury), await s84532.pc.getTransactionCount({ address: treasury })];
+    const r = await postSign(server.url, server.bootstrap.api_key, {
+      agent_id: server.bootstrap.agent_id, type: 'x402', chain_id: 84532, payload: { resource_url: paywall.url },
+    }, 'x402-on-chain');
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toMatchObject({ tx_hash: null, recipient_address: PAYWALL_PAY_TO, authorization: { from: treasury, to: PAYWALL_PAY_TO, value: PAYWALL_PRICE.toString(), domain_name: 'USDC' } });
+    expect(await usdc(PAYWALL_PAY_TO)).toBe(payeeBefore); // signing moved nothing
+
+    const header = r.json.payment_header as { name: string; value: string };
+    const paid = await fetch(paywall.url, { headers: { accept: 'application/json', [header.name]: header.value } });
+    expect(paid.status, await paid.clone().text()).toBe(200);
+    const settled = decodePaymentResponseHeader(paid.headers.get('payment-response')!);
+    expect(settled).toMatchObject({ success: true, network: 'eip155:84532', payer: treasury });
+    const receipt = await s84532.pc.getTransactionReceipt({ hash: settled.transaction as Hex });
+    expect(receipt.status).toBe('success');
+    expect(receipt.from).not.toBe(treasury.toLowerCase());
+    expect(await usdc(PAYWALL_PAY_TO)).toBe(payeeBefore + PAYWALL_PRICE);
+    expect(await usdc(treasury)).toBe(treasuryBefore - PAYWALL_PRICE);
+    expect(await s84532.pc.getTransactionCount({ address: treasury })).toBe(sentBefore);
+
+    // The same header again: the facilitator's settlement reverts on chain (nonce used), so no second payment.
+    const again = await fetch(paywall.url, { headers: { accept: 'application/json', [header.name]: header.value } });
+    expect(again.status).not.toBe(200);
+    expect(await usdc(PAYWALL_PAY_TO)).toBe(payeeBefore + PAYWALL_PRICE);
   });
 });
