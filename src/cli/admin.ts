@@ -5,6 +5,7 @@ import { approvalCommands } from './commands/approvals.js';
 import { organizationCommands } from './commands/organizations.js';
 import { serviceCommands } from './commands/services.js';
 import { transactionCommands } from './commands/transactions.js';
+import { treasuryCommands } from './commands/treasury.js';
 import { userCommands } from './commands/users.js';
 import { createAdminClient } from './createAdminClient.js';
 import { UsageError, reportError } from './errors.js';
@@ -17,6 +18,7 @@ import { formatCommandUsage, formatUsage } from './usage.js';
 /** Every admin subcommand, in the order `paypolicy help` lists them. */
 export const COMMANDS: readonly Command[] = [
   ...organizationCommands,
+  ...treasuryCommands,
   ...apiKeyCommands,
   ...agentCommands,
   ...serviceCommands,

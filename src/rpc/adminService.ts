@@ -14,6 +14,7 @@ import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
 import { deleteService, listServices, upsertService, type RegistryScope } from '../app/registry.js';
+import { getTreasuryBalances } from '../app/treasury.js';
 import { invalidArgument } from '../domain/errors.js';
 import type { OperatorPrincipal } from '../domain/types.js';
 import {
@@ -26,6 +27,7 @@ import {
   serviceToProto,
   transactionToProto,
 } from '../contract/messages.js';
+import { treasuryBalancesToProto } from '../contract/treasury.js';
 import { agentStatus, approvalStatus, transactionStatus, type EnumCodec } from '../contract/enums.js';
 import { pageOf } from './pages.js';
 
@@ -57,6 +59,10 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     provisionTreasury(req, ctx) {
       const op = admin(ctx);
       return { treasuryAddress: provisionTreasury(deps, op, req.orgId) };
+    },
+    async getTreasuryBalances(req, ctx) {
+      const op = admin(ctx);
+      return treasuryBalancesToProto(await getTreasuryBalances(deps, op, req.orgId));
     },
     createApiKey(req, ctx) {
       const op = admin(ctx);

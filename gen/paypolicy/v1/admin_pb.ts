@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file paypolicy/v1/admin.proto.
  */
 export const file_paypolicy_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiKJAQoZVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEiQKF2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzGAMgASgNSAGIAQFCBwoFX25hbWVCGgoYX2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzIk4KGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjAKDG9yZ2FuaXphdGlvbhgBIAEoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iQQoYTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJImcKGUxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2USMQoNb3JnYW5pemF0aW9ucxgBIAMoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKGFByb3Zpc2lvblRyZWFzdXJ5UmVxdWVzdBIOCgZvcmdfaWQYASABKAkiNQoZUHJvdmlzaW9uVHJlYXN1cnlSZXNwb25zZRIYChB0cmVhc3VyeV9hZGRyZXNzGAEgASgJIssBCgZBcGlLZXkSCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEiYKBG1vZGUYAyABKA4yGC5wYXlwb2xpY3kudjEuQXBpS2V5TW9kZRIOCgZwcmVmaXgYBCABKAkSDQoFbGFiZWwYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSJgoEbW9kZRgCIAEoDjIYLnBheXBvbGljeS52MS5BcGlLZXlNb2RlEg0KBWxhYmVsGAMgASgJIlQKFENyZWF0ZUFwaUtleVJlc3BvbnNlEiUKB2FwaV9rZXkYASABKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5EhUKDXBsYWludGV4dF9rZXkYAiABKAkiIQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSI9ChRSZXZva2VBcGlLZXlSZXNwb25zZRIlCgdhcGlfa2V5GAEgASgLMhQucGF5cG9saWN5LnYxLkFwaUtleSJLChJMaXN0QXBpS2V5c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJIlYKE0xpc3RBcGlLZXlzUmVzcG9uc2USJgoIYXBpX2tleXMYASADKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKfAQoGUG9saWN5EhEKCWFsbG93bGlzdBgBIAMoCRIVCg1zcGVuZF9jYXBfdXNkGAIgASgJEh4KFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYAyABKAkSLgoKdXBkYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbWF4X25ldHdvcmtfZmVlX3dlaRgFIAEoCSLkAQoFQWdlbnQSCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSKQoGc3RhdHVzGAQgASgOMhkucGF5cG9saWN5LnYxLkFnZW50U3RhdHVzEiQKBnBvbGljeRgFIAEoCzIULnBheXBvbGljeS52MS5Qb2xpY3kSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF9waW5nX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIyChJDcmVhdGVBZ2VudFJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgwKBG5hbWUYAiABKAkiOQoTQ3JlYXRlQWdlbnRSZXNwb25zZRIiCgVhZ2VudBgBIAEoCzITLnBheXBvbGljeS52MS5BZ2VudCJtChJVcGRhdGVBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEikKBnN0YXR1cxgDIAEoDjIZLnBheXBvbGljeS52MS5BZ2VudFN0YXR1c0IHCgVfbmFtZSI5ChNVcGRhdGVBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI2ChBHZXRBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50IkoKEUxpc3RBZ2VudHNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJSChJMaXN0QWdlbnRzUmVzcG9uc2USIwoGYWdlbnRzGAEgAygLMhMucGF5cG9saWN5LnYxLkFnZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKoAQoQU2V0UG9saWN5UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCglhbGxvd2xpc3QYAiADKAkSFQoNc3BlbmRfY2FwX3VzZBgDIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAQgASgJEiAKE21heF9uZXR3b3JrX2ZlZV93ZWkYBSABKAlIAIgBAUIWChRfbWF4X25ldHdvcmtfZmVlX3dlaSJLChFTZXRQb2xpY3lSZXNwb25zZRIkCgZwb2xpY3kYASABKAsyFC5wYXlwb2xpY3kudjEuUG9saWN5EhAKCHdhcm5pbmdzGAIgAygJImQKFFVwc2VydFNlcnZpY2VSZXF1ZXN0EiwKB3NlcnZpY2UYASABKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZBITCgZvcmdfaWQYAiABKAlIAIgBAUIJCgdfb3JnX2lkIkUKFVVwc2VydFNlcnZpY2VSZXNwb25zZRIsCgdzZXJ2aWNlGAEgASgLMhsucGF5cG9saWN5LnYxLlNlcnZpY2VSZWNvcmQiRAoURGVsZXRlU2VydmljZVJlcXVlc3QSDAoEc2x1ZxgBIAEoCRITCgZvcmdfaWQYAiABKAlIAIgBAUIJCgdfb3JnX2lkIhcKFURlbGV0ZVNlcnZpY2VSZXNwb25zZSJcChNMaXN0U2VydmljZXNSZXF1ZXN0EhMKBm9yZ19pZBgBIAEoCUgAiAEBEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJQgkKB19vcmdfaWQiXgoUTGlzdFNlcnZpY2VzUmVzcG9uc2USLQoIc2VydmljZXMYASADKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkitgMKC1RyYW5zYWN0aW9uEgoKAmlkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRIMCgR0eXBlGAQgASgJEi8KBnN0YXR1cxgFIAEoDjIfLnBheXBvbGljeS52MS5UcmFuc2FjdGlvblN0YXR1cxISCgphbW91bnRfdXNkGAYgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAcgASgJEhAKCGNoYWluX2lkGAggASgNEg4KBnJlYXNvbhgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNhcHByb3ZhbF9yZXF1ZXN0X2lkGAsgASgJEhQKDHNlcnZpY2Vfc2x1ZxgMIAEoCRIPCgd0eF9oYXNoGA0gASgJEi8KDGNoYWluX3N0YXR1cxgOIAEoDjIZLnBheXBvbGljeS52MS5DaGFpblN0YXR1cxIXCg9uZXR3b3JrX2ZlZV93ZWkYDyABKAkSFAoMYmxvY2tfbnVtYmVyGBAgASgEEhUKDWNvbmZpcm1hdGlvbnMYESABKA0i5QEKF0xpc3RUcmFuc2FjdGlvbnNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIvCgZzdGF0dXMYAyABKA4yHy5wYXlwb2xpY3kudjEuVHJhbnNhY3Rpb25TdGF0dXMSKAoEZnJvbRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgGIAEoDRISCgpwYWdlX3Rva2VuGAcgASgJImQKGExpc3RUcmFuc2FjdGlvbnNSZXNwb25zZRIvCgx0cmFuc2FjdGlvbnMYASADKAsyGS5wYXlwb2xpY3kudjEuVHJhbnNhY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIq8DCghBcHByb3ZhbBIKCgJpZBgBIAEoCRIsCgZzdGF0dXMYAiABKA4yHC5wYXlwb2xpY3kudjEuQXBwcm92YWxTdGF0dXMSFgoOdHJhbnNhY3Rpb25faWQYAyABKAkSEAoIYWdlbnRfaWQYBCABKAkSEgoKYW1vdW50X3VzZBgFIAEoCRIZChFyZWNpcGllbnRfYWRkcmVzcxgGIAEoCRIOCgZyZWFzb24YByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZGVjaWRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVjaWRlZF9ieRgLIAEoCRIMCgRub3RlGAwgASgJEhQKDHNlcnZpY2Vfc2x1ZxgNIAEoCRIbChNtYXhfbmV0d29ya19mZWVfd2VpGA4gASgJEhsKE21heF9uZXR3b3JrX2ZlZV91c2QYDyABKAkiewoUTGlzdEFwcHJvdmFsc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEiwKBnN0YXR1cxgCIAEoDjIcLnBheXBvbGljeS52MS5BcHByb3ZhbFN0YXR1cxIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSJbChVMaXN0QXBwcm92YWxzUmVzcG9uc2USKQoJYXBwcm92YWxzGAEgAygLMhYucGF5cG9saWN5LnYxLkFwcHJvdmFsEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJvChVEZWNpZGVBcHByb3ZhbFJlcXVlc3QSCgoCaWQYASABKAkSKAoIZGVjaXNpb24YAiABKA4yFi5wYXlwb2xpY3kudjEuRGVjaXNpb24SDAoEbm90ZRgDIAEoCRISCgpkZWNpZGVkX2J5GAQgASgJIkIKFkRlY2lkZUFwcHJvdmFsUmVzcG9uc2USKAoIYXBwcm92YWwYASABKAsyFi5wYXlwb2xpY3kudjEuQXBwcm92YWwipwEKDURhc2hib2FyZFVzZXISCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEg0KBWVtYWlsGAMgASgJEikKBHJvbGUYBCABKA4yGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkUm9sZRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghkaXNhYmxlZBgGIAEoCCJ4ChpDcmVhdGVEYXNoYm9hcmRVc2VyUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDQoFZW1haWwYAiABKAkSKQoEcm9sZRgDIAEoDjIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRSb2xlEhAKCHBhc3N3b3JkGAQgASgJIkgKG0NyZWF0ZURhc2hib2FyZFVzZXJSZXNwb25zZRIpCgR1c2VyGAEgASgLMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFVzZXIiUgoZTGlzdERhc2hib2FyZFVzZXJzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkiYQoaTGlzdERhc2hib2FyZFVzZXJzUmVzcG9uc2USKgoFdXNlcnMYASADKAsyGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkVXNlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoaVXBkYXRlRGFzaGJvYXJkVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIVCghkaXNhYmxlZBgCIAEoCEgAiAEBQgsKCV9kaXNhYmxlZCJIChtVcGRhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2USKQoEdXNlchgBIAEoCzIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRVc2VyIi0KGkRlbGV0ZURhc2hib2FyZFVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiHQobRGVsZXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlIkYKIVJlc2V0RGFzaGJvYXJkVXNlclBhc3N3b3JkUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJIk8KIlJlc2V0RGFzaGJvYXJkVXNlclBhc3N3b3JkUmVzcG9uc2USKQoEdXNlchgBIAEoCzIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRVc2VyKlgKCkFwaUtleU1vZGUSHAoYQVBJX0tFWV9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRQVBJX0tFWV9NT0RFX0xJVkUQARIVChFBUElfS0VZX01PREVfVEVTVBACKs0BCgtDaGFpblN0YXR1cxIcChhDSEFJTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRDSEFJTl9TVEFUVVNfUEVORElORxABEhoKFkNIQUlOX1NUQVRVU19TVUJNSVRURUQQAhIaChZDSEFJTl9TVEFUVVNfQ09ORklSTUVEEAMSGQoVQ0hBSU5fU1RBVFVTX1JFVkVSVEVEEAQSGAoUQ0hBSU5fU1RBVFVTX0RST1BQRUQQBRIZChVDSEFJTl9TVEFUVVNfUkVQTEFDRUQQBirgAgoRVHJhbnNhY3Rpb25TdGF0dXMSIgoeVFJBTlNBQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaVFJBTlNBQ1RJT05fU1RBVFVTX1NJR05JTkcQARIdChlUUkFOU0FDVElPTl9TVEFUVVNfU0lHTkVEEAISHQoZVFJBTlNBQ1RJT05fU1RBVFVTX0ZBSUxFRBADEicKI1RSQU5TQUNUSU9OX1NUQVRVU19QRU5ESU5HX0FQUFJPVkFMEAQSHwobVFJBTlNBQ1RJT05fU1RBVFVTX0FQUFJPVkVEEAUSHQoZVFJBTlNBQ1RJT05fU1RBVFVTX0RFTklFRBAGEh4KGlRSQU5TQUNUSU9OX1NUQVRVU19FWFBJUkVEEAcSHwobVFJBTlNBQ1RJT05fU1RBVFVTX1JFQ09SREVEEAgSHwobVFJBTlNBQ1RJT05fU1RBVFVTX1JFVkVSVEVEEAkqTQoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABIUChBERUNJU0lPTl9BUFBST1ZFEAESEQoNREVDSVNJT05fREVOWRACKoEBCg1EYXNoYm9hcmRSb2xlEh4KGkRBU0hCT0FSRF9ST0xFX1VOU1BFQ0lGSUVEEAASGAoUREFTSEJPQVJEX1JPTEVfT1dORVIQARIbChdEQVNIQk9BUkRfUk9MRV9BUFBST1ZFUhACEhkKFURBU0hCT0FSRF9ST0xFX1ZJRVdFUhADMrsRCgxBZG1pblNlcnZpY2USZwoSQ3JlYXRlT3JnYW5pemF0aW9uEicucGF5cG9saWN5LnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaKC5wYXlwb2xpY3kudjEuQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USZwoSVXBkYXRlT3JnYW5pemF0aW9uEicucGF5cG9saWN5LnYxLlVwZGF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaKC5wYXlwb2xpY3kudjEuVXBkYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USaQoRTGlzdE9yZ2FuaXphdGlvbnMSJi5wYXlwb2xpY3kudjEuTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0GicucGF5cG9saWN5LnYxLkxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2UiA5ACARJkChFQcm92aXNpb25UcmVhc3VyeRImLnBheXBvbGljeS52MS5Qcm92aXNpb25UcmVhc3VyeVJlcXVlc3QaJy5wYXlwb2xpY3kudjEuUHJvdmlzaW9uVHJlYXN1cnlSZXNwb25zZRJVCgxDcmVhdGVBcGlLZXkSIS5wYXlwb2xpY3kudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBoiLnBheXBvbGljeS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJVCgxSZXZva2VBcGlLZXkSIS5wYXlwb2xpY3kudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBoiLnBheXBvbGljeS52MS5SZXZva2VBcGlLZXlSZXNwb25zZRJXCgtMaXN0QXBpS2V5cxIgLnBheXBvbGljeS52MS5MaXN0QXBpS2V5c1JlcXVlc3QaIS5wYXlwb2xpY3kudjEuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBElIKC0NyZWF0ZUFnZW50EiAucGF5cG9saWN5LnYxLkNyZWF0ZUFnZW50UmVxdWVzdBohLnBheXBvbGljeS52MS5DcmVhdGVBZ2VudFJlc3BvbnNlElIKC1VwZGF0ZUFnZW50EiAucGF5cG9saWN5LnYxLlVwZGF0ZUFnZW50UmVxdWVzdBohLnBheXBvbGljeS52MS5VcGRhdGVBZ2VudFJlc3BvbnNlEk4KCEdldEFnZW50Eh0ucGF5cG9saWN5LnYxLkdldEFnZW50UmVxdWVzdBoeLnBheXBvbGljeS52MS5HZXRBZ2VudFJlc3BvbnNlIgOQAgESVAoKTGlzdEFnZW50cxIfLnBheXBvbGljeS52MS5MaXN0QWdlbnRzUmVxdWVzdBogLnBheXBvbGljeS52MS5MaXN0QWdlbnRzUmVzcG9uc2UiA5ACARJMCglTZXRQb2xpY3kSHi5wYXlwb2xpY3kudjEuU2V0UG9saWN5UmVxdWVzdBofLnBheXBvbGljeS52MS5TZXRQb2xpY3lSZXNwb25zZRJYCg1VcHNlcnRTZXJ2aWNlEiIucGF5cG9saWN5LnYxLlVwc2VydFNlcnZpY2VSZXF1ZXN0GiMucGF5cG9saWN5LnYxLlVwc2VydFNlcnZpY2VSZXNwb25zZRJYCg1EZWxldGVTZXJ2aWNlEiIucGF5cG9saWN5LnYxLkRlbGV0ZVNlcnZpY2VSZXF1ZXN0GiMucGF5cG9saWN5LnYxLkRlbGV0ZVNlcnZpY2VSZXNwb25zZRJaCgxMaXN0U2VydmljZXMSIS5wYXlwb2xpY3kudjEuTGlzdFNlcnZpY2VzUmVxdWVzdBoiLnBheXBvbGljeS52MS5MaXN0U2VydmljZXNSZXNwb25zZSIDkAIBEmYKEExpc3RUcmFuc2FjdGlvbnMSJS5wYXlwb2xpY3kudjEuTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QaJi5wYXlwb2xpY3kudjEuTGlzdFRyYW5zYWN0aW9uc1Jlc3BvbnNlIgOQAgESXQoNTGlzdEFwcHJvdmFscxIiLnBheXBvbGljeS52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBojLnBheXBvbGljeS52MS5MaXN0QXBwcm92YWxzUmVzcG9uc2UiA5ACARJbCg5EZWNpZGVBcHByb3ZhbBIjLnBheXBvbGljeS52MS5EZWNpZGVBcHByb3ZhbFJlcXVlc3QaJC5wYXlwb2xpY3kudjEuRGVjaWRlQXBwcm92YWxSZXNwb25zZRJqChNDcmVhdGVEYXNoYm9hcmRVc2VyEigucGF5cG9saWN5LnYxLkNyZWF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0GikucGF5cG9saWN5LnYxLkNyZWF0ZURhc2hib2FyZFVzZXJSZXNwb25zZRJsChJMaXN0RGFzaGJvYXJkVXNlcnMSJy5wYXlwb2xpY3kudjEuTGlzdERhc2hib2FyZFVzZXJzUmVxdWVzdBooLnBheXBvbGljeS52MS5MaXN0RGFzaGJvYXJkVXNlcnNSZXNwb25zZSIDkAIBEmoKE1VwZGF0ZURhc2hib2FyZFVzZXISKC5wYXlwb2xpY3kudjEuVXBkYXRlRGFzaGJvYXJkVXNlclJlcXVlc3QaKS5wYXlwb2xpY3kudjEuVXBkYXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlEmoKE0RlbGV0ZURhc2hib2FyZFVzZXISKC5wYXlwb2xpY3kudjEuRGVsZXRlRGFzaGJvYXJkVXNlclJlcXVlc3QaKS5wYXlwb2xpY3kudjEuRGVsZXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlEn8KGlJlc2V0RGFzaGJvYXJkVXNlclBhc3N3b3JkEi8ucGF5cG9saWN5LnYxLlJlc2V0RGFzaGJvYXJkVXNlclBhc3N3b3JkUmVxdWVzdBowLnBheXBvbGljeS52MS5SZXNldERhc2hib2FyZFVzZXJQYXNzd29yZFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_paypolicy_v1_payment_policy, file_paypolicy_v1_registry]);
+  fileDesc("ChhwYXlwb2xpY3kvdjEvYWRtaW4ucHJvdG8SDHBheXBvbGljeS52MSKTAQoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSGAoQdHJlYXN1cnlfYWRkcmVzcxgDIAEoCRIfChdhcHByb3ZhbF93aW5kb3dfc2Vjb25kcxgEIAEoDRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlDcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSHwoXYXBwcm92YWxfd2luZG93X3NlY29uZHMYAiABKA0iTgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USMAoMb3JnYW5pemF0aW9uGAEgASgLMhoucGF5cG9saWN5LnYxLk9yZ2FuaXphdGlvbiKJAQoZVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEiQKF2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzGAMgASgNSAGIAQFCBwoFX25hbWVCGgoYX2FwcHJvdmFsX3dpbmRvd19zZWNvbmRzIk4KGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjAKDG9yZ2FuaXphdGlvbhgBIAEoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24iQQoYTGlzdE9yZ2FuaXphdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJImcKGUxpc3RPcmdhbml6YXRpb25zUmVzcG9uc2USMQoNb3JnYW5pemF0aW9ucxgBIAMoCzIaLnBheXBvbGljeS52MS5Pcmdhbml6YXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKGFByb3Zpc2lvblRyZWFzdXJ5UmVxdWVzdBIOCgZvcmdfaWQYASABKAkiNQoZUHJvdmlzaW9uVHJlYXN1cnlSZXNwb25zZRIYChB0cmVhc3VyeV9hZGRyZXNzGAEgASgJIiwKGkdldFRyZWFzdXJ5QmFsYW5jZXNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSJjChtHZXRUcmVhc3VyeUJhbGFuY2VzUmVzcG9uc2USGAoQdHJlYXN1cnlfYWRkcmVzcxgBIAEoCRIqCgZjaGFpbnMYAiADKAsyGi5wYXlwb2xpY3kudjEuQ2hhaW5CYWxhbmNlIuMBCgxDaGFpbkJhbGFuY2USEAoIY2hhaW5faWQYASABKA0SFQoNdG9rZW5fYWRkcmVzcxgCIAEoCRIUCgx0b2tlbl9zeW1ib2wYAyABKAkSHAoUdG9rZW5fYmFsYW5jZV9taWNyb3MYBCABKAkSGQoRdG9rZW5fYmFsYW5jZV91c2QYBSABKAkSGgoSbmF0aXZlX2JhbGFuY2Vfd2VpGAYgASgJEhoKEm5hdGl2ZV9iYWxhbmNlX2V0aBgHIAEoCRIUCgxibG9ja19udW1iZXIYCCABKAQSDQoFZXJyb3IYCSABKAkiywEKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSJgoEbW9kZRgDIAEoDjIYLnBheXBvbGljeS52MS5BcGlLZXlNb2RlEg4KBnByZWZpeBgEIAEoCRINCgVsYWJlbBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJcChNDcmVhdGVBcGlLZXlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRImCgRtb2RlGAIgASgOMhgucGF5cG9saWN5LnYxLkFwaUtleU1vZGUSDQoFbGFiZWwYAyABKAkiVAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USJQoHYXBpX2tleRgBIAEoCzIULnBheXBvbGljeS52MS5BcGlLZXkSFQoNcGxhaW50ZXh0X2tleRgCIAEoCSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIj0KFFJldm9rZUFwaUtleVJlc3BvbnNlEiUKB2FwaV9rZXkYASABKAsyFC5wYXlwb2xpY3kudjEuQXBpS2V5IksKEkxpc3RBcGlLZXlzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkiVgoTTGlzdEFwaUtleXNSZXNwb25zZRImCghhcGlfa2V5cxgBIAMoCzIULnBheXBvbGljeS52MS5BcGlLZXkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIp8BCgZQb2xpY3kSEQoJYWxsb3dsaXN0GAEgAygJEhUKDXNwZW5kX2NhcF91c2QYAiABKAkSHgoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgDIAEoCRIuCgp1cGRhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbChNtYXhfbmV0d29ya19mZWVfd2VpGAUgASgJIuQBCgVBZ2VudBIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIpCgZzdGF0dXMYBCABKA4yGS5wYXlwb2xpY3kudjEuQWdlbnRTdGF0dXMSJAoGcG9saWN5GAUgASgLMhQucGF5cG9saWN5LnYxLlBvbGljeRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3BpbmdfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjIKEkNyZWF0ZUFnZW50UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDAoEbmFtZRgCIAEoCSI5ChNDcmVhdGVBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMucGF5cG9saWN5LnYxLkFnZW50Im0KElVwZGF0ZUFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESKQoGc3RhdHVzGAMgASgOMhkucGF5cG9saWN5LnYxLkFnZW50U3RhdHVzQgcKBV9uYW1lIjkKE1VwZGF0ZUFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjYKEEdldEFnZW50UmVzcG9uc2USIgoFYWdlbnQYASABKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQiSgoRTGlzdEFnZW50c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJIlIKEkxpc3RBZ2VudHNSZXNwb25zZRIjCgZhZ2VudHMYASADKAsyEy5wYXlwb2xpY3kudjEuQWdlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqgBChBTZXRQb2xpY3lSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEhEKCWFsbG93bGlzdBgCIAMoCRIVCg1zcGVuZF9jYXBfdXNkGAMgASgJEh4KFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYBCABKAkSIAoTbWF4X25ldHdvcmtfZmVlX3dlaRgFIAEoCUgAiAEBQhYKFF9tYXhfbmV0d29ya19mZWVfd2VpIksKEVNldFBvbGljeVJlc3BvbnNlEiQKBnBvbGljeRgBIAEoCzIULnBheXBvbGljeS52MS5Qb2xpY3kSEAoId2FybmluZ3MYAiADKAkiZAoUVXBzZXJ0U2VydmljZVJlcXVlc3QSLAoHc2VydmljZRgBIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkEhMKBm9yZ19pZBgCIAEoCUgAiAEBQgkKB19vcmdfaWQiRQoVVXBzZXJ0U2VydmljZVJlc3BvbnNlEiwKB3NlcnZpY2UYASABKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZCJEChREZWxldGVTZXJ2aWNlUmVxdWVzdBIMCgRzbHVnGAEgASgJEhMKBm9yZ19pZBgCIAEoCUgAiAEBQgkKB19vcmdfaWQiFwoVRGVsZXRlU2VydmljZVJlc3BvbnNlIlwKE0xpc3RTZXJ2aWNlc1JlcXVlc3QSEwoGb3JnX2lkGAEgASgJSACIAQESEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAlCCQoHX29yZ19pZCJeChRMaXN0U2VydmljZXNSZXNwb25zZRItCghzZXJ2aWNlcxgBIAMoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSK2AwoLVHJhbnNhY3Rpb24SCgoCaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEgwKBHR5cGUYBCABKAkSLwoGc3RhdHVzGAUgASgOMh8ucGF5cG9saWN5LnYxLlRyYW5zYWN0aW9uU3RhdHVzEhIKCmFtb3VudF91c2QYBiABKAkSGQoRcmVjaXBpZW50X2FkZHJlc3MYByABKAkSEAoIY2hhaW5faWQYCCABKA0SDgoGcmVhc29uGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2FwcHJvdmFsX3JlcXVlc3RfaWQYCyABKAkSFAoMc2VydmljZV9zbHVnGAwgASgJEg8KB3R4X2hhc2gYDSABKAkSLwoMY2hhaW5fc3RhdHVzGA4gASgOMhkucGF5cG9saWN5LnYxLkNoYWluU3RhdHVzEhcKD25ldHdvcmtfZmVlX3dlaRgPIAEoCRIUCgxibG9ja19udW1iZXIYECABKAQSFQoNY29uZmlybWF0aW9ucxgRIAEoDSLlAQoXTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEi8KBnN0YXR1cxgDIAEoDjIfLnBheXBvbGljeS52MS5UcmFuc2FjdGlvblN0YXR1cxIoCgRmcm9tGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAYgASgNEhIKCnBhZ2VfdG9rZW4YByABKAkiZAoYTGlzdFRyYW5zYWN0aW9uc1Jlc3BvbnNlEi8KDHRyYW5zYWN0aW9ucxgBIAMoCzIZLnBheXBvbGljeS52MS5UcmFuc2FjdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkirwMKCEFwcHJvdmFsEgoKAmlkGAEgASgJEiwKBnN0YXR1cxgCIAEoDjIcLnBheXBvbGljeS52MS5BcHByb3ZhbFN0YXR1cxIWCg50cmFuc2FjdGlvbl9pZBgDIAEoCRIQCghhZ2VudF9pZBgEIAEoCRISCgphbW91bnRfdXNkGAUgASgJEhkKEXJlY2lwaWVudF9hZGRyZXNzGAYgASgJEg4KBnJlYXNvbhgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpkZWNpZGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpkZWNpZGVkX2J5GAsgASgJEgwKBG5vdGUYDCABKAkSFAoMc2VydmljZV9zbHVnGA0gASgJEhsKE21heF9uZXR3b3JrX2ZlZV93ZWkYDiABKAkSGwoTbWF4X25ldHdvcmtfZmVlX3VzZBgPIAEoCSJ7ChRMaXN0QXBwcm92YWxzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSLAoGc3RhdHVzGAIgASgOMhwucGF5cG9saWN5LnYxLkFwcHJvdmFsU3RhdHVzEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJIlsKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRIpCglhcHByb3ZhbHMYASADKAsyFi5wYXlwb2xpY3kudjEuQXBwcm92YWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIm8KFURlY2lkZUFwcHJvdmFsUmVxdWVzdBIKCgJpZBgBIAEoCRIoCghkZWNpc2lvbhgCIAEoDjIWLnBheXBvbGljeS52MS5EZWNpc2lvbhIMCgRub3RlGAMgASgJEhIKCmRlY2lkZWRfYnkYBCABKAkiQgoWRGVjaWRlQXBwcm92YWxSZXNwb25zZRIoCghhcHByb3ZhbBgBIAEoCzIWLnBheXBvbGljeS52MS5BcHByb3ZhbCKnAQoNRGFzaGJvYXJkVXNlchIKCgJpZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSDQoFZW1haWwYAyABKAkSKQoEcm9sZRgEIAEoDjIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRSb2xlEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRpc2FibGVkGAYgASgIIngKGkNyZWF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIpCgRyb2xlGAMgASgOMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFJvbGUSEAoIcGFzc3dvcmQYBCABKAkiSAobQ3JlYXRlRGFzaGJvYXJkVXNlclJlc3BvbnNlEikKBHVzZXIYASABKAsyGy5wYXlwb2xpY3kudjEuRGFzaGJvYXJkVXNlciJSChlMaXN0RGFzaGJvYXJkVXNlcnNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCSJhChpMaXN0RGFzaGJvYXJkVXNlcnNSZXNwb25zZRIqCgV1c2VycxgBIAMoCzIbLnBheXBvbGljeS52MS5EYXNoYm9hcmRVc2VyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJRChpVcGRhdGVEYXNoYm9hcmRVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhUKCGRpc2FibGVkGAIgASgISACIAQFCCwoJX2Rpc2FibGVkIkgKG1VwZGF0ZURhc2hib2FyZFVzZXJSZXNwb25zZRIpCgR1c2VyGAEgASgLMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFVzZXIiLQoaRGVsZXRlRGFzaGJvYXJkVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSIdChtEZWxldGVEYXNoYm9hcmRVc2VyUmVzcG9uc2UiRgohUmVzZXREYXNoYm9hcmRVc2VyUGFzc3dvcmRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiTwoiUmVzZXREYXNoYm9hcmRVc2VyUGFzc3dvcmRSZXNwb25zZRIpCgR1c2VyGAEgASgLMhsucGF5cG9saWN5LnYxLkRhc2hib2FyZFVzZXIqWAoKQXBpS2V5TW9kZRIcChhBUElfS0VZX01PREVfVU5TUEVDSUZJRUQQABIVChFBUElfS0VZX01PREVfTElWRRABEhUKEUFQSV9LRVlfTU9ERV9URVNUEAIqzQEKC0NoYWluU3RhdHVzEhwKGENIQUlOX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFENIQUlOX1NUQVRVU19QRU5ESU5HEAESGgoWQ0hBSU5fU1RBVFVTX1NVQk1JVFRFRBACEhoKFkNIQUlOX1NUQVRVU19DT05GSVJNRUQQAxIZChVDSEFJTl9TVEFUVVNfUkVWRVJURUQQBBIYChRDSEFJTl9TVEFUVVNfRFJPUFBFRBAFEhkKFUNIQUlOX1NUQVRVU19SRVBMQUNFRBAGKuACChFUcmFuc2FjdGlvblN0YXR1cxIiCh5UUkFOU0FDVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpUUkFOU0FDVElPTl9TVEFUVVNfU0lHTklORxABEh0KGVRSQU5TQUNUSU9OX1NUQVRVU19TSUdORUQQAhIdChlUUkFOU0FDVElPTl9TVEFUVVNfRkFJTEVEEAMSJwojVFJBTlNBQ1RJT05fU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQBBIfChtUUkFOU0FDVElPTl9TVEFUVVNfQVBQUk9WRUQQBRIdChlUUkFOU0FDVElPTl9TVEFUVVNfREVOSUVEEAYSHgoaVFJBTlNBQ1RJT05fU1RBVFVTX0VYUElSRUQQBxIfChtUUkFOU0FDVElPTl9TVEFUVVNfUkVDT1JERUQQCBIfChtUUkFOU0FDVElPTl9TVEFUVVNfUkVWRVJURUQQCSpNCghEZWNpc2lvbhIYChRERUNJU0lPTl9VTlNQRUNJRklFRBAAEhQKEERFQ0lTSU9OX0FQUFJPVkUQARIRCg1ERUNJU0lPTl9ERU5ZEAIqgQEKDURhc2hib2FyZFJvbGUSHgoaREFTSEJPQVJEX1JPTEVfVU5TUEVDSUZJRUQQABIYChREQVNIQk9BUkRfUk9MRV9PV05FUhABEhsKF0RBU0hCT0FSRF9ST0xFX0FQUFJPVkVSEAISGQoVREFTSEJPQVJEX1JPTEVfVklFV0VSEAMyrBIKDEFkbWluU2VydmljZRJnChJDcmVhdGVPcmdhbml6YXRpb24SJy5wYXlwb2xpY3kudjEuQ3JlYXRlT3JnYW5pemF0aW9uUmVxdWVzdBooLnBheXBvbGljeS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXNwb25zZRJnChJVcGRhdGVPcmdhbml6YXRpb24SJy5wYXlwb2xpY3kudjEuVXBkYXRlT3JnYW5pemF0aW9uUmVxdWVzdBooLnBheXBvbGljeS52MS5VcGRhdGVPcmdhbml6YXRpb25SZXNwb25zZRJpChFMaXN0T3JnYW5pemF0aW9ucxImLnBheXBvbGljeS52MS5MaXN0T3JnYW5pemF0aW9uc1JlcXVlc3QaJy5wYXlwb2xpY3kudjEuTGlzdE9yZ2FuaXphdGlvbnNSZXNwb25zZSIDkAIBEmQKEVByb3Zpc2lvblRyZWFzdXJ5EiYucGF5cG9saWN5LnYxLlByb3Zpc2lvblRyZWFzdXJ5UmVxdWVzdBonLnBheXBvbGljeS52MS5Qcm92aXNpb25UcmVhc3VyeVJlc3BvbnNlEm8KE0dldFRyZWFzdXJ5QmFsYW5jZXMSKC5wYXlwb2xpY3kudjEuR2V0VHJlYXN1cnlCYWxhbmNlc1JlcXVlc3QaKS5wYXlwb2xpY3kudjEuR2V0VHJlYXN1cnlCYWxhbmNlc1Jlc3BvbnNlIgOQAgESVQoMQ3JlYXRlQXBpS2V5EiEucGF5cG9saWN5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2USVQoMUmV2b2tlQXBpS2V5EiEucGF5cG9saWN5LnYxLlJldm9rZUFwaUtleVJlcXVlc3QaIi5wYXlwb2xpY3kudjEuUmV2b2tlQXBpS2V5UmVzcG9uc2USVwoLTGlzdEFwaUtleXMSIC5wYXlwb2xpY3kudjEuTGlzdEFwaUtleXNSZXF1ZXN0GiEucGF5cG9saWN5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiA5ACARJSCgtDcmVhdGVBZ2VudBIgLnBheXBvbGljeS52MS5DcmVhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuQ3JlYXRlQWdlbnRSZXNwb25zZRJSCgtVcGRhdGVBZ2VudBIgLnBheXBvbGljeS52MS5VcGRhdGVBZ2VudFJlcXVlc3QaIS5wYXlwb2xpY3kudjEuVXBkYXRlQWdlbnRSZXNwb25zZRJOCghHZXRBZ2VudBIdLnBheXBvbGljeS52MS5HZXRBZ2VudFJlcXVlc3QaHi5wYXlwb2xpY3kudjEuR2V0QWdlbnRSZXNwb25zZSIDkAIBElQKCkxpc3RBZ2VudHMSHy5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1JlcXVlc3QaIC5wYXlwb2xpY3kudjEuTGlzdEFnZW50c1Jlc3BvbnNlIgOQAgESTAoJU2V0UG9saWN5Eh4ucGF5cG9saWN5LnYxLlNldFBvbGljeVJlcXVlc3QaHy5wYXlwb2xpY3kudjEuU2V0UG9saWN5UmVzcG9uc2USWAoNVXBzZXJ0U2VydmljZRIiLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5VcHNlcnRTZXJ2aWNlUmVzcG9uc2USWAoNRGVsZXRlU2VydmljZRIiLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVxdWVzdBojLnBheXBvbGljeS52MS5EZWxldGVTZXJ2aWNlUmVzcG9uc2USWgoMTGlzdFNlcnZpY2VzEiEucGF5cG9saWN5LnYxLkxpc3RTZXJ2aWNlc1JlcXVlc3QaIi5wYXlwb2xpY3kudjEuTGlzdFNlcnZpY2VzUmVzcG9uc2UiA5ACARJmChBMaXN0VHJhbnNhY3Rpb25zEiUucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXF1ZXN0GiYucGF5cG9saWN5LnYxLkxpc3RUcmFuc2FjdGlvbnNSZXNwb25zZSIDkAIBEl0KDUxpc3RBcHByb3ZhbHMSIi5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaIy5wYXlwb2xpY3kudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlIgOQAgESWwoORGVjaWRlQXBwcm92YWwSIy5wYXlwb2xpY3kudjEuRGVjaWRlQXBwcm92YWxSZXF1ZXN0GiQucGF5cG9saWN5LnYxLkRlY2lkZUFwcHJvdmFsUmVzcG9uc2USagoTQ3JlYXRlRGFzaGJvYXJkVXNlchIoLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVxdWVzdBopLnBheXBvbGljeS52MS5DcmVhdGVEYXNoYm9hcmRVc2VyUmVzcG9uc2USbAoSTGlzdERhc2hib2FyZFVzZXJzEicucGF5cG9saWN5LnYxLkxpc3REYXNoYm9hcmRVc2Vyc1JlcXVlc3QaKC5wYXlwb2xpY3kudjEuTGlzdERhc2hib2FyZFVzZXJzUmVzcG9uc2UiA5ACARJqChNVcGRhdGVEYXNoYm9hcmRVc2VyEigucGF5cG9saWN5LnYxLlVwZGF0ZURhc2hib2FyZFVzZXJSZXF1ZXN0GikucGF5cG9saWN5LnYxLlVwZGF0ZURhc2hib2FyZFVzZXJSZXNwb25zZRJqChNEZWxldGVEYXNoYm9hcmRVc2VyEigucGF5cG9saWN5LnYxLkRlbGV0ZURhc2hib2FyZFVzZXJSZXF1ZXN0GikucGF5cG9saWN5LnYxLkRlbGV0ZURhc2hib2FyZFVzZXJSZXNwb25zZRJ/ChpSZXNldERhc2hib2FyZFVzZXJQYXNzd29yZBIvLnBheXBvbGljeS52MS5SZXNldERhc2hib2FyZFVzZXJQYXNzd29yZFJlcXVlc3QaMC5wYXlwb2xpY3kudjEuUmVzZXREYXNoYm9hcmRVc2VyUGFzc3dvcmRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_paypolicy_v1_payment_policy, file_paypolicy_v1_registry]);
 
 /**
  * Organization owns agents, keys and one treasury.
@@ -272,6 +272,132 @@ export const ProvisionTreasuryResponseSchema: GenMessage<ProvisionTreasuryRespon
   messageDesc(file_paypolicy_v1_admin, 8);
 
 /**
+ * GetTreasuryBalancesRequest names the organization.
+ *
+ * @generated from message paypolicy.v1.GetTreasuryBalancesRequest
+ */
+export type GetTreasuryBalancesRequest = Message<"paypolicy.v1.GetTreasuryBalancesRequest"> & {
+  /**
+   * Organization id.
+   *
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.GetTreasuryBalancesRequest.
+ * Use `create(GetTreasuryBalancesRequestSchema)` to create a new message.
+ */
+export const GetTreasuryBalancesRequestSchema: GenMessage<GetTreasuryBalancesRequest> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_admin, 9);
+
+/**
+ * GetTreasuryBalancesResponse is the treasury's balances per configured chain; only its address is used, never its key.
+ *
+ * @generated from message paypolicy.v1.GetTreasuryBalancesResponse
+ */
+export type GetTreasuryBalancesResponse = Message<"paypolicy.v1.GetTreasuryBalancesResponse"> & {
+  /**
+   * Checksummed treasury address; empty when the treasury is not provisioned (then no chain is read).
+   *
+   * @generated from field: string treasury_address = 1;
+   */
+  treasuryAddress: string;
+
+  /**
+   * One entry per chain with an RPC endpoint (--rpc-url), by chain id; empty when none is configured.
+   *
+   * @generated from field: repeated paypolicy.v1.ChainBalance chains = 2;
+   */
+  chains: ChainBalance[];
+};
+
+/**
+ * Describes the message paypolicy.v1.GetTreasuryBalancesResponse.
+ * Use `create(GetTreasuryBalancesResponseSchema)` to create a new message.
+ */
+export const GetTreasuryBalancesResponseSchema: GenMessage<GetTreasuryBalancesResponse> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_admin, 10);
+
+/**
+ * ChainBalance is the treasury's balances on one chain, or why they could not be read.
+ *
+ * @generated from message paypolicy.v1.ChainBalance
+ */
+export type ChainBalance = Message<"paypolicy.v1.ChainBalance"> & {
+  /**
+   * EVM chain id.
+   *
+   * @generated from field: uint32 chain_id = 1;
+   */
+  chainId: number;
+
+  /**
+   * Checksummed address of the token (USDC) on this chain; empty when the token table has none.
+   *
+   * @generated from field: string token_address = 2;
+   */
+  tokenAddress: string;
+
+  /**
+   * Token symbol, `USDC`.
+   *
+   * @generated from field: string token_symbol = 3;
+   */
+  tokenSymbol: string;
+
+  /**
+   * Token balance in micro-units (6 decimals, so micro-USD) as a decimal string; empty when not read.
+   *
+   * @generated from field: string token_balance_micros = 4;
+   */
+  tokenBalanceMicros: string;
+
+  /**
+   * Token balance in USD as a decimal string (e.g. `12.5`); empty when not read.
+   *
+   * @generated from field: string token_balance_usd = 5;
+   */
+  tokenBalanceUsd: string;
+
+  /**
+   * Native gas balance in wei as a decimal string; empty when not read.
+   *
+   * @generated from field: string native_balance_wei = 6;
+   */
+  nativeBalanceWei: string;
+
+  /**
+   * Native gas balance in ETH as an exact decimal string; empty when not read.
+   *
+   * @generated from field: string native_balance_eth = 7;
+   */
+  nativeBalanceEth: string;
+
+  /**
+   * Block the balances were read at; 0 when not read.
+   *
+   * @generated from field: uint64 block_number = 8;
+   */
+  blockNumber: bigint;
+
+  /**
+   * Why the balances could not be read (node down or slow, no token known); empty when they were.
+   *
+   * @generated from field: string error = 9;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.ChainBalance.
+ * Use `create(ChainBalanceSchema)` to create a new message.
+ */
+export const ChainBalanceSchema: GenMessage<ChainBalance> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_admin, 11);
+
+/**
  * ApiKey describes a key without its secret.
  *
  * @generated from message paypolicy.v1.ApiKey
@@ -332,7 +458,7 @@ export type ApiKey = Message<"paypolicy.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 9);
+  messageDesc(file_paypolicy_v1_admin, 12);
 
 /**
  * CreateApiKeyRequest says which organization and mode.
@@ -367,7 +493,7 @@ export type CreateApiKeyRequest = Message<"paypolicy.v1.CreateApiKeyRequest"> & 
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 10);
+  messageDesc(file_paypolicy_v1_admin, 13);
 
 /**
  * CreateApiKeyResponse carries the only copy of the plaintext key.
@@ -395,7 +521,7 @@ export type CreateApiKeyResponse = Message<"paypolicy.v1.CreateApiKeyResponse"> 
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 11);
+  messageDesc(file_paypolicy_v1_admin, 14);
 
 /**
  * RevokeApiKeyRequest names the key.
@@ -416,7 +542,7 @@ export type RevokeApiKeyRequest = Message<"paypolicy.v1.RevokeApiKeyRequest"> & 
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 12);
+  messageDesc(file_paypolicy_v1_admin, 15);
 
 /**
  * RevokeApiKeyResponse returns the revoked key.
@@ -437,7 +563,7 @@ export type RevokeApiKeyResponse = Message<"paypolicy.v1.RevokeApiKeyResponse"> 
  * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
  */
 export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 13);
+  messageDesc(file_paypolicy_v1_admin, 16);
 
 /**
  * ListApiKeysRequest names the organization.
@@ -472,7 +598,7 @@ export type ListApiKeysRequest = Message<"paypolicy.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 14);
+  messageDesc(file_paypolicy_v1_admin, 17);
 
 /**
  * ListApiKeysResponse lists keys, newest first.
@@ -500,7 +626,7 @@ export type ListApiKeysResponse = Message<"paypolicy.v1.ListApiKeysResponse"> & 
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 15);
+  messageDesc(file_paypolicy_v1_admin, 18);
 
 /**
  * Policy is an agent's payment policy.
@@ -550,7 +676,7 @@ export type Policy = Message<"paypolicy.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 16);
+  messageDesc(file_paypolicy_v1_admin, 19);
 
 /**
  * Agent is a software agent that requests payments.
@@ -613,7 +739,7 @@ export type Agent = Message<"paypolicy.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 17);
+  messageDesc(file_paypolicy_v1_admin, 20);
 
 /**
  * CreateAgentRequest names the new agent.
@@ -641,7 +767,7 @@ export type CreateAgentRequest = Message<"paypolicy.v1.CreateAgentRequest"> & {
  * Use `create(CreateAgentRequestSchema)` to create a new message.
  */
 export const CreateAgentRequestSchema: GenMessage<CreateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 18);
+  messageDesc(file_paypolicy_v1_admin, 21);
 
 /**
  * CreateAgentResponse returns the new agent.
@@ -662,7 +788,7 @@ export type CreateAgentResponse = Message<"paypolicy.v1.CreateAgentResponse"> & 
  * Use `create(CreateAgentResponseSchema)` to create a new message.
  */
 export const CreateAgentResponseSchema: GenMessage<CreateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 19);
+  messageDesc(file_paypolicy_v1_admin, 22);
 
 /**
  * UpdateAgentRequest changes the fields that are set.
@@ -697,7 +823,7 @@ export type UpdateAgentRequest = Message<"paypolicy.v1.UpdateAgentRequest"> & {
  * Use `create(UpdateAgentRequestSchema)` to create a new message.
  */
 export const UpdateAgentRequestSchema: GenMessage<UpdateAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 20);
+  messageDesc(file_paypolicy_v1_admin, 23);
 
 /**
  * UpdateAgentResponse returns the updated agent.
@@ -718,7 +844,7 @@ export type UpdateAgentResponse = Message<"paypolicy.v1.UpdateAgentResponse"> & 
  * Use `create(UpdateAgentResponseSchema)` to create a new message.
  */
 export const UpdateAgentResponseSchema: GenMessage<UpdateAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 21);
+  messageDesc(file_paypolicy_v1_admin, 24);
 
 /**
  * GetAgentRequest names the agent.
@@ -739,7 +865,7 @@ export type GetAgentRequest = Message<"paypolicy.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 22);
+  messageDesc(file_paypolicy_v1_admin, 25);
 
 /**
  * GetAgentResponse returns the agent.
@@ -760,7 +886,7 @@ export type GetAgentResponse = Message<"paypolicy.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 23);
+  messageDesc(file_paypolicy_v1_admin, 26);
 
 /**
  * ListAgentsRequest names the organization.
@@ -795,7 +921,7 @@ export type ListAgentsRequest = Message<"paypolicy.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 24);
+  messageDesc(file_paypolicy_v1_admin, 27);
 
 /**
  * ListAgentsResponse lists agents, oldest first.
@@ -823,7 +949,7 @@ export type ListAgentsResponse = Message<"paypolicy.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 25);
+  messageDesc(file_paypolicy_v1_admin, 28);
 
 /**
  * SetPolicyRequest replaces an agent's policy.
@@ -873,7 +999,7 @@ export type SetPolicyRequest = Message<"paypolicy.v1.SetPolicyRequest"> & {
  * Use `create(SetPolicyRequestSchema)` to create a new message.
  */
 export const SetPolicyRequestSchema: GenMessage<SetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 26);
+  messageDesc(file_paypolicy_v1_admin, 29);
 
 /**
  * SetPolicyResponse returns the new policy.
@@ -904,7 +1030,7 @@ export type SetPolicyResponse = Message<"paypolicy.v1.SetPolicyResponse"> & {
  * Use `create(SetPolicyResponseSchema)` to create a new message.
  */
 export const SetPolicyResponseSchema: GenMessage<SetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 27);
+  messageDesc(file_paypolicy_v1_admin, 30);
 
 /**
  * UpsertServiceRequest carries the record to store.
@@ -933,7 +1059,7 @@ export type UpsertServiceRequest = Message<"paypolicy.v1.UpsertServiceRequest"> 
  * Use `create(UpsertServiceRequestSchema)` to create a new message.
  */
 export const UpsertServiceRequestSchema: GenMessage<UpsertServiceRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 28);
+  messageDesc(file_paypolicy_v1_admin, 31);
 
 /**
  * UpsertServiceResponse returns the stored record.
@@ -954,7 +1080,7 @@ export type UpsertServiceResponse = Message<"paypolicy.v1.UpsertServiceResponse"
  * Use `create(UpsertServiceResponseSchema)` to create a new message.
  */
 export const UpsertServiceResponseSchema: GenMessage<UpsertServiceResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 29);
+  messageDesc(file_paypolicy_v1_admin, 32);
 
 /**
  * DeleteServiceRequest names the record.
@@ -982,7 +1108,7 @@ export type DeleteServiceRequest = Message<"paypolicy.v1.DeleteServiceRequest"> 
  * Use `create(DeleteServiceRequestSchema)` to create a new message.
  */
 export const DeleteServiceRequestSchema: GenMessage<DeleteServiceRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 30);
+  messageDesc(file_paypolicy_v1_admin, 33);
 
 /**
  * DeleteServiceResponse is empty on success.
@@ -997,7 +1123,7 @@ export type DeleteServiceResponse = Message<"paypolicy.v1.DeleteServiceResponse"
  * Use `create(DeleteServiceResponseSchema)` to create a new message.
  */
 export const DeleteServiceResponseSchema: GenMessage<DeleteServiceResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 31);
+  messageDesc(file_paypolicy_v1_admin, 34);
 
 /**
  * ListServicesRequest chooses which records to list.
@@ -1032,7 +1158,7 @@ export type ListServicesRequest = Message<"paypolicy.v1.ListServicesRequest"> & 
  * Use `create(ListServicesRequestSchema)` to create a new message.
  */
 export const ListServicesRequestSchema: GenMessage<ListServicesRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 32);
+  messageDesc(file_paypolicy_v1_admin, 35);
 
 /**
  * ListServicesResponse lists the requested records by slug.
@@ -1060,7 +1186,7 @@ export type ListServicesResponse = Message<"paypolicy.v1.ListServicesResponse"> 
  * Use `create(ListServicesResponseSchema)` to create a new message.
  */
 export const ListServicesResponseSchema: GenMessage<ListServicesResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 33);
+  messageDesc(file_paypolicy_v1_admin, 36);
 
 /**
  * Transaction is one ledger row.
@@ -1196,7 +1322,7 @@ export type Transaction = Message<"paypolicy.v1.Transaction"> & {
  * Use `create(TransactionSchema)` to create a new message.
  */
 export const TransactionSchema: GenMessage<Transaction> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 34);
+  messageDesc(file_paypolicy_v1_admin, 37);
 
 /**
  * ListTransactionsRequest filters and pages the ledger.
@@ -1259,7 +1385,7 @@ export type ListTransactionsRequest = Message<"paypolicy.v1.ListTransactionsRequ
  * Use `create(ListTransactionsRequestSchema)` to create a new message.
  */
 export const ListTransactionsRequestSchema: GenMessage<ListTransactionsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 35);
+  messageDesc(file_paypolicy_v1_admin, 38);
 
 /**
  * ListTransactionsResponse is one page.
@@ -1287,7 +1413,7 @@ export type ListTransactionsResponse = Message<"paypolicy.v1.ListTransactionsRes
  * Use `create(ListTransactionsResponseSchema)` to create a new message.
  */
 export const ListTransactionsResponseSchema: GenMessage<ListTransactionsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 36);
+  messageDesc(file_paypolicy_v1_admin, 39);
 
 /**
  * Approval is an approval request as the operator sees it.
@@ -1408,7 +1534,7 @@ export type Approval = Message<"paypolicy.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 37);
+  messageDesc(file_paypolicy_v1_admin, 40);
 
 /**
  * ListApprovalsRequest filters approvals.
@@ -1450,7 +1576,7 @@ export type ListApprovalsRequest = Message<"paypolicy.v1.ListApprovalsRequest"> 
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 38);
+  messageDesc(file_paypolicy_v1_admin, 41);
 
 /**
  * ListApprovalsResponse lists approvals, newest first.
@@ -1478,7 +1604,7 @@ export type ListApprovalsResponse = Message<"paypolicy.v1.ListApprovalsResponse"
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 39);
+  messageDesc(file_paypolicy_v1_admin, 42);
 
 /**
  * DecideApprovalRequest records a decision.
@@ -1520,7 +1646,7 @@ export type DecideApprovalRequest = Message<"paypolicy.v1.DecideApprovalRequest"
  * Use `create(DecideApprovalRequestSchema)` to create a new message.
  */
 export const DecideApprovalRequestSchema: GenMessage<DecideApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 40);
+  messageDesc(file_paypolicy_v1_admin, 43);
 
 /**
  * DecideApprovalResponse returns the decided approval.
@@ -1541,7 +1667,7 @@ export type DecideApprovalResponse = Message<"paypolicy.v1.DecideApprovalRespons
  * Use `create(DecideApprovalResponseSchema)` to create a new message.
  */
 export const DecideApprovalResponseSchema: GenMessage<DecideApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 41);
+  messageDesc(file_paypolicy_v1_admin, 44);
 
 /**
  * DashboardUser describes a dashboard user without any password material.
@@ -1597,7 +1723,7 @@ export type DashboardUser = Message<"paypolicy.v1.DashboardUser"> & {
  * Use `create(DashboardUserSchema)` to create a new message.
  */
 export const DashboardUserSchema: GenMessage<DashboardUser> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 42);
+  messageDesc(file_paypolicy_v1_admin, 45);
 
 /**
  * CreateDashboardUserRequest describes the new user and their first password.
@@ -1639,7 +1765,7 @@ export type CreateDashboardUserRequest = Message<"paypolicy.v1.CreateDashboardUs
  * Use `create(CreateDashboardUserRequestSchema)` to create a new message.
  */
 export const CreateDashboardUserRequestSchema: GenMessage<CreateDashboardUserRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 43);
+  messageDesc(file_paypolicy_v1_admin, 46);
 
 /**
  * CreateDashboardUserResponse returns the new user.
@@ -1660,7 +1786,7 @@ export type CreateDashboardUserResponse = Message<"paypolicy.v1.CreateDashboardU
  * Use `create(CreateDashboardUserResponseSchema)` to create a new message.
  */
 export const CreateDashboardUserResponseSchema: GenMessage<CreateDashboardUserResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 44);
+  messageDesc(file_paypolicy_v1_admin, 47);
 
 /**
  * ListDashboardUsersRequest names the organization.
@@ -1695,7 +1821,7 @@ export type ListDashboardUsersRequest = Message<"paypolicy.v1.ListDashboardUsers
  * Use `create(ListDashboardUsersRequestSchema)` to create a new message.
  */
 export const ListDashboardUsersRequestSchema: GenMessage<ListDashboardUsersRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 45);
+  messageDesc(file_paypolicy_v1_admin, 48);
 
 /**
  * ListDashboardUsersResponse lists users, oldest first.
@@ -1723,7 +1849,7 @@ export type ListDashboardUsersResponse = Message<"paypolicy.v1.ListDashboardUser
  * Use `create(ListDashboardUsersResponseSchema)` to create a new message.
  */
 export const ListDashboardUsersResponseSchema: GenMessage<ListDashboardUsersResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 46);
+  messageDesc(file_paypolicy_v1_admin, 49);
 
 /**
  * UpdateDashboardUserRequest changes the fields that are set.
@@ -1753,7 +1879,7 @@ export type UpdateDashboardUserRequest = Message<"paypolicy.v1.UpdateDashboardUs
  * Use `create(UpdateDashboardUserRequestSchema)` to create a new message.
  */
 export const UpdateDashboardUserRequestSchema: GenMessage<UpdateDashboardUserRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 47);
+  messageDesc(file_paypolicy_v1_admin, 50);
 
 /**
  * UpdateDashboardUserResponse returns the updated user.
@@ -1774,7 +1900,7 @@ export type UpdateDashboardUserResponse = Message<"paypolicy.v1.UpdateDashboardU
  * Use `create(UpdateDashboardUserResponseSchema)` to create a new message.
  */
 export const UpdateDashboardUserResponseSchema: GenMessage<UpdateDashboardUserResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 48);
+  messageDesc(file_paypolicy_v1_admin, 51);
 
 /**
  * DeleteDashboardUserRequest names the user.
@@ -1795,7 +1921,7 @@ export type DeleteDashboardUserRequest = Message<"paypolicy.v1.DeleteDashboardUs
  * Use `create(DeleteDashboardUserRequestSchema)` to create a new message.
  */
 export const DeleteDashboardUserRequestSchema: GenMessage<DeleteDashboardUserRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 49);
+  messageDesc(file_paypolicy_v1_admin, 52);
 
 /**
  * DeleteDashboardUserResponse is empty on success.
@@ -1810,7 +1936,7 @@ export type DeleteDashboardUserResponse = Message<"paypolicy.v1.DeleteDashboardU
  * Use `create(DeleteDashboardUserResponseSchema)` to create a new message.
  */
 export const DeleteDashboardUserResponseSchema: GenMessage<DeleteDashboardUserResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 50);
+  messageDesc(file_paypolicy_v1_admin, 53);
 
 /**
  * ResetDashboardUserPasswordRequest carries the new password.
@@ -1838,7 +1964,7 @@ export type ResetDashboardUserPasswordRequest = Message<"paypolicy.v1.ResetDashb
  * Use `create(ResetDashboardUserPasswordRequestSchema)` to create a new message.
  */
 export const ResetDashboardUserPasswordRequestSchema: GenMessage<ResetDashboardUserPasswordRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 51);
+  messageDesc(file_paypolicy_v1_admin, 54);
 
 /**
  * ResetDashboardUserPasswordResponse returns the user; every session they had is ended.
@@ -1859,7 +1985,7 @@ export type ResetDashboardUserPasswordResponse = Message<"paypolicy.v1.ResetDash
  * Use `create(ResetDashboardUserPasswordResponseSchema)` to create a new message.
  */
 export const ResetDashboardUserPasswordResponseSchema: GenMessage<ResetDashboardUserPasswordResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_admin, 52);
+  messageDesc(file_paypolicy_v1_admin, 55);
 
 /**
  * ApiKeyMode decides the key prefix and which chains the key may sign on.
@@ -2162,6 +2288,16 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ProvisionTreasuryRequestSchema;
     output: typeof ProvisionTreasuryResponseSchema;
+  },
+  /**
+   * GetTreasuryBalances reads the treasury's USDC and gas balances on every chain with an RPC endpoint.
+   *
+   * @generated from rpc paypolicy.v1.AdminService.GetTreasuryBalances
+   */
+  getTreasuryBalances: {
+    methodKind: "unary";
+    input: typeof GetTreasuryBalancesRequestSchema;
+    output: typeof GetTreasuryBalancesResponseSchema;
   },
   /**
    * CreateApiKey issues an API key; the plaintext is returned exactly once.

@@ -1,8 +1,10 @@
 import { summarizeSpend, type AgentSpend } from '../../app/spend.js';
+import { getTreasuryBalances } from '../../app/treasury.js';
 import { capBar, capLegend, cumulativeChart, dailyChart } from '../charts.js';
 import { usd } from '../format.js';
 import { html } from '../html.js';
 import type { Route } from '../routes.js';
+import { treasuryPanel } from './treasury.js';
 
 function agentBlock(s: AgentSpend) {
   const { agent } = s;
@@ -39,8 +41,10 @@ export const spendRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/spend',
     permission: 'read',
-    handle(ctx) {
+    async handle(ctx) {
       const summary = summarizeSpend(ctx.deps, ctx.principal, ctx.principal.orgId);
+      // Read from the nodes while the page renders; a node that is down costs its RPC timeout at most.
+      const balances = await getTreasuryBalances(ctx.deps, ctx.principal, ctx.principal.orgId);
       const { totals } = summary;
       const shown = summary.agents.filter((a) => a.agent.status !== 'revoked' || a.last7dMicros > 0n);
       return {
@@ -54,6 +58,7 @@ export const spendRoutes: Route[] = [
 <div class="stat"><div class="label">Organization, last 7 days</div><div class="value">${usd(totals.last7dMicros)}</div></div>
 <div class="stat"><div class="label">Sum of caps of live agents</div><div class="value">${usd(totals.capMicros)}<span class="small muted"> / 24 h</span></div></div>
 </div>
+${treasuryPanel(balances)}
 <section class="panel" aria-labelledby="org-daily"><h2 id="org-daily">Organization per day</h2>
 <figure class="org-chart">${orgChart(totals.daily)}</figure></section>
 <section class="panel" aria-labelledby="per-agent"><h2 id="per-agent">Per agent</h2>
