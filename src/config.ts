@@ -28,6 +28,10 @@ export type Config = {
   tempoRpcUrl: string | undefined;
   /** JSON-RPC endpoint per EVM chain id: raw transactions for these chains are broadcast there. Unset: signed, never submitted. */
   rpcUrls?: ReadonlyMap<number, string>;
+  /** Blocks (the mining one included) before a submitted raw transaction counts as confirmed (default 1). */
+  confirmations?: number;
+  /** A submitted raw transaction not mined after this (ms) is replaced by a fee bump within the policy's ceiling (default 60 s). */
+  replaceAfterMs?: number;
   /** Open client connections beyond which new ones are refused; default from the open-file limit (at most 4096). */
   maxConnections?: number;
   /** An HTTP/2 session with no open stream is closed after this (default 60 s). */
@@ -73,6 +77,8 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--max-queue-ms': { env: 'PAYPOLICY_MAX_QUEUE_MS', key: 'maxQueueMs' },
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
   '--metrics-token': { env: 'PAYPOLICY_METRICS_TOKEN', key: 'metricsToken' },
+  '--confirmations': { env: 'PAYPOLICY_CONFIRMATIONS', key: 'confirmations' },
+  '--replace-after-ms': { env: 'PAYPOLICY_REPLACE_AFTER_MS', key: 'replaceAfterMs' },
 };
 
 /** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
@@ -120,6 +126,8 @@ export function loadConfig(argv: string[], env: Env): Config {
     maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
     maxQueueMs: optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000),
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
+    confirmations: optionalInteger(raw.confirmations, '--confirmations', 1, 1_000),
+    replaceAfterMs: optionalInteger(raw.replaceAfterMs, '--replace-after-ms', 1_000, 86_400_000),
     tempoRpcUrl,
     rpcUrls,
     skipIntegrityCheck,

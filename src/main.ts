@@ -4,7 +4,8 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { isSingleExecutable } from './sea/runtime.js';
 
 const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
-        [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--rpc-url CHAIN_ID=URL]… [--max-connections N]
+        [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--rpc-url CHAIN_ID=URL]… [--confirmations N]
+        [--replace-after-ms MS] [--max-connections N]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
         [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels]
@@ -38,6 +39,8 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --dev                      PAYPOLICY_DEV=1             quote and sign may probe http:// URLs
   --tempo-rpc-url URL        PAYPOLICY_TEMPO_RPC_URL     Tempo JSON-RPC node for MPP fee estimates
   --rpc-url CHAIN_ID=URL     PAYPOLICY_RPC_URLS          EVM node per chain, repeatable (8453=https://…,84532=…): raw transactions are broadcast
+  --confirmations N          PAYPOLICY_CONFIRMATIONS     blocks before a submitted transaction is confirmed (default 1)
+  --replace-after-ms MS      PAYPOLICY_REPLACE_AFTER_MS  fee-bump a submitted transaction not mined after this (default 60000)
   --max-connections N        PAYPOLICY_MAX_CONNECTIONS   open client connections (default 4096 or the file limit - 256)
   --idle-timeout-ms MS       PAYPOLICY_IDLE_TIMEOUT_MS   idle HTTP/2 session lifetime (default 60000)
   --request-timeout-ms MS    PAYPOLICY_REQUEST_TIMEOUT_MS  headers and body must arrive within this (default 30000)

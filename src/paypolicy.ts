@@ -14,7 +14,7 @@ import { createGate, DEFAULT_MAX_PROBES } from './admission.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createChainRpc } from './chain/rpc.js';
-import { startSubmitter } from './app/submit.js';
+import { DEFAULT_TRACKING, startSubmitter } from './app/submit.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore } from './store/store.js';
@@ -115,6 +115,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     tempoFees: createTempoFeeSource({ chains, legacyUrl: config.tempoRpcUrl }, log),
     chains,
     nonceSynced: new Set(),
+    chainConflicts: new Map(),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
@@ -153,7 +154,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   }, APPROVAL_SWEEP_MS);
   sweep.unref();
   // Raw transactions the first broadcast did not get accepted (node down or slow) are retried here.
-  const submitter = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS);
+  const submitter = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS, {
+    confirmations: config.confirmations ?? DEFAULT_TRACKING.confirmations, replaceAfterMs: config.replaceAfterMs ?? DEFAULT_TRACKING.replaceAfterMs,
+  });
   if (config.rpcUrls && config.rpcUrls.size > 0) log.info({ chains: [...config.rpcUrls.keys()] }, 'raw transactions on these chains are submitted on chain');
   log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
   let stopping: Promise<void> | undefined;

@@ -40,4 +40,10 @@ export type AppDeps = {
   chains: ChainRpc;
   /** (organization, chain) pairs whose nonce counter was reconciled with the node's pending nonce in this process. */
   nonceSynced: Set<string>;
+  /**
+   * (organization, chain) pairs where a transaction that is none of ours used a nonce this ledger
+   * gave out: another process signs for the treasury there. Nothing more is submitted or signed as
+   * a raw transaction there until a restart (README "On-chain submission"); value: what was seen.
+   */
+  chainConflicts: Map<string, string>;
 };

@@ -101,6 +101,11 @@ export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash:
       return { outcome: 'denied', ...base, reason: current.reason };
     case 'signing':
       throw new DomainError('conflict', 'This payment is still being signed; repeat the request shortly', { code: 'in_progress' });
+    case 'reverted':
+      // Signed and submitted, but nothing was paid on chain: the agent must not take it as paid.
+      throw new DomainError('failed_precondition', `${current.reason || 'The transaction failed on chain'}; send a new request with a new Idempotency-Key`, {
+        code: 'transaction_reverted', meta: { txHash: current.txHash },
+      });
     default:
       throw new DomainError('failed_precondition', 'Signing this payment failed; send a new request with a new Idempotency-Key', { code: 'signing_failed' });
   }

@@ -1,4 +1,8 @@
-import type { Address, Hex } from 'viem';
+import { parseTransaction, type Address, type Hex } from 'viem';
+import type { ChainReceipt } from '../chain/rpc.js';
+import { DomainError } from '../domain/errors.js';
+import type { Eip1559Fields } from '../signing/signJobs.js';
+import type { InFlightRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import type { SignedPayment } from './signedPayment.js';
 
@@ -23,23 +27,45 @@ export function submitsOnChain(deps: AppDeps, signed: SignedPayment): boolean {
 export async function broadcastSettled(deps: AppDeps, rowId: string, signed: SignedPayment): Promise<Hex | null> {
   if (signed.type !== 'raw_transaction' || !deps.chains.has(signed.rawTransaction.chainId)) return null;
   const { chainId, serialized, hash } = signed.rawTransaction;
+  const refusal = await broadcast(deps, chainId, serialized, hash);
+  if (refusal !== undefined) {
+    deps.log.warn({ transactionId: rowId, chainId, reason: refusal.reason }, 'broadcasting a raw transaction failed; the background submitter retries it');
+    return null;
+  }
+  await deps.uow.write(() => {
+    if (deps.store.payments.markSubmitted(rowId, hash, deps.now())) deps.store.payments.startBroadcastTimer(rowId, deps.now());
+  });
+  return hash;
+}
+
+/** Why a node did not take a transaction: `permanent` when resending the same bytes can never work. */
+type Refusal = { reason: string; permanent: boolean; nonceTooLow: boolean };
+
+/**
+ * Node errors that resending the same bytes will never get past: the transaction itself is
+ * invalid for the chain (intrinsic gas, gas limit, signature, type, size). Not among them: fees
+ * under the base fee, an underpriced replacement, a treasury short of gas money (all can change).
+ */
+const PERMANENT = /intrinsic gas too low|gas limit reached|exceeds block gas limit|exceeds the block gas limit|invalid sender|invalid signature|invalid chain id|incorrect chain id|transaction type not supported|oversized data|gas limit too low|below intrinsic|intrinsic gas/i;
+const NONCE_TOO_LOW = /nonce too low|nonce has already been used|already used nonce|is lower than the current nonce/i;
+
+/** Sends the stored bytes; undefined when the node has them (now or from an earlier broadcast). */
+async function broadcast(deps: AppDeps, chainId: number, serialized: Hex, hash: Hex): Promise<Refusal | undefined> {
   try {
     await deps.chains.sendRaw(chainId, serialized);
+    return undefined;
   } catch (err) {
-    const known = await deps.chains.knows(chainId, hash).catch(() => false);
-    if (!known) {
-      deps.log.warn({ transactionId: rowId, chainId, reason: rpcReason(err) }, 'broadcasting a raw transaction failed; the background submitter retries it');
-      return null;
-    }
+    if (await deps.chains.knows(chainId, hash).catch(() => false)) return undefined;
+    const reason = rpcReason(err);
+    return { reason, permanent: PERMANENT.test(reason), nonceTooLow: NONCE_TOO_LOW.test(reason) };
   }
-  await deps.uow.write(() => deps.store.payments.markSubmitted(rowId, hash, deps.now()));
-  return hash;
 }
 
 /**
  * One pass of the background submitter for one chain: the rows waiting for broadcast in nonce
- * order, once they are durable, stopping at the first that the node does not accept (the later nonces could not be mined
- * before it). Returns how many were submitted.
+ * order, once they are durable, stopping at the first that the node does not accept (the later
+ * nonces could not be mined before it). A row the node refuses for good gets its nonce filled
+ * (fillNonce) so it does not hold back every later one. Returns how many were submitted.
  */
 export async function submitPending(deps: AppDeps, chainId: number, batch = 100): Promise<number> {
   let submitted = 0;
@@ -49,29 +75,277 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100)
   // running: broadcast only after a sync that started after this read (invariant 2).
   await deps.uow.durable();
   for (const row of rows) {
-    if (!(await broadcastSettled(deps, row.id, JSON.parse(row.result) as SignedPayment))) break;
+    const signed = JSON.parse(row.result) as SignedPayment;
+    if (signed.type !== 'raw_transaction') continue;
+    const orgId = deps.store.payments.get(row.id)?.orgId;
+    if (orgId === undefined || deps.chainConflicts.has(pairKey(orgId, chainId))) break;
+    const versions = versionsOf(deps, row.id, signed);
+    // A row that already has later versions (a filler) broadcasts its newest one.
+    const newest = versions[versions.length - 1]!;
+    const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
+    if (refusal === undefined) {
+      await deps.uow.write(() => deps.store.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
+      submitted++;
+      continue;
+    }
+    deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'the node did not accept a raw transaction waiting for broadcast');
+    if (refusal.nonceTooLow) {
+      await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions);
+      break;
+    }
+    if (!refusal.permanent || newest.kind !== 'original') break;
+    if (!(await fillNonce(deps, chainId, orgId, row.id, signed, refusal.reason))) break;
     submitted++;
   }
   return submitted;
 }
 
+/** Tracking settings: confirmations before `confirmed`, and how long a version may wait before a fee bump. */
+export type TrackingOptions = { confirmations: number; replaceAfterMs: number; batch?: number };
+export const DEFAULT_TRACKING: TrackingOptions = { confirmations: 1, replaceAfterMs: 60_000 };
+
+/** One broadcast version of a row: the original (the row's result) or a later attempt. */
+type Version = { hash: Hex; serialized: Hex; kind: 'original' | 'bump' | 'filler' };
+
+function versionsOf(deps: AppDeps, rowId: string, signed: Extract<SignedPayment, { type: 'raw_transaction' }>): Version[] {
+  return [
+    { hash: signed.rawTransaction.hash, serialized: signed.rawTransaction.serialized, kind: 'original' },
+    ...deps.store.payments.attempts(rowId).map((a) => ({ hash: a.hash as Hex, serialized: a.serialized as Hex, kind: a.kind })),
+  ];
+}
+
+const pairKey = (orgId: string, chainId: number) => `${orgId}\u0000${chainId}`;
+
 /**
- * A background loop of submitPending every `intervalMs`: one pass at a time per chain, chains
- * independent, so a slow node holds back only its own chain. `stop` ends it.
+ * The node refused a row's transaction for good: its nonce must still be used, or every later
+ * transaction of the treasury waits behind it forever. The service signs a no-op in its place,
+ * a zero-value transfer from the treasury to itself with the same nonce and the same fees (21,000
+ * gas, so within the fee the policy allowed for the payment), records it as the row's filler
+ * before it is broadcast, and broadcasts it. Once mined the row becomes `reverted`: nothing was
+ * paid. True when the filler was accepted.
  */
-export function startSubmitter(deps: AppDeps, intervalMs: number): { stop: () => void } {
+async function fillNonce(deps: AppDeps, chainId: number, orgId: string, rowId: string, signed: Extract<SignedPayment, { type: 'raw_transaction' }>, refusal: string): Promise<boolean> {
+  const treasury = deps.vault.address(orgId) as Address | undefined;
+  if (!treasury) return false;
+  const original = parseTransaction(signed.rawTransaction.serialized);
+  const fees = { maxFeePerGas: original.maxFeePerGas ?? 0n, maxPriorityFeePerGas: original.maxPriorityFeePerGas ?? 0n };
+  const version = await signVersion(deps, rowId, orgId, 'filler', {
+    chainId, nonce: Number(signed.rawTransaction.nonce), to: treasury, data: '0x', gas: 21_000n, ...fees,
+  }, `The node refused the transaction for good (${refusal}); its nonce is filled by a no-op transfer to the treasury`);
+  if (!version) return false;
+  deps.log.error({ transactionId: rowId, chainId, reason: refusal, filler: version.hash }, 'the node refused a raw transaction for good; its nonce is filled by a no-op transfer so later ones are not held back');
+  const again = await broadcast(deps, chainId, version.serialized, version.hash);
+  if (again !== undefined) {
+    deps.log.warn({ transactionId: rowId, chainId, reason: again.reason }, 'broadcasting a nonce filler failed; retried on the next pass');
+    return false;
+  }
+  await deps.uow.write(() => deps.store.payments.markAccepted(rowId, version.hash, true, deps.now()));
+  return true;
+}
+
+/**
+ * Signs a new version of a row (same nonce) through the signing threads and records it durably
+ * before anything is broadcast (invariant 2). Undefined when the row became final meanwhile.
+ */
+async function signVersion(deps: AppDeps, rowId: string, orgId: string, kind: 'bump' | 'filler', tx: Eip1559Fields, reason?: string): Promise<Version | undefined> {
+  const out = await deps.signer.sign({ kind: 'eip1559', orgId, tx });
+  if (!out.serialized || !out.hash) throw new Error('the signer returned no transaction');
+  const recorded = await deps.uow.write(() => {
+    const now = deps.now();
+    const ok = deps.store.payments.addAttempt(rowId, {
+      hash: out.hash!, kind, serialized: out.serialized!, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas, createdAt: now,
+    });
+    if (ok && reason) deps.store.payments.noteReason(rowId, reason, now);
+    return ok;
+  });
+  return recorded ? { hash: out.hash, serialized: out.serialized, kind } : undefined;
+}
+
+/**
+ * The treasury's nonce of a row is used on chain: by one of the row's versions (its receipt
+ * tells), or by a transaction that is none of ours: another process signs for this treasury. Then
+ * the row can never be mined (it is `reverted`: nothing was paid), the (organization, chain) is
+ * marked conflicted, and nothing more is submitted or signed there until a restart.
+ */
+async function checkNonceUse(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, versions: Version[]): Promise<void> {
+  const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash).catch(() => undefined)));
+  if (receipts.some((r) => r !== null)) return; // one is mined, or we could not tell: the tracker decides
+  await nonceTaken(deps, chainId, orgId, rowId, nonce, versions[versions.length - 1]!.hash);
+}
+
+/** A row's nonce was used by someone else's transaction: the conflict, and the row can never be mined. */
+async function nonceTaken(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, hash: string): Promise<void> {
+  markConflict(deps, chainId, orgId, rowId, nonce);
+  const reason = `Nonce ${nonce} of the treasury was used on chain by a transaction paypolicy did not sign: another process signs for this treasury on chain ${chainId}; nothing was paid`;
+  await deps.uow.write(() => deps.store.payments.markReverted(rowId, { hash, blockNumber: null, confirmations: null, networkFeeWei: null }, reason, deps.now()));
+}
+
+function markConflict(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number): void {
+  const key = pairKey(orgId, chainId);
+  if (deps.chainConflicts.has(key)) return;
+  deps.chainConflicts.set(key, `nonce ${nonce} used by a transaction paypolicy did not sign (payment ${rowId})`);
+  deps.nonceSynced.delete(key);
+  deps.log.error({ orgId, chainId, nonce, transactionId: rowId },
+    'another process uses this treasury on this chain: a nonce paypolicy gave out was used by a transaction it did not sign; submission and raw-transaction signing stop there until paypolicy is restarted (one deployment per treasury per chain)');
+}
+
+/**
+ * Refuses a new raw transaction on an (organization, chain) marked conflicted (409
+ * treasury_conflict): it could only be given a nonce another process may also use.
+ */
+export function refuseIfConflicted(deps: AppDeps, orgId: string, chainId: number): void {
+  if (!deps.chainConflicts.has(pairKey(orgId, chainId))) return;
+  throw new DomainError('conflict',
+    `Another process uses this organization's treasury on chain ${chainId} (a transaction paypolicy did not sign used one of its nonces); raw transactions there are refused until an operator stops the other signer and restarts paypolicy`,
+    { code: 'treasury_conflict' });
+}
+
+/**
+ * One tracking pass for one chain: the submitted rows not yet final, lowest nonce first, bounded
+ * by `batch`. For each, the receipts of every version: the one mined decides (confirmed after
+ * `confirmations` blocks, or reverted); none mined and the treasury's nonce used = a conflict;
+ * none known to the node = dropped, the newest version is broadcast again; known but waiting
+ * longer than `replaceAfterMs` = a fee bump, within the policy's current network-fee ceiling.
+ */
+export async function trackChain(deps: AppDeps, chainId: number, opts: TrackingOptions = DEFAULT_TRACKING): Promise<void> {
+  const rows = deps.store.payments.inFlight(chainId, opts.batch ?? 200);
+  if (rows.length === 0) return;
+  // The mined nonce is read before the receipts: a version mined in between shows in its receipt,
+  // so "nonce used and no receipt of ours" really means someone else's transaction.
+  const mined = new Map<string, number>();
+  for (const orgId of new Set(rows.map((r) => r.orgId))) {
+    const treasury = deps.vault.address(orgId) as Address | undefined;
+    if (treasury && !deps.chainConflicts.has(pairKey(orgId, chainId))) mined.set(orgId, await deps.chains.minedNonce(chainId, treasury));
+  }
+  const latest = await deps.chains.blockNumber(chainId);
+  for (const row of rows) {
+    const minedNonce = mined.get(row.orgId);
+    if (minedNonce === undefined) continue;
+    const signed = JSON.parse(row.result) as SignedPayment;
+    if (signed.type !== 'raw_transaction') continue;
+    const versions = versionsOf(deps, row.id, signed);
+    const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash)));
+    const at = receipts.findIndex((r) => r !== null);
+    if (at >= 0) {
+      await settleMined(deps, chainId, row, versions[at]!, receipts[at]!, latest, opts);
+      continue;
+    }
+    if (minedNonce > row.nonce) {
+      await nonceTaken(deps, chainId, row.orgId, row.id, row.nonce, row.txHash ?? versions[0]!.hash);
+      continue;
+    }
+    const known = await Promise.all(versions.map((v) => deps.chains.knows(chainId, v.hash)));
+    if (!known.some(Boolean)) {
+      await rebroadcastDropped(deps, chainId, row, versions);
+      continue;
+    }
+    if (row.broadcastAt !== null && deps.now() - row.broadcastAt >= opts.replaceAfterMs) await bumpFees(deps, chainId, row, versions);
+  }
+}
+
+async function settleMined(deps: AppDeps, chainId: number, row: InFlightRow, version: Version, receipt: ChainReceipt, latest: bigint, opts: TrackingOptions): Promise<void> {
+  const confirmations = latest >= receipt.blockNumber ? Number(latest - receipt.blockNumber) + 1 : 0;
+  const minedVersion = { hash: version.hash, blockNumber: Number(receipt.blockNumber), confirmations, networkFeeWei: (receipt.gasUsed * receipt.effectiveGasPrice).toString() };
+  const now = deps.now();
+  if (confirmations < opts.confirmations) {
+    await deps.uow.write(() => deps.store.payments.markMined(row.id, minedVersion, now));
+    return;
+  }
+  if (version.kind === 'filler') {
+    const reason = `${row.reason || 'The node refused the transaction for good'}; nonce ${row.nonce} was used by the no-op transfer in block ${receipt.blockNumber}; nothing was paid`;
+    await deps.uow.write(() => deps.store.payments.markReverted(row.id, minedVersion, reason, deps.now()));
+  } else if (receipt.status === 'success') {
+    await deps.uow.write(() => deps.store.payments.markConfirmed(row.id, minedVersion, deps.now()));
+  } else {
+    const tx = parseTransaction(version.serialized);
+    const treasury = deps.vault.address(row.orgId) as Address;
+    const why = tx.to && tx.data ? await deps.chains.revertReason(chainId, { from: treasury, to: tx.to, data: tx.data, gas: tx.gas ?? 0n }, receipt.blockNumber).catch(() => undefined) : undefined;
+    const reason = `Reverted on chain in block ${receipt.blockNumber}${why ? `: ${why}` : ''}; nothing was paid and the hold on the spend cap is released`;
+    await deps.uow.write(() => deps.store.payments.markReverted(row.id, minedVersion, reason, deps.now()));
+    deps.log.warn({ transactionId: row.id, chainId, txHash: version.hash, reason }, 'a submitted raw transaction reverted on chain');
+  }
+}
+
+/** No version is known to the node and none is mined: broadcast the newest again (the same bytes). */
+async function rebroadcastDropped(deps: AppDeps, chainId: number, row: InFlightRow, versions: Version[]): Promise<void> {
+  if (row.submitStatus !== 'dropped') {
+    await deps.uow.write(() => deps.store.payments.markDropped(row.id, deps.now()));
+    deps.log.warn({ transactionId: row.id, chainId, nonce: row.nonce }, 'the node no longer knows a submitted raw transaction; broadcasting it again');
+  }
+  const newest = versions[versions.length - 1]!;
+  const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
+  if (refusal !== undefined) {
+    deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a dropped raw transaction again failed; retried on the next pass');
+    return;
+  }
+  await deps.uow.write(() => deps.store.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
+}
+
+/** Rows (by id and fee level) whose bump was refused by the ceiling: logged once. */
+const ceilingLogged = new WeakMap<AppDeps, Set<string>>();
+
+/**
+ * Replaces a version waiting too long by one with the same nonce and higher fees: both fees at
+ * least +12.5% (nodes want +10%), only if gas × max fee per gas stays within the agent's network
+ * fee ceiling as the policy says now. Otherwise nothing is sent and the wait is logged once.
+ */
+async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versions: Version[]): Promise<void> {
+  const newest = versions[versions.length - 1]!;
+  const tx = parseTransaction(newest.serialized);
+  const gas = tx.gas ?? 0n;
+  const maxFee = tx.maxFeePerGas ?? 0n;
+  const priority = tx.maxPriorityFeePerGas ?? 0n;
+  const bumpedMax = maxFee + (maxFee + 7n) / 8n;
+  const bumpedPriority = priority + (priority + 7n) / 8n;
+  const ceiling = deps.store.agents.get(row.agentId)?.policy.maxNetworkFeeWei ?? 0n;
+  if (gas * bumpedMax > ceiling || !tx.to) {
+    const logged = ceilingLogged.get(deps) ?? new Set<string>();
+    ceilingLogged.set(deps, logged);
+    const key = `${row.id}:${maxFee}`;
+    if (!logged.has(key)) {
+      logged.add(key);
+      deps.log.warn({ transactionId: row.id, chainId, gas: String(gas), maxFeePerGas: String(maxFee), ceilingWei: String(ceiling) },
+        'a submitted raw transaction is waiting, but a fee bump would exceed the policy\'s network fee ceiling; it stays as it is');
+    }
+    return;
+  }
+  const version = await signVersion(deps, row.id, row.orgId, 'bump', {
+    chainId, nonce: row.nonce, to: tx.to, data: tx.data ?? '0x', gas, maxFeePerGas: bumpedMax, maxPriorityFeePerGas: bumpedPriority,
+  });
+  if (!version) return;
+  const refusal = await broadcast(deps, chainId, version.serialized, version.hash);
+  if (refusal !== undefined) {
+    deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a fee bump failed; retried on the next pass');
+    return;
+  }
+  await deps.uow.write(() => deps.store.payments.markAccepted(row.id, version.hash, true, deps.now()));
+  deps.log.info({ transactionId: row.id, chainId, replaced: newest.hash, by: version.hash, maxFeePerGas: String(bumpedMax) }, 'replaced a waiting raw transaction by a fee bump with the same nonce');
+}
+
+/**
+ * The background loop every `intervalMs`: per chain, broadcast what waits (submitPending), then
+ * track what was submitted (trackChain). One pass at a time per chain, chains independent, so a
+ * slow node holds back only its own chain; every RPC call is bounded. `stop` ends it.
+ */
+export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: TrackingOptions = DEFAULT_TRACKING): { stop: () => void } {
   const running = new Set<number>();
-  const timer = setInterval(() => {
+  const pass = () => {
     for (const chainId of deps.chains.chainIds()) {
       if (running.has(chainId)) continue;
       running.add(chainId);
-      submitPending(deps, chainId)
-        .then((n) => { if (n > 0) deps.log.info({ chainId, submitted: n }, 'submitted raw transactions waiting for broadcast'); })
-        .catch((err: unknown) => deps.log.error({ err, chainId }, 'background submission failed'))
+      (async () => {
+        const n = await submitPending(deps, chainId);
+        if (n > 0) deps.log.info({ chainId, submitted: n }, 'submitted raw transactions waiting for broadcast');
+        await trackChain(deps, chainId, tracking);
+      })()
+        .catch((err: unknown) => deps.log.error({ chainId, reason: rpcReason(err) }, 'background submission failed'))
         .finally(() => running.delete(chainId));
     }
-  }, intervalMs);
+  };
+  const timer = setInterval(pass, intervalMs);
   timer.unref();
+  // At start, rows left pending, submitted or dropped by the previous run are picked up at once.
+  setImmediate(pass);
   return { stop: () => clearInterval(timer) };
 }
 
@@ -83,8 +357,10 @@ export function startSubmitter(deps: AppDeps, intervalMs: number): { stop: () =>
  * reservation asks again).
  */
 export async function chainNonceFloor(deps: AppDeps, orgId: string, chainId: number, treasury: Address): Promise<number | undefined> {
-  const key = `${orgId}\u0000${chainId}`;
-  if (!deps.chains.has(chainId) || deps.nonceSynced.has(key)) return undefined;
+  const key = pairKey(orgId, chainId);
+  if (!deps.chains.has(chainId)) return undefined;
+  refuseIfConflicted(deps, orgId, chainId);
+  if (deps.nonceSynced.has(key)) return undefined;
   try {
     return await deps.chains.pendingNonce(chainId, treasury);
   } catch (err) {

@@ -33,6 +33,8 @@ export type TestServerOptions = {
   /** EVM RPC endpoints per chain (--rpc-url), and the background submitter's period. */
   rpcUrls?: ReadonlyMap<number, string>;
   submitIntervalMs?: number;
+  /** Tracking of submitted raw transactions: --confirmations and --replace-after-ms. */
+  tracking?: Pick<Config, 'confirmations' | 'replaceAfterMs'>;
   /** Connection cap and timeouts (small values keep limit tests fast). */
   limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxSignQueue' | 'maxQueueMs' | 'maxProbes'>;
   /** /metrics token and agent labels. */
@@ -49,6 +51,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
       ...opts.limits,
       ...opts.metrics,
+      ...opts.tracking,
     },
     { logDestination: { write: (line: string) => void logs.push(line) }, now: opts.now, submitIntervalMs: opts.submitIntervalMs },
   );

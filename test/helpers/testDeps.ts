@@ -47,6 +47,7 @@ export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDep
     tempoFees: createTempoFeeSource(undefined, log),
     chains: createChainRpc(),
     nonceSynced: new Set(),
+    chainConflicts: new Map(),
     ...overrides,
   };
 }

@@ -180,8 +180,9 @@ const NOT_USE_CASES: Record<string, string> = {
   // on-chain submission: the background submitter and the nonce floor act on rows a use case wrote
   submitsOnChain: 'helper of signPayment', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
   startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
-  applyNonceFloor: 'helper of sign/decideApproval',
-  readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment',
+  applyNonceFloor: 'helper of sign/decideApproval', trackChain: 'background submitter', DEFAULT_TRACKING: 'constant',
+  refuseIfConflicted: 'helper of sign/decideApproval',
+  readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment', treasuryRefusal: 'pure',
   signAndSettle: 'helper of sign/decideApproval', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
