@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -24,11 +24,11 @@ const BLOCK_MS = 250;
 const CHAIN_ID = Number(process.argv[2] ?? 84532);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-// The helper loads its token fixture relative to itself: the compiled copy needs it beside it.
+// The helper loads its contract fixtures (JSON) relative to itself: the compiled copy needs them beside it.
 const helper = fileURLToPath(new URL('../test/helpers/localChain.js', import.meta.url));
-const fixture = join(dirname(helper), '../fixtures/MiniUSDC.json');
-mkdirSync(dirname(fixture), { recursive: true });
-copyFileSync(join(root, 'test/fixtures/MiniUSDC.json'), fixture);
+const fixtures = join(dirname(helper), '../fixtures');
+mkdirSync(fixtures, { recursive: true });
+for (const f of readdirSync(join(root, 'test/fixtures'))) if (f.endsWith('.json')) copyFileSync(join(root, 'test/fixtures', f), join(fixtures, f));
 const { createLocalChain, installMiniUsdc } = await import('../test/helpers/localChain.js');
 
 const deployerKey = generatePrivateKey();
