@@ -46,7 +46,7 @@ type Refusal = { reason: string; permanent: boolean; nonceTooLow: boolean };
  * invalid for the chain (intrinsic gas, gas limit, signature, type, size). Not among them: fees
  * under the base fee, an underpriced replacement, a treasury short of gas money (all can change).
  */
-const PERMANENT = /intrinsic gas too low|gas limit reached|exceeds block gas limit|exceeds the block gas limit|invalid sender|invalid signature|invalid chain id|incorrect chain id|transaction type not supported|oversized data|gas limit too low|below intrinsic|intrinsic gas/i;
+const PERMANENT = /intrinsic gas too low|requires at least \d+ gas|gas limit reached|exceeds block gas limit|exceeds the block gas limit|invalid sender|invalid signature|invalid chain id|incorrect chain id|transaction type not supported|oversized data|gas limit too low|below intrinsic|intrinsic gas/i;
 const NONCE_TOO_LOW = /nonce too low|nonce has already been used|already used nonce|is lower than the current nonce/i;
 
 /** Sends the stored bytes; undefined when the node has them (now or from an earlier broadcast). */
