@@ -75,7 +75,7 @@ describe('GetTreasuryBalances', () => {
     expect(ok.blockNumber).toBeGreaterThan(0n);
     const down = r.chains.find((c) => c.chainId === DOWN_CHAIN)!;
     expect(down).toMatchObject({ tokenBalanceMicros: '', nativeBalanceWei: '', blockNumber: 0n });
-    expect(down.error).toMatch(/did not answer/);
+    expect(down.error).toMatch(/could not read from the node/);
     // The node's URL (which may carry a provider key) is never echoed.
     expect(down.error).not.toContain(downUrl);
   });
@@ -120,7 +120,7 @@ describe('paypolicy treasury balance', () => {
     expect(line).toContain('1.500000000000000007');
     expect(line).toContain(WEI.toString());
     const downLine = r.stdout.split('\n').find((l) => l.startsWith(`${DOWN_CHAIN} `))!;
-    expect(downLine).toMatch(/error: the node did not answer/);
+    expect(downLine).toMatch(/error: could not read from the node/);
   });
 
   test('behavior: --json is the response message with every field', async () => {
@@ -154,7 +154,7 @@ describe('dashboard Spend page', () => {
     expect(pageA).toContain(s.bootstrap.treasury_address);
     expect(pageA).toContain('$12.345678');
     expect(pageA).toContain('1.500000000000000007 ETH');
-    expect(pageA).toMatch(/Could not read: the node did not answer/);
+    expect(pageA).toMatch(/<td colspan="3">could not read from the node/);
 
     const b = await httpSignIn(s.url, 'owner-b@example.com', PASSWORD);
     // Query parameters do not choose the organization: the session's does.

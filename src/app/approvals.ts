@@ -12,6 +12,7 @@ import { CAP_WINDOW_MS } from './policyFacts.js';
 import { recheckApproved, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import { applyNonceFloor, chainNonceFloor } from './submit.js';
+import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson } from './paywall.js';
 import { atomicToMicros } from '../domain/money.js';
@@ -84,9 +85,13 @@ export async function decideApproval(
   // endpoint starts from the node's pending nonce, asked before the write as for a direct payment.
   const pending = approvals.get(input.id);
   const pendingTx = pending && inScope(principal, pending.orgId) && input.decision !== 'deny' ? payments.get(pending.transactionId) : undefined;
-  const nonceFloor = pendingTx?.type === 'raw_transaction'
-    ? await chainNonceFloor(deps, pendingTx.orgId, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address)
-    : undefined;
+  // Its treasury's balances are read beside it and compared in the write, as for a direct payment.
+  const [nonceFloor, funds] = pendingTx?.type === 'raw_transaction'
+    ? await Promise.all([
+      chainNonceFloor(deps, pendingTx.orgId, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address),
+      readFundsForSigning(deps, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address),
+    ])
+    : [undefined, undefined];
 
   const step = deps.uow.writeNow(() => {
     const a = approvals.get(input.id);
@@ -105,6 +110,12 @@ export async function decideApproval(
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
     const verdict = recheckApproved(deps, agent, tx, own);
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
+    // A treasury that cannot pay refuses the decision (nothing changes; 503 chain_unavailable when its node did not answer).
+    const funded = tx.type === 'raw_transaction'
+      ? treasuryFundsVerdict(deps, tx.orgId, tx.chainId, funds, { amountMicros: tx.amountMicros, networkFee: storedNetworkFee(tx.request) }, verdict)
+      : verdict;
+    const unfunded = funded.outcome === 'denied' ? treasuryRefusal(funded) : undefined;
+    if (unfunded) return { kind: 'unfunded' as const, error: unfunded };
     approvals.decide(a.id, 'approved', now, decidedBy, note);
     // A paywall's challenge may have expired while the human decided: it is probed and signed
     // afresh when the agent collects the payment, not here.
@@ -125,6 +136,8 @@ export async function decideApproval(
       throw new DomainError('failed_precondition', `Approval is already ${step.status}`, { code: 'approval_decided' });
     case 'refused':
       throw new DomainError('failed_precondition', `Policy re-check refused the approval: ${step.reason}`, { code: 'policy_recheck_failed' });
+    case 'unfunded':
+      throw step.error;
     case 'sign': {
       const treasury = deps.vault.address(step.tx.orgId) as Address;
       try {

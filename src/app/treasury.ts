@@ -61,7 +61,7 @@ export async function getTreasuryBalances(deps: AppDeps, principal: Principal, o
       const funds = await deps.chains.treasuryFunds(chainId, address, token.address);
       return { ...empty, tokenBalanceMicros: funds.tokenBalance, nativeBalanceWei: funds.nativeBalanceWei, blockNumber: funds.blockNumber, error: null };
     } catch (err) {
-      return { ...empty, error: `the node did not answer: ${nodeReason(err)}` };
+      return { ...empty, error: `could not read from the node: ${nodeReason(err)}` };
     }
   }));
   return { orgId, treasuryAddress: address, chains };
@@ -106,7 +106,7 @@ export function treasuryFundsVerdict(
 ): Verdict {
   if (verdict.outcome !== 'allowed' || reading === undefined) return verdict;
   if (!reading.ok) {
-    throw new DomainError('treasury_unavailable', `The RPC node for chain ${chainId} did not answer the treasury balance check (${reading.reason}); nothing was signed, retry shortly`, {
+    throw new DomainError('treasury_unavailable', `The treasury balances could not be read from the RPC node for chain ${chainId} (${reading.reason}); nothing was signed, retry shortly`, {
       code: 'chain_unavailable',
     });
   }
@@ -119,18 +119,18 @@ export function treasuryFundsVerdict(
     if (fee) unminedFeeWei += maxNetworkFeeWei(fee);
   }
   const shortfall = treasuryShortfall(chainId, funds, { unminedMicros, unminedFeeWei }, payment);
-  return shortfall ? { outcome: 'denied', rule: 'treasury_funds', reason: shortfall } : verdict;
+  return shortfall ? { outcome: 'denied', rule: shortfall.rule, reason: shortfall.reason } : verdict;
 }
 
 /**
  * Why the treasury cannot pay a payment on top of what is not yet mined, in USD and ETH, or null
- * when it can. Token first, then gas; both when both are short. The codes in parentheses are
- * stable (README "Treasury balances").
+ * when it can. Token first, then gas; both when both are short (the rule names the first). The
+ * codes in parentheses are stable (README "Treasury balances").
  */
 function treasuryShortfall(
   chainId: number, funds: Pick<TreasuryFunds, 'tokenBalance' | 'nativeBalanceWei'>,
   unmined: { unminedMicros: bigint; unminedFeeWei: bigint }, payment: { amountMicros: bigint; networkFee: NetworkFee | null },
-): string | null {
+): { rule: 'treasury_funds' | 'treasury_gas'; reason: string } | null {
   const reasons: string[] = [];
   const neededMicros = payment.amountMicros + unmined.unminedMicros;
   if (funds.tokenBalance < neededMicros) {
@@ -144,11 +144,23 @@ function treasuryShortfall(
       + `this payment up to ${formatEth(feeWei)} ETH (gas × max fee per gas) plus up to ${formatEth(unmined.unminedFeeWei)} ETH for transactions signed and not yet mined; `
       + `${formatEth(neededWei - funds.nativeBalanceWei)} ETH missing`);
   }
-  return reasons.length === 0 ? null : reasons.join('. ');
+  if (reasons.length === 0) return null;
+  return { rule: funds.tokenBalance < neededMicros ? 'treasury_funds' : 'treasury_gas', reason: reasons.join('. ') };
 }
 
 /** A short reason for a node that failed; viem's full message names the URL, which may carry a provider key. */
 function nodeReason(err: unknown): string {
   const e = err as { shortMessage?: string; details?: string; message?: string };
   return [e.shortMessage ?? e.message, e.details].filter(Boolean).join(' ').replace(/https?:\/\/\S+/g, '<rpc-url>').replace(/\s+/g, ' ').slice(0, 200);
+}
+
+/**
+ * The error refusing a human's approval of a raw transaction the treasury cannot pay: the decision
+ * is not made and the approval stays pending (like a failed policy re-check), so it can be
+ * approved once the treasury is topped up. Its code is the shortfall's.
+ */
+export function treasuryRefusal(verdict: Verdict & { outcome: 'denied' }): DomainError | undefined {
+  if (verdict.rule === 'treasury_funds') return new DomainError('failed_precondition', verdict.reason, { code: 'treasury_insufficient_funds' });
+  if (verdict.rule === 'treasury_gas') return new DomainError('failed_precondition', verdict.reason, { code: 'treasury_insufficient_gas' });
+  return undefined;
 }

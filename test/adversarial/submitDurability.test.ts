@@ -8,7 +8,7 @@ import { createWalSync } from '../../src/store/walSync.js';
 import { createWriteQueue } from '../../src/store/writeQueue.js';
 import { adminFor } from '../helpers/admin.js';
 import { connectClient } from '../helpers/clients.js';
-import { createLocalChain, type LocalChain } from '../helpers/localChain.js';
+import { createLocalChain, installMiniUsdc, type LocalChain } from '../helpers/localChain.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { bearer } from '../helpers/rpc.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -21,16 +21,20 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  */
 const CHAIN = 84532;
 const RECIPIENT: Address = '0x2222222222222222222222222222222222222222';
+const USDC_84532: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 
 let chain: LocalChain;
 let node: Awaited<ReturnType<LocalChain['listen']>>;
 let s: TestServer;
 
 beforeAll(async () => {
-  chain = await createLocalChain({ chainId: CHAIN, accounts: [{ address: privateKeyToAccount(generatePrivateKey()).address, balance: 10n ** 20n }] });
+  const deployerKey = generatePrivateKey();
+  chain = await createLocalChain({ chainId: CHAIN, accounts: [{ address: privateKeyToAccount(deployerKey).address, balance: 10n ** 20n }] });
   node = await chain.listen();
   s = await startTestServer({ rpcUrls: new Map([[CHAIN, node.url]]), submitIntervalMs: 10, logLevel: 'warn' });
   await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x56bc75e2d63100000']);
+  // USDC too: a raw transaction is signed only when the treasury can pay it (app/treasury.ts).
+  await installMiniUsdc(chain, USDC_84532, deployerKey, [{ to: s.bootstrap.treasury_address as Address, amount: 100_000_000n }]);
   await setPolicy(adminFor(s), s.bootstrap.agent_id, { allowlist: [RECIPIENT], capUsd: '1000', thresholdUsd: '0.1' });
 }, 30_000);
 afterAll(async () => {

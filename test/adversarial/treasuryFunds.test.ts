@@ -6,6 +6,9 @@ import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } fro
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { encodeFunctionData } from 'viem';
+import { Code, type ConnectError } from '@connectrpc/connect';
+import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 
 /**
  * Issue 12, balances: a raw transaction the treasury cannot pay (token or gas) is refused with a
@@ -163,6 +166,26 @@ describe('refusing a raw transaction the treasury cannot pay', () => {
     const after = await pay(t, '0.25', 'after-mined');
     expect(after.status, after.text).toBe(200);
   }, 30_000);
+
+  test('error: approving a raw transaction the treasury cannot pay is refused (treasury_insufficient_funds) and the approval stays pending; funded, it is approved and signed', async () => {
+    const t = await tenant('approve-poor', 100_000n, 10n ** 18n);
+    const admin = adminFor(s);
+    await setPolicy(admin, t.agentId, { allowlist: [RECIPIENT], capUsd: '100', thresholdUsd: '0.5' });
+    const pending = await pay(t, '3', 'approve-1');
+    expect(pending.status, pending.text).toBe(202);
+    const refused = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth).then(() => undefined, (e: unknown) => e as ConnectError);
+    expect(refused?.code).toBe(Code.FailedPrecondition);
+    expect(refused?.metadata.get('x-error-code')).toBe('treasury_insufficient_funds');
+    expect(refused?.rawMessage).toContain('$2.9 missing');
+    expect((await pay(t, '3', 'approve-1')).status).toBe(202);
+    expect(await pendingNonce(t.treasury)).toBe(0);
+    await fundUsdc(t.treasury, 3_000_000n);
+    const approved = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
+    expect(approved.approval?.status).toBe(ApprovalStatus.APPROVED);
+    const collected = await pay(t, '3', 'approve-1');
+    expect(collected.status, collected.text).toBe(200);
+    expect(collected.json.raw_transaction.nonce).toBe('0');
+  });
 
   test('error: a node that does not answer the balance check refuses with 503 chain_unavailable and writes nothing', async () => {
     const t = await tenant('node-down', 5_000_000n, 10n ** 18n);

@@ -7,7 +7,7 @@ import { tableWrap } from '../layout.js';
 /** One chain's row: USDC in dollars, gas in ETH with the exact wei beside it, or why it could not be read. */
 function chainRow(c: ChainBalance) {
   if (c.error !== null || c.tokenBalanceMicros === null || c.nativeBalanceWei === null) {
-    return html`<tr><th scope="row">${c.chainId}</th><td colspan="3">Could not read: ${c.error ?? 'no answer'}</td></tr>`;
+    return html`<tr><th scope="row">${c.chainId}</th><td colspan="3">${c.error ?? 'no answer'}</td></tr>`;
   }
   return html`<tr><th scope="row">${c.chainId}</th><td>${usd(c.tokenBalanceMicros)}</td><td>${formatEth(c.nativeBalanceWei)} ETH <span class="small muted">(${c.nativeBalanceWei.toString()} wei)</span></td><td>${c.blockNumber?.toString() ?? ''}</td></tr>`;
 }
