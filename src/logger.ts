@@ -50,17 +50,24 @@ function bufferedStdout(): DestinationStream {
   } as DestinationStream;
 }
 
+const accessLoggers = new WeakMap<Logger, Logger>();
+
 /** JSON logger; `destination` lets tests capture every line. By default lines go to stdout (bufferedStdout). */
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
   destination ??= bufferedStdout();
-  return pino(
-    {
-      level,
-      base: { service: 'paypolicy' },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: REDACT, censor: '[redacted]' },
-      serializers: { err: pino.stdSerializers.err },
-    },
-    destination,
-  );
+  const base = { level, base: { service: 'paypolicy' }, timestamp: pino.stdTimeFunctions.isoTime };
+  const log = pino({ ...base, redact: { paths: REDACT, censor: '[redacted]' }, serializers: { err: pino.stdSerializers.err } }, destination);
+  // Redaction walks every path of REDACT on every line: ~8 µs of the ~10 µs a request line costs.
+  accessLoggers.set(log, pino(base, destination));
+  return log;
+}
+
+/**
+ * The logger for the one access line per request, on the same stream and level as `log` but
+ * without redaction. Safe only because its callers log a fixed set of scalars they build
+ * themselves (request id, method, path without query, status, duration, HTTP version), never a
+ * header, body or config object; everything else goes through `log` and stays redacted.
+ */
+export function accessLogger(log: Logger): Logger {
+  return accessLoggers.get(log) ?? log;
 }

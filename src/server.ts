@@ -21,6 +21,7 @@ import { requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes } from './rpc/routes.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
+import { accessLogger } from './logger.js';
 
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
@@ -75,6 +76,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const restRouter = createRouter(restRoutes);
   const readiness = createReadiness(deps, opts.readiness);
   const loggers = new WeakMap<object, Logger>();
+  const access = accessLogger(log);
   /** A request's route as a metrics label: a template or a fixed path, never the raw path. */
   const routeLabel = (method: string | undefined, path: string): string => {
     if (FIXED_ROUTES.has(path) || RPC_PATHS.has(path)) return path;
@@ -118,7 +120,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     // Path only: query strings and headers never reach the log.
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      reqLog.info({ method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
+      access.info({ reqId, method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
       metrics?.observeRequest(routeLabel(req.method, path), res.statusCode, ms / 1000);
     });
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
