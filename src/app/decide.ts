@@ -52,7 +52,7 @@ async function decide(
   // payment took the headroom), the signature is dropped unseen. Raw transactions need an account
   // nonce from the ledger, so they are reserved first and signed after.
   let presigned: SignedPayment | undefined;
-  if (!intent.needsNonce && evaluatePolicy(intentFacts(deps, agent, intent)).outcome === 'allowed') {
+  if (!intent.needsNonce && evaluatePolicy(intentFacts(deps, agent, intent, true)).outcome === 'allowed') {
     presigned = await signOrFail(deps, principal.orgId, treasury, intent.stored);
   }
 

@@ -4,7 +4,7 @@ import type { PaymentRequest } from '../domain/paymentRequest.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { attributeOffer, offerToJson, probeOffer, requireOfferChain, splitRecipients } from './paywall.js';
-import { policyFacts } from './policyFacts.js';
+import { advisoryPolicyFacts, policyFacts } from './policyFacts.js';
 import type { StoredPaywallRequest } from './preparePayment.js';
 import { storeRequest } from './signedPayment.js';
 
@@ -57,10 +57,13 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
   };
 }
 
-/** The policy facts of a resolved intent as the store sees them now. */
-export function intentFacts(deps: AppDeps, agent: Agent, intent: Intent) {
+/**
+ * The policy facts of a resolved intent as the store sees them now; `advisory` for the pre-check
+ * that only chooses when to sign (policyFacts.ts advisoryPolicyFacts), never for a decision.
+ */
+export function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false) {
   return {
-    ...policyFacts(deps, agent, intent.recipient, intent.amountMicros),
+    ...(advisory ? advisoryPolicyFacts : policyFacts)(deps, agent, intent.recipient, intent.amountMicros),
     otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
     networkFee: intent.networkFee, maxAmountMicros: intent.maxAmountMicros,
   };

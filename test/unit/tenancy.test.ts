@@ -176,7 +176,7 @@ const NOT_USE_CASES: Record<string, string> = {
   roleAllows: 'access rule', ROLE_PERMISSIONS: 'access rule',
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
-  describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', recheckApproved: 'helper of decideApproval',
+  describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
   // on-chain submission: the background submitter and the nonce floor act on rows a use case wrote
   submitsOnChain: 'helper of signPayment', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
   startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
@@ -196,7 +196,7 @@ const NOT_USE_CASES: Record<string, string> = {
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',
-  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant',
+  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure',
