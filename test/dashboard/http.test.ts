@@ -286,8 +286,8 @@ describe('transactions', () => {
     expect(r.headers.get('content-disposition')).toMatch(/^attachment; filename="paypolicy-transactions-\d{8}-\d{4}\.csv"$/);
     const text = await r.text();
     const lines = text.split('\r\n');
-    expect(lines[0]).toBe('created_at,transaction_id,agent_id,agent_name,type,status,amount_usd,chain_id,recipient_address,service_slug,approval_request_id,reason');
-    expect(text).toContain(`,denied,4.5,8453,${RECIPIENT.toLowerCase()},,${id},"Denied by approver: =cmd|"" /C calc""!A0, ""quoted""\nsecond line"\r\n`);
+    expect(lines[0]).toBe('created_at,transaction_id,agent_id,agent_name,type,status,amount_usd,chain_id,recipient_address,service_slug,approval_request_id,reason,chain_status,tx_hash,block_number,network_fee_wei');
+    expect(text).toContain(`,denied,4.5,8453,${RECIPIENT.toLowerCase()},,${id},"Denied by approver: =cmd|"" /C calc""!A0, ""quoted""\nsecond line",,,,\r\n`);
     expect(text).not.toMatch(/,signed,|,recorded,/);
     const bad = await dashboardFetch(s.url, owner, '/dashboard/transactions.csv?from=yesterday');
     expect(bad.status).toBe(400);

@@ -1,7 +1,7 @@
 import { ListTransactionsResponseSchema, type Transaction } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
-import { transactionStatus } from '../../contract/enums.js';
+import { chainStatus, transactionStatus } from '../../contract/enums.js';
 import { optionalChoice, optionalInteger, optionalTime } from '../flagValues.js';
 import { formatList, formatTime, formatUsdText } from '../render.js';
 
@@ -9,6 +9,13 @@ import { formatList, formatTime, formatUsdText } from '../render.js';
 function recipient(t: Transaction): string {
   if (t.serviceSlug && t.recipientAddress) return `${t.serviceSlug} (${t.recipientAddress})`;
   return t.serviceSlug || t.recipientAddress;
+}
+
+/** A submitted raw transaction's chain state, current hash and confirmations; empty for other rows. */
+function onChain(t: Transaction): string {
+  const state = chainStatus.fromProto(t.chainStatus);
+  if (state === undefined) return '';
+  return [state, t.txHash, t.confirmations ? `${t.confirmations} conf.` : ''].filter(Boolean).join(' ');
 }
 
 /** A --status choice as the request's enum; unset lists every status. */
@@ -40,9 +47,9 @@ export const transactionCommands: Command[] = [
         const r = await client.listTransactions(request);
         const rows = r.transactions.map((t) => [
           formatTime(t.createdAt), t.id, t.agentId, t.type, transactionStatus.fromProto(t.status) ?? '-', formatUsdText(t.amountUsd), t.chainId ? String(t.chainId) : '',
-          recipient(t), t.reason,
+          recipient(t), onChain(t), t.reason,
         ]);
-        const table = formatList('transactions', ['CREATED', 'ID', 'AGENT', 'TYPE', 'STATUS', 'AMOUNT', 'CHAIN', 'RECIPIENT', 'REASON'], rows);
+        const table = formatList('transactions', ['CREATED', 'ID', 'AGENT', 'TYPE', 'STATUS', 'AMOUNT', 'CHAIN', 'RECIPIENT', 'ON CHAIN', 'REASON'], rows);
         const text = r.nextPageToken ? `${table}\n\nmore: --page-token ${r.nextPageToken}` : table;
         return commandOutput(ListTransactionsResponseSchema, r, text);
       };

@@ -3,7 +3,7 @@ import { listTransactions, type ListTransactionsInput } from '../../app/ledger.j
 import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
-import type { TransactionRecord } from '../../domain/types.js';
+import type { ChainTracking, TransactionRecord } from '../../domain/types.js';
 import { transactionBadge } from '../badges.js';
 import { csvRow } from '../csv.js';
 import { checksum, iso, shortAddress, usd, utc } from '../format.js';
@@ -53,6 +53,17 @@ function queryString(f: Filters, extra: Record<string, string> = {}): string {
   return s === '' ? '' : `?${s}`;
 }
 
+/**
+ * The on-chain side of a raw transaction the service submits: its chain state, the current hash
+ * (full in the title) and, once mined, the confirmations counted so far. Empty for other rows.
+ */
+function chainCell(c: ChainTracking | undefined) {
+  if (!c) return '';
+  const hash = c.txHash ? html` <span class="mono" title="${c.txHash}">${c.txHash.slice(0, 10)}…</span>` : '';
+  const confirmations = c.confirmations ? html` <span class="hint">(${c.confirmations} conf.)</span>` : '';
+  return html`<span class="badge ${c.status === 'confirmed' ? 'badge-ok' : c.status === 'reverted' ? 'badge-bad' : 'badge-warn'}">${c.status}</span>${hash}${confirmations}`;
+}
+
 function transactionsPage(ctx: RouteContext): Reply {
   const { deps, url } = ctx;
   const filters = readFilters(url);
@@ -78,6 +89,7 @@ function transactionsPage(ctx: RouteContext): Reply {
 <td class="c-agent nowrap">${names.get(t.agentId) ?? t.agentId}</td>
 <td class="c-type nowrap">${t.type}</td>
 <td class="c-status">${transactionBadge(t.status)}</td>
+<td class="c-chain nowrap">${chainCell(t.chain)}</td>
 <td class="c-amount num">${usd(t.amountMicros)}</td>
 <td class="c-recipient mono nowrap" title="${checksum(t.recipient)}">${t.recipient === '' ? '' : shortAddress(t.recipient)}</td>
 <td class="c-service nowrap">${t.serviceSlug}</td>
@@ -99,7 +111,7 @@ function transactionsPage(ctx: RouteContext): Reply {
 ${problem !== undefined && html`<p class="flash flash-error" role="alert" tabindex="-1" data-error-summary>${problem}</p>`}
 ${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : tableWrap('Transactions', html`<table class="ledger">
 <caption class="sr-only">Transactions, newest first</caption>
-<thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
+<thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">On chain</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
 <tbody>${body}</tbody></table>`, 'ledger-wrap')}
 <nav class="pager" aria-label="Pages">
 ${token !== '' && html`<a href="/dashboard/transactions${queryString(filters)}">First page</a>`}
@@ -108,7 +120,10 @@ ${next !== '' && html`<a href="/dashboard/transactions${queryString(filters, { p
   };
 }
 
-const CSV_HEADER = ['created_at', 'transaction_id', 'agent_id', 'agent_name', 'type', 'status', 'amount_usd', 'chain_id', 'recipient_address', 'service_slug', 'approval_request_id', 'reason'];
+const CSV_HEADER = [
+  'created_at', 'transaction_id', 'agent_id', 'agent_name', 'type', 'status', 'amount_usd', 'chain_id', 'recipient_address', 'service_slug', 'approval_request_id', 'reason',
+  'chain_status', 'tx_hash', 'block_number', 'network_fee_wei',
+];
 
 /** Writes the CSV page by page, waiting for the socket when it is full. */
 async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: NodeResponse): Promise<void> {
@@ -130,6 +145,7 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
       chunk += csvRow([
         { safe: iso(t.createdAt) }, t.id, t.agentId, names.get(t.agentId) ?? '', t.type, t.status, { safe: formatUsd(t.amountMicros) },
         { safe: String(t.chainId) }, t.recipient, t.serviceSlug, t.approvalId ?? '', t.reason,
+        t.chain?.status ?? '', t.chain?.txHash ?? '', { safe: t.chain?.blockNumber == null ? '' : String(t.chain.blockNumber) }, { safe: t.chain?.networkFeeWei ?? '' },
       ]);
     }
     await write(chunk);

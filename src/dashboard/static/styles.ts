@@ -86,7 +86,7 @@ td.wrap { min-width: 16rem; overflow-wrap: anywhere; }
   .ledger-wrap { overflow-x: visible; border: 0; background: none; }
   .ledger thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
   .ledger, .ledger tbody { display: block; background: none; }
-  .ledger tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "status time" "type service" "recipient recipient" "reason reason"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
+  .ledger tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "status time" "type service" "chain chain" "recipient recipient" "reason reason"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
   .ledger td { display: block; padding: 0; border: 0; min-width: 0; }
   .ledger .c-time { grid-area: time; text-align: right; }
   .ledger .c-agent { grid-area: agent; font-weight: 600; white-space: normal; overflow-wrap: anywhere; }
@@ -96,6 +96,7 @@ td.wrap { min-width: 16rem; overflow-wrap: anywhere; }
   .ledger .c-recipient { grid-area: recipient; }
   .ledger .c-service { grid-area: service; text-align: right; }
   .ledger .c-reason { grid-area: reason; min-width: 0; }
+  .ledger .c-chain { grid-area: chain; font-size: .85rem; }
   .ledger .c-time, .ledger .c-type, .ledger .c-service, .ledger .c-recipient { color: var(--muted); font-size: .85rem; }
 }
 
