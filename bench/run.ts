@@ -92,7 +92,9 @@ async function loadWrk(base: string, spec: Spec, seconds: number, dir: string): 
     'end',
   ].join('\n'));
   const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(WRK!, ['-t2', `-c${CONNECTIONS}`, `-d${seconds}s`, '-s', script, base], { stdio: ['ignore', 'pipe', 'inherit'] });
+    // wrk counts an answer slower than its default 2 s timeout as a socket error, not a latency;
+    // 10 s keeps slow answers (the submit phase against a busy local node) in the percentiles.
+    const child = spawn(WRK!, ['-t2', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, base], { stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
     child.stdout.on('data', (d: Buffer) => (text += d.toString()));
     child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}:\n${text}`))));
