@@ -5,11 +5,12 @@ import { expireCollectionIfDue, expireIfDue } from './approvalExpiry.js';
 import type { AppDeps } from './deps.js';
 import { offerFromJson, offerToJson, probeOffer, sameOffer } from './paywall.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
-import { recheckApproved, recheckProbed } from './recheck.js';
+import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
 import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
+import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import type { Offer } from '../probe/offer.js';
 
 /**
@@ -36,7 +37,10 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   if (paywall && await deps.uow.write(() => expireCollectionIfDue(deps, row.id))) return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
   const probed = paywall ? await probeApproved(deps, row) : undefined;
   const request = probed?.request ?? row.request;
-  const nonceFloor = row.type === 'raw_transaction' ? await chainNonceFloor(deps, row.orgId, row.chainId, treasury) : undefined;
+  // A raw transaction's treasury balances are read beside its nonce floor and compared in the write (treasury.ts).
+  const [nonceFloor, funds] = row.type === 'raw_transaction'
+    ? await Promise.all([chainNonceFloor(deps, row.orgId, row.chainId, treasury), readFundsForSigning(deps, row.chainId, treasury)])
+    : [undefined, undefined];
   const step = await deps.uow.write(() => {
     const now = deps.now();
     if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
@@ -53,6 +57,12 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     if (verdict.outcome !== 'allowed') {
       const reason = `Policy re-check at collection refused the approved payment: ${verdict.outcome === 'denied' ? verdict.reason : 'policy refused'}`;
       return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+    }
+    // A treasury that cannot pay leaves the payment approved, for a repeat once it is topped up.
+    if (row.type === 'raw_transaction') {
+      const funded = treasuryFundsVerdict(deps, row.orgId, row.chainId, funds, { amountMicros: row.amountMicros, networkFee: storedNetworkFee(row.request) }, verdict);
+      const unfunded = funded.outcome === 'denied' ? treasuryRefusal(funded) : undefined;
+      if (unfunded) throw unfunded;
     }
     if (!payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
     if (row.type === 'raw_transaction') applyNonceFloor(deps, row.orgId, row.chainId, nonceFloor);

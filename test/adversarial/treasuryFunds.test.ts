@@ -5,7 +5,7 @@ import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';
 import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } from '../helpers/localChain.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { encodeFunctionData } from 'viem';
+import { encodeAbiParameters, encodeFunctionData, keccak256, pad, toHex } from 'viem';
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
@@ -185,6 +185,41 @@ describe('refusing a raw transaction the treasury cannot pay', () => {
     const collected = await pay(t, '3', 'approve-1');
     expect(collected.status, collected.text).toBe(200);
     expect(collected.json.raw_transaction.nonce).toBe('0');
+  });
+
+  test('error: collecting an approved raw transaction whose signing failed at the decision is checked again: 409 treasury_insufficient_funds, still approved; topped up, it signs', async () => {
+    const t = await tenant('collect-poor', 5_000_000n, 10n ** 18n);
+    const admin = adminFor(s);
+    await setPolicy(admin, t.agentId, { allowlist: [RECIPIENT], capUsd: '100', thresholdUsd: '0.5' });
+    const pending = await pay(t, '3', 'collect-1');
+    expect(pending.status, pending.text).toBe(202);
+    // The signing at the decision fails once (fault injected into the server's signer): the
+    // decision stands and the payment is approved, to be signed when the agent collects it.
+    const signer = s.app.deps.signer;
+    const sign = signer.sign;
+    signer.sign = () => Promise.reject(new Error('injected signing failure'));
+    try {
+      await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
+    } finally {
+      signer.sign = sign;
+    }
+    // Meanwhile the treasury's USDC drops to $0.50 (set in the token's storage, so no transaction
+    // of the treasury's own takes a nonce): too little for the $3 payment.
+    const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [t.treasury, 1n]));
+    await chain.rpc('hardhat_setStorageAt', [USDC_84532, slot, pad(toHex(500_000n))]);
+    expect(await tokenBalance(t.treasury)).toBe(500_000n);
+    const nonceBefore = await pendingNonce(t.treasury);
+    const refused = await pay(t, '3', 'collect-1');
+    expect(refused.status, refused.text).toBe(409);
+    expect(refused.json.code).toBe('treasury_insufficient_funds');
+    expect(refused.json.error).toContain('$2.5 missing');
+    expect(await pendingNonce(t.treasury)).toBe(nonceBefore);
+    const approvals = await admin.client.listApprovals({ orgId: t.orgId }, admin.auth);
+    expect(approvals.approvals.find((a) => a.id === pending.json.approval_request_id)?.status).toBe(ApprovalStatus.APPROVED);
+    await fundUsdc(t.treasury, 3_000_000n);
+    const collected = await pay(t, '3', 'collect-1');
+    expect(collected.status, collected.text).toBe(200);
+    expect(collected.json.tx_hash).toBe(collected.json.raw_transaction.hash);
   });
 
   test('error: a node that does not answer the balance check refuses with 503 chain_unavailable and writes nothing', async () => {
