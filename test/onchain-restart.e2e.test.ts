@@ -182,6 +182,50 @@ describe('raw-transaction nonces across restarts', () => {
     const pending = Number(await pc.request({ method: 'eth_getTransactionCount', params: [s.bootstrap.treasury_address as Address, 'pending'] }));
     expect(pending).toBe(5);
   });
+
+  test('behavior: a node that restarts with its mempool lost: the submitted transactions it forgot are broadcast again (the same bytes) and mined, in nonce order, none lost', async () => {
+    const { chain, deployerKey } = await newChain();
+    let node: Node = await chain.listen();
+    cleanup.push(() => node.close());
+    const s = await startTestServer({ rpcUrls: new Map([[CHAIN, node.url]]), submitIntervalMs: 50, logLevel: 'warn' });
+    cleanup.push(() => s.close());
+    await fundAndOpen(chain, deployerKey, s);
+    const { balance, minedCount, receipt } = reader(node.url);
+    const before = await balance();
+    // Blocks only when the test says: accepted transactions wait in the mempool.
+    await chain.rpc('evm_setAutomine', [false]);
+    const sent: Array<{ key: string; nonce: number; hash: string }> = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await signRaw(s, `pooled-${i}`);
+      expect(r.status, r.text).toBe(200);
+      expect(r.json.tx_hash).toBe(r.json.raw_transaction.hash);
+      sent.push({ key: `pooled-${i}`, nonce: Number(r.json.raw_transaction.nonce), hash: r.json.tx_hash });
+    }
+    expect(sent.map((t) => t.nonce)).toEqual([0, 1, 2]);
+    // The node restarts and its mempool is gone (EDR: the listener closes, the pending
+    // transactions are dropped); the chain's state stays.
+    await node.close();
+    for (const t of sent) await chain.rpc('hardhat_dropTransaction', [t.hash]);
+    expect(await chain.rpc('eth_getTransactionByHash', [sent[0]!.hash])).toBeNull();
+    node = await chain.listen(node.port);
+    // The tracker finds them unknown to the node and sends them again: back in the mempool.
+    const deadline = Date.now() + 10_000;
+    while ((await Promise.all(sent.map((t) => chain.rpc('eth_getTransactionByHash', [t.hash])))).some((tx) => tx === null)) {
+      if (Date.now() > deadline) throw new Error('the dropped transactions were not broadcast again within 10 s');
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    await chain.rpc('evm_mine', []);
+    const blocks: bigint[] = [];
+    for (const t of sent) {
+      const rec = await receipt(t.hash);
+      expect(rec.status, t.key).toBe('success');
+      blocks.push(rec.blockNumber);
+    }
+    expect(new Set(blocks).size).toBe(1); // one block, in nonce order by construction of the chain
+    expect(await minedCount(s.bootstrap.treasury_address)).toBe(3);
+    expect(await balance()).toBe(before + 3n * AMOUNT_MICROS);
+    for (const t of sent) expect((await signRaw(s, t.key)).json.tx_hash).toBe(t.hash);
+  });
 });
 
 /** The transaction hash of a serialized signed transaction (keccak256 of its bytes). */
