@@ -1,5 +1,6 @@
 import type { Address } from 'viem';
 import type { TreasuryFunds } from '../chain/balances.js';
+import type { ChainRpc } from '../chain/rpc.js';
 import { DomainError } from '../domain/errors.js';
 import { formatUsd } from '../domain/money.js';
 import { maxNetworkFeeWei, type NetworkFee } from '../domain/networkFee.js';
@@ -73,19 +74,32 @@ export async function getTreasuryBalances(deps: AppDeps, principal: Principal, o
  */
 export type FundsReading = { ok: true; funds: TreasuryFunds } | { ok: false; reason: string };
 
+/** Balance reads under way per RPC registry and (chain, treasury): concurrent raw payments share one. */
+const readsUnderWay = new WeakMap<ChainRpc, Map<string, Promise<FundsReading>>>();
+
 /**
  * Reads the treasury's funds for a raw transaction on `chainId`, outside any write: the node's
  * answer must not hold the write queue. Runs beside the nonce-floor read, so it adds no round
- * trip of its own to the payment.
+ * trip of its own to the payment. A payment that arrives while a read for the same treasury and
+ * chain is under way shares it instead of asking the node again (a node that answers one call at
+ * a time otherwise bounds raw payments at a quarter of its call rate). That is no weaker: a reading
+ * is a consistent snapshot at one block, and treasuryFundsVerdict counts every transaction that
+ * block has not mined, whenever it was signed; only money arriving after the read is missed,
+ * which errs towards refusing. Nothing is kept once the read has settled.
  */
-export async function readFundsForSigning(deps: AppDeps, chainId: number, treasury: Address): Promise<FundsReading | undefined> {
+export function readFundsForSigning(deps: AppDeps, chainId: number, treasury: Address): Promise<FundsReading | undefined> {
   const token = USDC[chainId];
-  if (!deps.chains.has(chainId) || !token) return undefined;
-  try {
-    return { ok: true, funds: await deps.chains.treasuryFunds(chainId, treasury, token.address) };
-  } catch (err) {
-    return { ok: false, reason: nodeReason(err) };
-  }
+  if (!deps.chains.has(chainId) || !token) return Promise.resolve(undefined);
+  let reads = readsUnderWay.get(deps.chains);
+  if (!reads) readsUnderWay.set(deps.chains, reads = new Map());
+  const key = `${chainId}\u0000${treasury.toLowerCase()}`;
+  const shared = reads.get(key);
+  if (shared) return shared;
+  const read = deps.chains.treasuryFunds(chainId, treasury, token.address)
+    .then((funds): FundsReading => ({ ok: true, funds }), (err: unknown): FundsReading => ({ ok: false, reason: nodeReason(err) }));
+  reads.set(key, read);
+  void read.then(() => reads.delete(key));
+  return read;
 }
 
 /**
