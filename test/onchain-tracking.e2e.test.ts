@@ -240,6 +240,9 @@ describe('tracking submitted raw transactions to finality', () => {
     const next = await sign('after-refusal');
     expect(next.status, next.text).toBe(200);
     expect(Number(next.json.raw_transaction.nonce)).toBe(Number(bad.json.raw_transaction.nonce) + 1);
+    // The filler is accepted (and, automining, mined), then the next nonce goes through.
+    await waitChain(bad.json.transaction_id, ChainStatus.REPLACED);
+    await waitChain(next.json.transaction_id, ChainStatus.SUBMITTED);
     await mine(CONFIRMATIONS);
     const row = await waitChain(bad.json.transaction_id, ChainStatus.REVERTED);
     expect(row.status).toBe(TransactionStatus.REVERTED);

@@ -221,29 +221,45 @@ export async function trackChain(deps: AppDeps, chainId: number, opts: TrackingO
   for (const row of rows) {
     const minedNonce = mined.get(row.orgId);
     if (minedNonce === undefined) continue;
-    const signed = JSON.parse(row.result) as SignedPayment;
-    if (signed.type !== 'raw_transaction') continue;
-    const versions = versionsOf(deps, row.id, signed);
-    const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash)));
-    const at = receipts.findIndex((r) => r !== null);
-    if (at >= 0) {
-      await settleMined(deps, chainId, row, versions[at]!, receipts[at]!, latest, opts);
-      continue;
+    // One row's bad answer (a malformed receipt, a failed call) decides nothing and does not
+    // hold back the others: it is tracked again on the next pass.
+    try {
+      await trackRow(deps, chainId, row, minedNonce, latest, opts);
+    } catch (err) {
+      deps.log.warn({ transactionId: row.id, chainId, reason: rpcReason(err) }, 'tracking a submitted raw transaction failed this pass; it is tracked again on the next');
     }
-    if (minedNonce > row.nonce) {
-      await nonceTaken(deps, chainId, row.orgId, row.id, row.nonce, row.txHash ?? versions[0]!.hash);
-      continue;
-    }
-    const known = await Promise.all(versions.map((v) => deps.chains.knows(chainId, v.hash)));
-    if (!known.some(Boolean)) {
-      await rebroadcastDropped(deps, chainId, row, versions);
-      continue;
-    }
-    if (row.broadcastAt !== null && deps.now() - row.broadcastAt >= opts.replaceAfterMs) await bumpFees(deps, chainId, row, versions);
   }
 }
 
+async function trackRow(deps: AppDeps, chainId: number, row: InFlightRow, minedNonce: number, latest: bigint, opts: TrackingOptions): Promise<void> {
+  const signed = JSON.parse(row.result) as SignedPayment;
+  if (signed.type !== 'raw_transaction') return;
+  const versions = versionsOf(deps, row.id, signed);
+  const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash)));
+  const at = receipts.findIndex((r) => r !== null);
+  if (at >= 0) {
+    await settleMined(deps, chainId, row, versions[at]!, receipts[at]!, latest, opts);
+    return;
+  }
+  if (minedNonce > row.nonce) {
+    await nonceTaken(deps, chainId, row.orgId, row.id, row.nonce, row.txHash ?? versions[0]!.hash);
+    return;
+  }
+  const known = await Promise.all(versions.map((v) => deps.chains.knows(chainId, v.hash)));
+  if (!known.some(Boolean)) {
+    await rebroadcastDropped(deps, chainId, row, versions);
+    return;
+  }
+  if (row.broadcastAt !== null && deps.now() - row.broadcastAt >= opts.replaceAfterMs) await bumpFees(deps, chainId, row, versions);
+}
+
 async function settleMined(deps: AppDeps, chainId: number, row: InFlightRow, version: Version, receipt: ChainReceipt, latest: bigint, opts: TrackingOptions): Promise<void> {
+  // The fee a version can have paid is bounded by what it was signed with: figures beyond that
+  // come from a node that is wrong, and decide nothing.
+  const signedTx = parseTransaction(version.serialized);
+  if (receipt.gasUsed > (signedTx.gas ?? 0n) || receipt.effectiveGasPrice > (signedTx.maxFeePerGas ?? 0n)) {
+    throw new Error('the node answered a receipt whose gas used or price exceeds what the transaction was signed with');
+  }
   const confirmations = latest >= receipt.blockNumber ? Number(latest - receipt.blockNumber) + 1 : 0;
   const minedVersion = { hash: version.hash, blockNumber: Number(receipt.blockNumber), confirmations, networkFeeWei: (receipt.gasUsed * receipt.effectiveGasPrice).toString() };
   const now = deps.now();
@@ -257,7 +273,7 @@ async function settleMined(deps: AppDeps, chainId: number, row: InFlightRow, ver
   } else if (receipt.status === 'success') {
     await deps.uow.write(() => deps.store.payments.markConfirmed(row.id, minedVersion, deps.now()));
   } else {
-    const tx = parseTransaction(version.serialized);
+    const tx = signedTx;
     const treasury = deps.vault.address(row.orgId) as Address;
     const why = tx.to && tx.data ? await deps.chains.revertReason(chainId, { from: treasury, to: tx.to, data: tx.data, gas: tx.gas ?? 0n }, receipt.blockNumber).catch(() => undefined) : undefined;
     const reason = `Reverted on chain in block ${receipt.blockNumber}${why ? `: ${why}` : ''}; nothing was paid and the hold on the spend cap is released`;

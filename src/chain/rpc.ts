@@ -12,7 +12,7 @@ export type ChainRpc = {
   minedNonce(chainId: number, address: Address): Promise<number>;
   /** eth_blockNumber. */
   blockNumber(chainId: number): Promise<bigint>;
-  /** The receipt of a mined transaction; null while it is not mined (or unknown). */
+  /** The receipt of a mined transaction; null while it is not mined (or unknown); throws on a malformed one. */
   receipt(chainId: number, hash: Hex): Promise<ChainReceipt | null>;
   /**
    * Why a mined transaction reverted, by replaying its call (eth_call against the state after its
@@ -37,6 +37,11 @@ export type ChainRpc = {
   request(chainId: number, method: string, params?: unknown[]): Promise<unknown>;
 };
 
+/** A JSON-RPC quantity: 0x and at most 64 hex digits (a uint256). */
+function isQuantity(v: unknown): v is string {
+  return typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v);
+}
+
 /** A mined transaction's receipt, as the tracker uses it (app/submit.ts). */
 export type ChainReceipt = { status: 'success' | 'reverted'; blockNumber: bigint; gasUsed: bigint; effectiveGasPrice: bigint };
 
@@ -58,13 +63,21 @@ export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), ti
     blockNumber: (chainId) => client(chainId).getBlockNumber({ cacheTime: 0 }),
     async receipt(chainId, hash) {
       // Raw request: viem's getTransactionReceipt throws when there is none, and a missing
-      // receipt is the common answer here.
-      const r = await client(chainId).request({ method: 'eth_getTransactionReceipt', params: [hash] }) as
-        { status?: string; blockNumber?: string; gasUsed?: string; effectiveGasPrice?: string } | null;
-      if (r === null || typeof r !== 'object' || typeof r.blockNumber !== 'string') return null;
+      // receipt is the common answer here. A receipt decides a payment's fate (a revert releases
+      // its hold), so only one for the very hash asked, with a status of exactly 0x1 or 0x0 and
+      // well-formed quantities, counts. Anything else is an error, not "no receipt": the
+      // tracker must not take a mined transaction for one that is not (a conflict, a revert).
+      const r = await client(chainId).request({ method: 'eth_getTransactionReceipt', params: [hash] }) as unknown;
+      if (r === null) return null;
+      const malformed = new Error('the node answered a malformed receipt, or one for another transaction');
+      if (typeof r !== 'object') throw malformed;
+      const { transactionHash, status, blockNumber, gasUsed, effectiveGasPrice } = r as Record<string, unknown>;
+      if (typeof transactionHash !== 'string' || transactionHash.toLowerCase() !== hash.toLowerCase()) throw malformed;
+      if (status !== '0x1' && status !== '0x0') throw malformed;
+      if (![blockNumber, gasUsed, effectiveGasPrice].every(isQuantity)) throw malformed;
       return {
-        status: r.status === '0x1' ? 'success' : 'reverted', blockNumber: BigInt(r.blockNumber),
-        gasUsed: BigInt(r.gasUsed ?? '0x0'), effectiveGasPrice: BigInt(r.effectiveGasPrice ?? '0x0'),
+        status: status === '0x1' ? 'success' : 'reverted', blockNumber: BigInt(blockNumber as string),
+        gasUsed: BigInt(gasUsed as string), effectiveGasPrice: BigInt(effectiveGasPrice as string),
       };
     },
     async revertReason(chainId, call, blockNumber) {
