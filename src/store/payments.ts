@@ -337,5 +337,5 @@ export function createPaymentStore(db: Db) {
 }
 export type PaymentStore = ReturnType<typeof createPaymentStore>;
 
-/** A mined version of a tracked row. */
-export type MinedVersion = { hash: string; blockNumber: number; confirmations: number; networkFeeWei: string };
+/** A mined version of a tracked row (all null but the hash for a row whose nonce someone else used). */
+export type MinedVersion = { hash: string; blockNumber: number | null; confirmations: number | null; networkFeeWei: string | null };
