@@ -67,7 +67,7 @@ async function broadcast(deps: AppDeps, chainId: number, serialized: Hex, hash: 
  * nonces could not be mined before it). A row the node refuses for good gets its nonce filled
  * (fillNonce) so it does not hold back every later one. Returns how many were submitted.
  */
-export async function submitPending(deps: AppDeps, chainId: number, batch = 100): Promise<number> {
+export async function submitPending(deps: AppDeps, chainId: number, batch = 100, tracking: TrackingOptions = DEFAULT_TRACKING): Promise<number> {
   let submitted = 0;
   const rows = deps.store.payments.unsubmitted(chainId, batch);
   if (rows.length === 0) return 0;
@@ -78,8 +78,18 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100)
     const signed = JSON.parse(row.result) as SignedPayment;
     if (signed.type !== 'raw_transaction') continue;
     const orgId = deps.store.payments.get(row.id)?.orgId;
-    if (orgId === undefined || deps.chainConflicts.has(pairKey(orgId, chainId))) break;
+    if (orgId === undefined) break;
     const versions = versionsOf(deps, row.id, signed);
+    if (deps.chainConflicts.has(pairKey(orgId, chainId))) {
+      // Nothing is broadcast on a conflicted pair; a row whose nonce is used on chain keeps being
+      // checked until nonceTaken settles it, else it would hold back every later nonce for good.
+      const treasury = deps.vault.address(orgId) as Address | undefined;
+      const minedNonce = treasury ? await deps.chains.minedNonce(chainId, treasury).catch(() => undefined) : undefined;
+      if (minedNonce !== undefined && minedNonce > Number(signed.rawTransaction.nonce)) {
+        await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions, tracking);
+      }
+      break;
+    }
     // A row that already has later versions (a filler) broadcasts its newest one.
     const newest = versions[versions.length - 1]!;
     const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
@@ -90,7 +100,7 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100)
     }
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'the node did not accept a raw transaction waiting for broadcast');
     if (refusal.nonceTooLow) {
-      await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions);
+      await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions, tracking);
       break;
     }
     if (!refusal.permanent || newest.kind !== 'original') break;
@@ -163,19 +173,38 @@ async function signVersion(deps: AppDeps, rowId: string, orgId: string, kind: 'b
 
 /**
  * The treasury's nonce of a row is used on chain: by one of the row's versions (its receipt
- * tells), or by a transaction that is none of ours: another process signs for this treasury. Then
- * the row can never be mined (it is `reverted`: nothing was paid), the (organization, chain) is
- * marked conflicted, and nothing more is submitted or signed there until a restart.
+ * tells), or by a transaction that is none of ours: another process signs for this treasury.
  */
-async function checkNonceUse(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, versions: Version[]): Promise<void> {
+async function checkNonceUse(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, versions: Version[], tracking: TrackingOptions): Promise<void> {
   const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash).catch(() => undefined)));
   if (receipts.some((r) => r !== null)) return; // one is mined, or we could not tell: the tracker decides
-  await nonceTaken(deps, chainId, orgId, rowId, nonce, versions[versions.length - 1]!.hash);
+  await nonceTaken(deps, chainId, orgId, rowId, nonce, versions[versions.length - 1]!.hash, tracking);
 }
 
-/** A row's nonce was used by someone else's transaction: the conflict, and the row can never be mined. */
-async function nonceTaken(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, hash: string): Promise<void> {
+/** When each row was first seen with its nonce used and no receipt of its own (ledger ms), per deps. */
+const takenSince = new WeakMap<AppDeps, Map<string, number>>();
+
+/**
+ * A row's nonce is used on chain and the node has no receipt for any of its versions: someone
+ * else's transaction took it. The (organization, chain) is marked conflicted at once, so nothing
+ * more is signed or sent there. The row itself keeps its hold on the cap until the same reading
+ * has held for `replaceAfterMs`: "no receipt" is only the node's word, and a node behind a load
+ * balancer can report the nonce from one backend and miss the receipt on another. Released early,
+ * a payment that was in fact mined would leave the agent room to spend it twice; held, the worst
+ * is headroom withheld for that window. Then the row is `reverted` (nothing was paid).
+ */
+async function nonceTaken(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number, hash: string, tracking: TrackingOptions): Promise<void> {
   markConflict(deps, chainId, orgId, rowId, nonce);
+  let seen = takenSince.get(deps);
+  if (!seen) takenSince.set(deps, (seen = new Map()));
+  const now = deps.now();
+  const first = seen.get(rowId);
+  if (first === undefined || now < first) {
+    seen.set(rowId, now);
+    return;
+  }
+  if (now - first < tracking.replaceAfterMs) return;
+  seen.delete(rowId);
   const reason = `Nonce ${nonce} of the treasury was used on chain by a transaction paypolicy did not sign: another process signs for this treasury on chain ${chainId}; nothing was paid`;
   await deps.uow.write(() => deps.store.payments.markReverted(rowId, { hash, blockNumber: null, confirmations: null, networkFeeWei: null }, reason, deps.now()));
 }
@@ -215,7 +244,7 @@ export async function trackChain(deps: AppDeps, chainId: number, opts: TrackingO
   const mined = new Map<string, number>();
   for (const orgId of new Set(rows.map((r) => r.orgId))) {
     const treasury = deps.vault.address(orgId) as Address | undefined;
-    if (treasury && !deps.chainConflicts.has(pairKey(orgId, chainId))) mined.set(orgId, await deps.chains.minedNonce(chainId, treasury));
+    if (treasury) mined.set(orgId, await deps.chains.minedNonce(chainId, treasury));
   }
   const latest = await deps.chains.blockNumber(chainId);
   for (const row of rows) {
@@ -242,9 +271,11 @@ async function trackRow(deps: AppDeps, chainId: number, row: InFlightRow, minedN
     return;
   }
   if (minedNonce > row.nonce) {
-    await nonceTaken(deps, chainId, row.orgId, row.id, row.nonce, row.txHash ?? versions[0]!.hash);
+    await nonceTaken(deps, chainId, row.orgId, row.id, row.nonce, row.txHash ?? versions[0]!.hash, opts);
     return;
   }
+  // On a conflicted pair nothing is sent: no re-broadcast, no fee bump.
+  if (deps.chainConflicts.has(pairKey(row.orgId, chainId))) return;
   const known = await Promise.all(versions.map((v) => deps.chains.knows(chainId, v.hash)));
   if (!known.some(Boolean)) {
     await rebroadcastDropped(deps, chainId, row, versions);
@@ -350,7 +381,7 @@ export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: Trac
       if (running.has(chainId)) continue;
       running.add(chainId);
       (async () => {
-        const n = await submitPending(deps, chainId);
+        const n = await submitPending(deps, chainId, 100, tracking);
         if (n > 0) deps.log.info({ chainId, submitted: n }, 'submitted raw transactions waiting for broadcast');
         await trackChain(deps, chainId, tracking);
       })()
