@@ -369,6 +369,9 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
   deps.log.info({ transactionId: row.id, chainId, replaced: newest.hash, by: version.hash, maxFeePerGas: String(bumpedMax) }, 'replaced a waiting raw transaction by a fee bump with the same nonce');
 }
 
+/** Rows one submitPending call takes. */
+const SUBMIT_BATCH = 100;
+
 /**
  * The background loop every `intervalMs`: per chain, broadcast what waits (submitPending), then
  * track what was submitted (trackChain). One pass at a time per chain, chains independent, so a
@@ -381,7 +384,13 @@ export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: Trac
       if (running.has(chainId)) continue;
       running.add(chainId);
       (async () => {
-        const n = await submitPending(deps, chainId, 100, tracking);
+        // A full batch means more may wait (a backlog after an outage): keep going in this pass
+        // rather than 100 rows per interval.
+        let n = 0;
+        for (let got = SUBMIT_BATCH; got === SUBMIT_BATCH;) {
+          got = await submitPending(deps, chainId, SUBMIT_BATCH, tracking);
+          n += got;
+        }
         if (n > 0) deps.log.info({ chainId, submitted: n }, 'submitted raw transactions waiting for broadcast');
         await trackChain(deps, chainId, tracking);
       })()
