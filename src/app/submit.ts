@@ -5,6 +5,8 @@ import type { Eip1559Fields } from '../signing/signJobs.js';
 import type { InFlightRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import type { SignedPayment } from './signedPayment.js';
+import { CAP_WINDOW_MS } from './policyFacts.js';
+import { recheckApproved } from './recheck.js';
 
 /**
  * On-chain submission of raw transactions (README "On-chain submission"). A raw transaction whose
@@ -344,7 +346,24 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
   const priority = tx.maxPriorityFeePerGas ?? 0n;
   const bumpedMax = maxFee + (maxFee + 7n) / 8n;
   const bumpedPriority = priority + (priority + 7n) / 8n;
-  const ceiling = deps.store.agents.get(row.agentId)?.policy.maxNetworkFeeWei ?? 0n;
+  const agent = deps.store.agents.get(row.agentId);
+  const ceiling = agent?.policy.maxNetworkFeeWei ?? 0n;
+  // A bump is a new signature: made only while the policy as it stands still allows the payment
+  // (agent active, recipient allowed, cap with its own hold counted once; the threshold was
+  // decided already), as an approved payment is re-checked when collected.
+  const payment = deps.store.payments.get(row.id);
+  const own = payment && payment.createdAt > deps.now() - CAP_WINDOW_MS ? payment.amountMicros : 0n;
+  const verdict = agent && payment ? recheckApproved(deps, agent, payment, own) : undefined;
+  if (verdict?.outcome !== 'allowed') {
+    const logged = ceilingLogged.get(deps) ?? new Set<string>();
+    ceilingLogged.set(deps, logged);
+    if (!logged.has(`${row.id}:policy`)) {
+      logged.add(`${row.id}:policy`);
+      deps.log.warn({ transactionId: row.id, chainId, reason: verdict?.outcome === 'denied' ? verdict.reason : 'agent or payment not found' },
+        'a submitted raw transaction is waiting, but the agent\'s policy no longer allows the payment, so no fee bump is signed; it stays as it is');
+    }
+    return;
+  }
   if (gas * bumpedMax > ceiling || !tx.to) {
     const logged = ceilingLogged.get(deps) ?? new Set<string>();
     ceilingLogged.set(deps, logged);
