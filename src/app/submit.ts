@@ -1,4 +1,4 @@
-import { parseTransaction, type Address, type Hex } from 'viem';
+import { BaseError, HttpRequestError, parseTransaction, TimeoutError, type Address, type Hex } from 'viem';
 import type { ChainReceipt } from '../chain/rpc.js';
 import { DomainError } from '../domain/errors.js';
 import type { Eip1559Fields } from '../signing/signJobs.js';
@@ -40,8 +40,11 @@ export async function broadcastSettled(deps: AppDeps, rowId: string, signed: Sig
   return hash;
 }
 
-/** Why a node did not take a transaction: `permanent` when resending the same bytes can never work. */
-type Refusal = { reason: string; permanent: boolean; nonceTooLow: boolean };
+/**
+ * Why a node did not take a transaction: `permanent` when resending the same bytes can never work;
+ * `unreachable` when the node itself did not answer (so nothing else will get through either).
+ */
+type Refusal = { reason: string; permanent: boolean; nonceTooLow: boolean; unreachable: boolean };
 
 /**
  * Node errors that resending the same bytes will never get past: the transaction itself is
@@ -59,14 +62,16 @@ async function broadcast(deps: AppDeps, chainId: number, serialized: Hex, hash: 
   } catch (err) {
     if (await deps.chains.knows(chainId, hash).catch(() => false)) return undefined;
     const reason = rpcReason(err);
-    return { reason, permanent: PERMANENT.test(reason), nonceTooLow: NONCE_TOO_LOW.test(reason) };
+    const unreachable = err instanceof BaseError && err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError) !== null;
+    return { reason, permanent: PERMANENT.test(reason), nonceTooLow: NONCE_TOO_LOW.test(reason), unreachable };
   }
 }
 
 /**
  * One pass of the background submitter for one chain: the rows waiting for broadcast in nonce
- * order, once they are durable, stopping at the first that the node does not accept (the later
- * nonces could not be mined before it). A row the node refuses for good gets its nonce filled
+ * order, once they are durable. A treasury's rows stop at the first the node does not accept (its
+ * later nonces could not be mined before it); other treasuries' rows go on, unless the node itself
+ * did not answer. A row the node refuses for good gets its nonce filled
  * (fillNonce) so it does not hold back every later one. Returns how many were submitted.
  */
 export async function submitPending(deps: AppDeps, chainId: number, batch = 100, tracking: TrackingOptions = DEFAULT_TRACKING): Promise<number> {
@@ -76,11 +81,14 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
   // Read outside the write queue, a row may come from a group commit whose WAL sync is still
   // running: broadcast only after a sync that started after this read (invariant 2).
   await deps.uow.durable();
+  // The rows of every organization on the chain come in one nonce order, but a stop holds back
+  // only the treasury it is about: another treasury's nonces do not wait for this one's.
+  const held = new Set<string>();
   for (const row of rows) {
     const signed = JSON.parse(row.result) as SignedPayment;
     if (signed.type !== 'raw_transaction') continue;
     const orgId = deps.store.payments.get(row.id)?.orgId;
-    if (orgId === undefined) break;
+    if (orgId === undefined || held.has(orgId)) continue;
     const versions = versionsOf(deps, row.id, signed);
     if (deps.chainConflicts.has(pairKey(orgId, chainId))) {
       // Nothing is broadcast on a conflicted pair; a row whose nonce is used on chain keeps being
@@ -90,7 +98,8 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
       if (minedNonce !== undefined && minedNonce > Number(signed.rawTransaction.nonce)) {
         await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions, tracking);
       }
-      break;
+      held.add(orgId);
+      continue;
     }
     // A row that already has later versions (a filler) broadcasts its newest one.
     const newest = versions[versions.length - 1]!;
@@ -101,12 +110,16 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
       continue;
     }
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'the node did not accept a raw transaction waiting for broadcast');
+    if (refusal.unreachable) break;
     if (refusal.nonceTooLow) {
       await checkNonceUse(deps, chainId, orgId, row.id, Number(signed.rawTransaction.nonce), versions, tracking);
-      break;
+      held.add(orgId);
+      continue;
     }
-    if (!refusal.permanent || newest.kind !== 'original') break;
-    if (!(await fillNonce(deps, chainId, orgId, row.id, signed, refusal.reason))) break;
+    if (!refusal.permanent || newest.kind !== 'original' || !(await fillNonce(deps, chainId, orgId, row.id, signed, refusal.reason))) {
+      held.add(orgId);
+      continue;
+    }
     submitted++;
   }
   return submitted;
