@@ -419,7 +419,8 @@ export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: Trac
         // A full batch means more may wait (a backlog after an outage): keep going in this pass
         // rather than 100 rows per interval.
         let n = 0;
-        for (let got = SUBMIT_BATCH; got === SUBMIT_BATCH;) {
+        // (The batch is per organization, so a pass can send more than one batch's worth.)
+        for (let got = SUBMIT_BATCH; got >= SUBMIT_BATCH;) {
           got = await submitPending(deps, chainId, SUBMIT_BATCH, tracking);
           n += got;
         }

@@ -88,13 +88,17 @@ export function createPaymentStore(db: Db) {
   // Submission is a column of a signed row, not a state (migration 0007).
   const submitted = db.prepare(`UPDATE transactions SET submit_status = 'submitted', tx_hash = ?, updated_at = ?
     WHERE id = ? AND status = 'signed' AND submit_status = 'pending'`);
-  const unsubmitted = db.prepare(`SELECT id, result FROM transactions WHERE submit_status = 'pending' AND chain_id = ?
-    ORDER BY nonce LIMIT ?`);
+  // Up to the limit per organization, not per chain: one treasury's stuck backlog at low nonces
+  // must not keep another treasury's rows (its nonces unrelated) out of every batch.
+  const unsubmitted = db.prepare(`SELECT id, result FROM (SELECT id, result, nonce,
+    ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce) AS n FROM transactions WHERE submit_status = 'pending' AND chain_id = ?)
+    WHERE n <= ? ORDER BY nonce`);
   // Tracking (migration 0008). Every chain move is guarded by the chain state it leaves, like the
   // status moves, so the tracker and a concurrent broadcast cannot both apply one.
   const submittedAt = db.prepare(`UPDATE transactions SET broadcast_at = ? WHERE id = ? AND submit_status = 'submitted' AND broadcast_at IS NULL`);
-  const inFlight = db.prepare(`SELECT id, org_id, agent_id, nonce, result, tx_hash, submit_status, broadcast_at, reason FROM transactions
-    WHERE submit_status IN ('submitted', 'dropped', 'replaced') AND chain_id = ? ORDER BY nonce LIMIT ?`).safeIntegers(true);
+  const inFlight = db.prepare(`SELECT id, org_id, agent_id, nonce, result, tx_hash, submit_status, broadcast_at, reason FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce) AS n FROM transactions
+    WHERE submit_status IN ('submitted', 'dropped', 'replaced') AND chain_id = ?) WHERE n <= ? ORDER BY nonce`).safeIntegers(true);
   const attemptsOf = db.prepare(`SELECT hash, kind, serialized, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at
     FROM chain_attempts WHERE transaction_id = ? ORDER BY created_at, rowid`).safeIntegers(true);
   const insertAttempt = db.prepare(`INSERT INTO chain_attempts (transaction_id, hash, kind, serialized, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at)
@@ -191,7 +195,7 @@ export function createPaymentStore(db: Db) {
     markSubmitted(id: string, txHash: string, now: number): boolean {
       return submitted.run(txHash, now, id).changes === 1;
     },
-    /** Signed raw transactions of `chainId` waiting for broadcast, lowest nonce first. */
+    /** Signed raw transactions of `chainId` waiting for broadcast, lowest nonce first; at most `limit` per organization. */
     unsubmitted(chainId: number, limit: number): Array<{ id: string; result: string }> {
       return unsubmitted.all(chainId, limit) as Array<{ id: string; result: string }>;
     },
@@ -199,7 +203,7 @@ export function createPaymentStore(db: Db) {
     startBroadcastTimer(id: string, now: number): void {
       submittedAt.run(now, id);
     },
-    /** Submitted raw transactions of `chainId` not yet final (submitted, dropped, replaced), lowest nonce first. */
+    /** Submitted raw transactions of `chainId` not yet final (submitted, dropped, replaced), lowest nonce first; at most `limit` per organization. */
     inFlight(chainId: number, limit: number): InFlightRow[] {
       return (inFlight.all(chainId, limit) as Array<Record<string, unknown>>).map((r) => ({
         id: r.id as string, orgId: r.org_id as string, agentId: r.agent_id as string, nonce: Number(r.nonce), result: r.result as string,

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { encodeFunctionData, type Address } from 'viem';
+import { encodeAbiParameters, encodeFunctionData, keccak256, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';
 import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } from '../helpers/localChain.js';
@@ -104,4 +104,39 @@ describe('background submission is per treasury', () => {
     expect(await balanceOf(RECIPIENT)).toBe(before + 200_000n);
     expect(s.app.deps.store.payments.get(a.json.transaction_id)!.submitStatus).toBe('pending');
   });
+
+  test('error: a newer organization with a batch\'s worth of stuck rows at low nonces does not starve an older organization\'s row at a high nonce', async () => {
+    const admin = adminFor(s);
+    const c = await createTenant(admin, 'tenant-c');
+    const treasuryC = (await admin.client.provisionTreasury({ orgId: c.orgId }, admin.auth)).treasuryAddress as Address;
+    await chain.rpc('hardhat_setBalance', [treasuryC, '0x56bc75e2d63100000']);
+    await setPolicy(admin, c.agentId, { allowlist: [RECIPIENT], capUsd: '100', thresholdUsd: '100' });
+    // C's treasury has a long history on this chain: its next nonce is 5000.
+    await chain.rpc('hardhat_setNonce', [treasuryC, '0x1388']);
+    await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x56bc75e2d63100000']);
+    // A (nonces from 2 up) gets more waiting rows than one batch of the submitter, all stuck.
+    refusing = true;
+    const stuck = await Promise.all(Array.from({ length: 110 }, (_, i) => postSign(s.url, s.bootstrap.api_key, {
+      agent_id: s.bootstrap.agent_id, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.01',
+    }, `a-many-${i}`)));
+    expect(stuck.map((r) => r.status)).toEqual(stuck.map(() => 200));
+    // C's USDC, set in the token's storage.
+    await chain.rpc('hardhat_setStorageAt', [USDC, keccakSlot(treasuryC), `0x${(100_000_000n).toString(16).padStart(64, '0')}`]);
+    const cPay = await postSign(s.url, c.apiKey, { agent_id: c.agentId, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.30' }, 'c-high-nonce');
+    expect(cPay.status, cPay.text).toBe(200);
+    expect(cPay.json.raw_transaction.nonce).toBe('5000');
+    await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x0']);
+    const before = await balanceOf(RECIPIENT);
+    refusing = false;
+    for (const until = Date.now() + 5_000; s.app.deps.store.payments.get(cPay.json.transaction_id)!.submitStatus === 'pending';) {
+      if (Date.now() > until) throw new Error('organization C\'s payment was never broadcast');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(await balanceOf(RECIPIENT)).toBe(before + 300_000n);
+  }, 30_000);
 });
+
+/** MiniUSDC's balance slot of `who` (balances are the mapping at slot 1). */
+function keccakSlot(who: Address): Hex {
+  return keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [who, 1n]));
+}
