@@ -1,0 +1,70 @@
+import type { Agent, Policy } from '../../domain/types.js';
+import type { AgentStatus } from '../../domain/validate.js';
+import type { AgentStore } from '../agents.js';
+import type { AsyncTable } from './asyncTable.js';
+import { num, numOrNull, statement, type Sql } from './sql.js';
+
+type AgentRow = {
+  id: string; org_id: string; name: string; status: AgentStatus; created_at: bigint; updated_at: bigint;
+  last_ping_at: bigint | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
+  max_network_fee_wei: string; policy_updated_at: bigint;
+};
+
+const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.updated_at AS policy_updated_at
+  FROM agents a JOIN policies p ON p.agent_id = a.id`;
+
+const INSERT = statement('agent.insert', 'INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)');
+const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+  spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
+  max_network_fee_wei = excluded.max_network_fee_wei, updated_at = excluded.updated_at`);
+const BY_ID = statement('agent.byId', `${SELECT} WHERE a.id = $1`);
+const BY_ORG = statement('agent.byOrg', `${SELECT} WHERE a.org_id = $1 ORDER BY a.created_at, a.id`);
+const UPDATE = statement('agent.update', 'UPDATE agents SET name = $1, status = $2, updated_at = $3 WHERE id = $4');
+const TOUCH_PING = statement('agent.touchPing', 'UPDATE agents SET last_ping_at = $1 WHERE id = $2');
+
+function toAgent(r: AgentRow): Agent {
+  return {
+    id: r.id, orgId: r.org_id, name: r.name, status: r.status, createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at), lastPingAt: numOrNull(r.last_ping_at),
+    policy: {
+      allowlist: JSON.parse(r.allowlist) as string[],
+      spendCapMicros: BigInt(r.spend_cap_micros),
+      approvalThresholdMicros: BigInt(r.approval_threshold_micros),
+      maxNetworkFeeWei: BigInt(r.max_network_fee_wei),
+      updatedAt: num(r.policy_updated_at),
+    },
+  };
+}
+
+/**
+ * Agents and their policies (PostgreSQL twin of ../agents.ts). Not cached in process: a pause,
+ * a revocation or a policy change made on another replica must hold on the next request here, and
+ * there is no cross-process invalidation yet. Money columns are BIGINT read as bigint.
+ */
+export function createPgAgentStore(sql: Sql): AsyncTable<AgentStore> {
+  const setPolicy = async (agentId: string, p: Policy): Promise<void> => {
+    await sql.run(UPSERT_POLICY, [agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.updatedAt]);
+  };
+  return {
+    async insert(agent) {
+      await sql.run(INSERT, [agent.id, agent.orgId, agent.name, agent.status, agent.createdAt, agent.updatedAt]);
+      await setPolicy(agent.id, agent.policy);
+    },
+    async get(id) {
+      const r = await sql.one<AgentRow>(BY_ID, [id]);
+      return r && toAgent(r);
+    },
+    async listByOrg(orgId) {
+      return (await sql.rows<AgentRow>(BY_ORG, [orgId])).map(toAgent);
+    },
+    async update(id, name, status, now) {
+      await sql.run(UPDATE, [name, status, now, id]);
+    },
+    setPolicy,
+    async touchPing(id, now) {
+      await sql.run(TOUCH_PING, [now, id]);
+    },
+  };
+}

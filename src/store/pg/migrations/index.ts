@@ -1,0 +1,25 @@
+import { sql as init } from './0001_init.js';
+import { sql as dashboard } from './0002_dashboard.js';
+import { sql as privateServices } from './0003_private_services.js';
+import { sql as networkFee } from './0004_network_fee.js';
+import { sql as nonceReuse } from './0005_nonce_reuse.js';
+import { sql as transactionStates } from './0006_transaction_states.js';
+import { sql as submission } from './0007_submission.js';
+import { sql as chainTracking } from './0008_chain_tracking.js';
+import { sql as treasuryFunds } from './0009_treasury_funds.js';
+
+/**
+ * Every PostgreSQL migration in order, numbered and named exactly like SQLite's
+ * (../../migrations/index.ts; test/store/pg/migrations.test.ts checks the two lists match).
+ */
+export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+  { version: 1, name: 'init', sql: init },
+  { version: 2, name: 'dashboard', sql: dashboard },
+  { version: 3, name: 'private_services', sql: privateServices },
+  { version: 4, name: 'network_fee', sql: networkFee },
+  { version: 5, name: 'nonce_reuse', sql: nonceReuse },
+  { version: 6, name: 'transaction_states', sql: transactionStates },
+  { version: 7, name: 'submission', sql: submission },
+  { version: 8, name: 'chain_tracking', sql: chainTracking },
+  { version: 9, name: 'treasury_funds', sql: treasuryFunds },
+];

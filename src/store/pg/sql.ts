@@ -1,0 +1,89 @@
+import pg from 'pg';
+
+/**
+ * One SQL statement with a fixed name: node-postgres prepares it once per connection under that
+ * name and afterwards only binds values (the SQLite modules' `db.prepare` once, `run` many).
+ * Names are global, so a second statement under the same name with other text is a bug.
+ */
+export type Statement = { readonly name: string; readonly text: string };
+
+const registered = new Map<string, string>();
+
+/** Declares a named statement (at module load). */
+export function statement(name: string, text: string): Statement {
+  const known = registered.get(name);
+  if (known !== undefined && known !== text) throw new Error(`two SQL statements named ${name}`);
+  registered.set(name, text);
+  return { name: `pp.${name}`, text };
+}
+
+/** Where statements run: the pool (each call on any free connection, autocommit) or one client inside a transaction. */
+export type Runner = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+/**
+ * What a table group needs from its connection: run a statement, and defer a side effect (a
+ * metrics callback) until the transaction it belongs to has committed.
+ */
+export type Sql = {
+  rows<R>(s: Statement, values?: unknown[]): Promise<R[]>;
+  one<R>(s: Statement, values?: unknown[]): Promise<R | undefined>;
+  /** Runs a statement and returns how many rows it changed (SQLite's `changes`). */
+  run(s: Statement, values?: unknown[]): Promise<number>;
+  /** Runs `fn` once the enclosing transaction commits (at once outside a transaction); never when it rolls back. */
+  afterCommit(fn: () => void): void;
+};
+
+export type SqlOptions = {
+  /** Deferred callbacks of the running transaction; absent outside a transaction (run at once). */
+  afterCommit?: Array<() => void>;
+  /** Called with the first statement error, so a COMMIT that turned into ROLLBACK can say why. */
+  onError?: (err: unknown) => void;
+};
+
+export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
+  const exec = async (s: Statement, values: unknown[] = []) => {
+    try {
+      return await runner.query({ name: s.name, text: s.text, values });
+    } catch (err) {
+      options.onError?.(err);
+      throw err;
+    }
+  };
+  return {
+    async rows<R>(s: Statement, values?: unknown[]) {
+      return (await exec(s, values)).rows as R[];
+    },
+    async one<R>(s: Statement, values?: unknown[]) {
+      return (await exec(s, values)).rows[0] as R | undefined;
+    },
+    async run(s: Statement, values?: unknown[]) {
+      return (await exec(s, values)).rowCount ?? 0;
+    },
+    afterCommit(fn) {
+      if (options.afterCommit) options.afterCommit.push(fn);
+      else fn();
+    },
+  };
+}
+
+const INT8 = 20;
+
+/**
+ * Type parsers of every connection of the store: BIGINT (int8) is read as bigint, never as a
+ * string or a double, so no amount or time passes through a float; each table group converts to
+ * number exactly where its SQLite twin returns a number. BYTEA stays a Buffer (the default).
+ */
+export const TYPES = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8 && format !== 'binary') return (v: string) => BigInt(v);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+} as pg.CustomTypesConfig;
+
+/** BIGINT → number for columns the SQLite module returns as number (ids of chains, times, counts). */
+export function num(v: bigint | number): number {
+  return Number(v);
+}
+export function numOrNull(v: bigint | number | null): number | null {
+  return v === null ? null : Number(v);
+}
