@@ -1,4 +1,4 @@
-import { createPublicClient, http, type Address, type Hex, type PublicClient } from 'viem';
+import { createPublicClient, http, TimeoutError, type Address, type Hex, type PublicClient } from 'viem';
 import { readTreasuryFunds, type TreasuryFunds } from './balances.js';
 
 /**
@@ -48,10 +48,64 @@ export type ChainReceipt = { status: 'success' | 'reverted'; blockNumber: bigint
 /** Largest JSON-RPC answer read: the calls above answer a few hundred bytes. */
 const MAX_RPC_RESPONSE_BYTES = 256 * 1024;
 
+/** How long a chain's node is not asked again after it did not answer within the timeout. */
+export const NODE_COOLDOWN_MS = 1_000;
+
+/** A call refused without asking the node, because it did not answer a moment ago. */
+export class NodeCoolingDownError extends Error {
+  override name = 'NodeCoolingDownError';
+}
+
+/**
+ * A node that does not answer makes every call wait the whole timeout, and every raw payment of
+ * its chain holds a request slot meanwhile. After a timeout the chain's calls fail at once for
+ * NODE_COOLDOWN_MS; then one call at a time probes the node (the others still fail at once), and
+ * the first answer lets everyone through again. So a hung node keeps at most one call per chain
+ * waiting. Only timeouts count: a refused connection or an HTTP error fails fast by itself, and a
+ * JSON-RPC error (a refused transaction) is an answer from a live node.
+ */
+function createBreaker(now: () => number = () => performance.now()) {
+  let openUntil = 0;
+  let probing = false;
+  return async <T>(call: () => Promise<T>): Promise<T> => {
+    let probe = false;
+    if (openUntil > 0) {
+      if (now() < openUntil || probing) throw new NodeCoolingDownError('the node did not answer a moment ago; not asked again yet');
+      probe = probing = true;
+    }
+    try {
+      const result = await call();
+      if (probe) openUntil = 0;
+      return result;
+    } catch (err) {
+      if (err instanceof TimeoutError) openUntil = now() + NODE_COOLDOWN_MS;
+      else if (probe) openUntil = 0;
+      throw err;
+    } finally {
+      if (probe) probing = false;
+    }
+  };
+}
+
+/** viem's HTTP transport with the bounds every call here has (viem sends a URL's user:password as Basic authentication). */
+function transportFor(url: string, timeoutMs: number, maxResponseBytes: number) {
+  return http(url, { timeout: timeoutMs, retryCount: 0, maxResponseBodySize: maxResponseBytes });
+}
+
 export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), timeoutMs = 2_000): ChainRpc {
   const clients = new Map<number, PublicClient>();
+  const breakers = new Map<number, ReturnType<typeof createBreaker>>();
   for (const [chainId, url] of urls) {
-    clients.set(chainId, createPublicClient({ transport: http(url, { timeout: timeoutMs, retryCount: 0, maxResponseBodySize: MAX_RPC_RESPONSE_BYTES }) }));
+    const breaker = createBreaker();
+    breakers.set(chainId, breaker);
+    const transport = transportFor(url, timeoutMs, MAX_RPC_RESPONSE_BYTES);
+    clients.set(chainId, createPublicClient({
+      // Every call of this client, whichever method, goes through the chain's breaker.
+      transport: (opts) => {
+        const t = transport(opts);
+        return { ...t, request: ((args: Parameters<typeof t.request>[0]) => breaker(() => t.request(args))) as typeof t.request };
+      },
+    }));
   }
   const client = (chainId: number): PublicClient => {
     const c = clients.get(chainId);
@@ -110,5 +164,5 @@ export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), ti
  * call including the body, answers capped at `maxResponseBytes`.
  */
 export function createBoundedClient(url: string, timeoutMs = 2_000, maxResponseBytes = MAX_RPC_RESPONSE_BYTES): PublicClient {
-  return createPublicClient({ transport: http(url, { timeout: timeoutMs, retryCount: 0, maxResponseBodySize: maxResponseBytes }) });
+  return createPublicClient({ transport: transportFor(url, timeoutMs, maxResponseBytes) });
 }
