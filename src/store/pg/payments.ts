@@ -128,6 +128,7 @@ export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
       return num((await sql.one<{ t: bigint }>(NEWEST))!.t);
     },
     async committedSince(agentId, since, now) {
+      sql.contend(`cap:${agentId}`);
       const held = (await sql.one<{ total: bigint }>(CAP_SUM, [agentId, since]))!.total;
       return held - (await sql.one<{ total: bigint }>(OVERDUE, [agentId, now, since]))!.total;
     },
@@ -254,6 +255,7 @@ export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
       return sql.run(FAIL_ALL_SIGNING, [now]);
     },
     async allocateNonce(orgId, chainId, rowId) {
+      sql.contend(`nonce:${orgId}:${chainId}`);
       const reused = await sql.one<{ nonce: bigint }>(LOWEST_RELEASED, [orgId, chainId]);
       const nonce = num(reused?.nonce ?? (await sql.one<{ nonce: bigint }>(NEXT_NONCE, [orgId, chainId]))!.nonce);
       if ((await sql.run(RECORD_NONCE, [nonce, rowId])) !== 1) throw new Error(`no signing row ${rowId} to hold nonce ${nonce}`);

@@ -31,6 +31,12 @@ export type Sql = {
   run(s: Statement, values?: unknown[]): Promise<number>;
   /** Runs `fn` once the enclosing transaction commits (at once outside a transaction); never when it rolls back. */
   afterCommit(fn: () => void): void;
+  /**
+   * Names a hot spot this transaction reads and writes (an agent's cap, a treasury's nonce
+   * counter). Should the transaction lose a serialization race, its retry first queues on an
+   * advisory lock per named key (store.ts), so racing retries take turns instead of colliding again.
+   */
+  contend(key: string): void;
 };
 
 export type SqlOptions = {
@@ -38,6 +44,10 @@ export type SqlOptions = {
   afterCommit?: Array<() => void>;
   /** Called with the first statement error, so a COMMIT that turned into ROLLBACK can say why. */
   onError?: (err: unknown) => void;
+  /** Hot spots named by the running transaction (Sql.contend); absent outside a transaction. */
+  contended?: Set<string>;
+  /** Turns a driver error into what callers see (the pool's reads: an outage becomes 503). */
+  mapError?: (err: unknown) => unknown;
 };
 
 export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
@@ -46,7 +56,7 @@ export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
       return await runner.query({ name: s.name, text: s.text, values });
     } catch (err) {
       options.onError?.(err);
-      throw err;
+      throw options.mapError ? options.mapError(err) : err;
     }
   };
   return {
@@ -62,6 +72,9 @@ export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
     afterCommit(fn) {
       if (options.afterCommit) options.afterCommit.push(fn);
       else fn();
+    },
+    contend(key) {
+      options.contended?.add(key);
     },
   };
 }

@@ -83,52 +83,89 @@ export async function createPgStore(options: PgStoreOptions) {
   let open = true;
 
   const hooks: TableHooks = { approvals: {} };
-  const tables = createPgTables(createSql(pool), hooks);
+  const tables = createPgTables(createSql(pool, { mapError: (e) => (isUnavailable(e) ? databaseUnavailable(e) : e) }), hooks);
 
   async function transaction<T>(mode: 'write' | 'read', fn: (tx: PgTables) => Promise<T>): Promise<T> {
     const begin = mode === 'write' ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
-    for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (err) {
-        throw databaseUnavailable(err);
-      }
-      const after: Array<() => void> = [];
-      let statementError: unknown;
-      let committing = false;
-      try {
-        await client.query(begin);
-        const tx = createPgTables(createSql(client, { afterCommit: after, onError: (e) => (statementError ??= e) }), hooks);
-        const result = await fn(tx);
-        committing = true;
-        const done = await client.query('COMMIT');
-        if (done.command !== 'COMMIT') throw statementError ?? new Error('the transaction was rolled back at COMMIT');
-        client.release();
-        for (const f of after) f();
-        return result;
-      } catch (err) {
-        // A statement that failed inside `fn` decides, whatever `fn` made of it: after a
-        // serialization failure everything `fn` read in this run is void.
-        const cause = statementError ?? err;
-        const broken = isUnavailable(cause) || isUnavailable(err);
-        if (!broken) {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (err) {
+      throw databaseUnavailable(err);
+    }
+    let broken = false;
+    // A checked-out client has no listener of the pool's: without this, a connection that dies
+    // mid-transaction would raise an uncaught 'error' (the failing query rejects as well).
+    const onClientError = () => {
+      broken = true;
+    };
+    client.on('error', onClientError);
+    // Hot spots that made an earlier run lose a race; held (session advisory locks) until the end.
+    const locked = new Set<string>();
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const after: Array<() => void> = [];
+        const contended = new Set<string>();
+        let statementError: unknown;
+        let committing = false;
+        try {
+          await client.query(begin);
+          const tx = createPgTables(createSql(client, { afterCommit: after, contended, onError: (e) => (statementError ??= e) }), hooks);
+          const result = await fn(tx);
+          committing = true;
+          const done = await client.query('COMMIT');
+          if (done.command !== 'COMMIT') throw statementError ?? new Error('the transaction was rolled back at COMMIT');
+          for (const f of after) f();
+          return result;
+        } catch (err) {
+          // A statement that failed inside `fn` decides, whatever `fn` made of it: after a
+          // serialization failure everything `fn` read in this run is void.
+          const cause = statementError ?? err;
+          if (isUnavailable(cause) || isUnavailable(err)) {
+            broken = true;
+            throw databaseUnavailable(cause, { attempt, ...(committing ? { commitOutcome: 'unknown' } : {}) });
+          }
           try {
             await client.query('ROLLBACK');
-          } catch {
-            client.release(true);
-            throw databaseUnavailable(err, { attempt });
+          } catch (rollbackError) {
+            broken = true;
+            throw databaseUnavailable(rollbackError, { attempt });
+          }
+          if (!isRetryable(cause) && !isRetryable(err)) throw err;
+          if (attempt >= maxWriteAttempts) throw databaseBusy(cause, attempt);
+          // Queue behind whoever else lost a race on the same hot spots: the lock is taken before
+          // BEGIN, so the next run's snapshot starts after the previous holder committed. Without
+          // a named hot spot (or with its locks already held), a jittered pause spreads the runs.
+          const keys = [...contended].filter((k) => !locked.has(k)).sort();
+          if (keys.length === 0) await sleep(backoffMs(attempt));
+          try {
+            for (const key of keys) {
+              await client.query({ name: 'pp.lockHotSpot', text: 'SELECT pg_advisory_lock(hashtextextended($1, 0))', values: [key] });
+              locked.add(key);
+            }
+          } catch (lockError) {
+            // Keys learned in a later run may be taken out of order: a deadlock among them is
+            // detected by the server (40P01); give every lock back and race again.
+            if (!isRetryable(lockError)) {
+              broken = true;
+              throw isUnavailable(lockError) ? databaseUnavailable(lockError, { attempt }) : lockError;
+            }
+            await client.query('SELECT pg_advisory_unlock_all()');
+            locked.clear();
           }
         }
-        client.release(broken ? true : undefined);
-        if (broken) throw databaseUnavailable(cause, { attempt, ...(committing ? { commitOutcome: 'unknown' } : {}) });
-        if (isRetryable(cause) || isRetryable(err)) {
-          if (attempt >= maxWriteAttempts) throw databaseBusy(cause, attempt);
-          await sleep(backoffMs(attempt));
-          continue;
-        }
-        throw err;
       }
+    } finally {
+      if (!broken && locked.size > 0) {
+        try {
+          await client.query('SELECT pg_advisory_unlock_all()');
+        } catch {
+          broken = true;
+        }
+      }
+      // A connection in an unknown state is closed, never reused (its session ends, with its locks).
+      client.removeListener('error', onClientError);
+      client.release(broken ? true : undefined);
     }
   }
 
