@@ -60,9 +60,19 @@ const isoTime = (v: unknown) => (v === undefined ? null : new Date(timestampMs(v
 /** An enum value as REST names it: AGENT_STATUS_ACTIVE is `active`. */
 const enumName = (codec: EnumCodec<string, number>) => (v: unknown) => codec.fromProto(v as number) ?? null;
 
+/** Each table path as the message's property names (proto snake_case → protobuf-es camelCase), derived once. */
+const propertyPaths = new Map<string, string[]>();
+
 function valueAt(message: unknown, path: string): unknown {
+  // Per request this was a split and a regex replace with a callback for every field: ~12 µs of
+  // each signed answer in a CPU profile of the sign bench, for names fixed at start-up.
+  let names = propertyPaths.get(path);
+  if (names === undefined) {
+    names = path.split('.').map((name) => name.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase()));
+    propertyPaths.set(path, names);
+  }
   let v = message as Record<string, unknown> | undefined;
-  for (const name of path.split('.')) v = v?.[name.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase())] as Record<string, unknown> | undefined;
+  for (const name of names) v = v?.[name] as Record<string, unknown> | undefined;
   return v;
 }
 
