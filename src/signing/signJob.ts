@@ -4,29 +4,30 @@ import type { SignJob, SignOutput } from './signJobs.js';
 import { serializeSignedTempoTransaction, tempoSigningHash } from './tempoTransaction.js';
 import { eip3009Digest, permit2Digest } from './typedData.js';
 
-/** A loaded signing key with the address it must produce, so every signature is self-checked. */
-export type SigningKey = { secret: Uint8Array; address: Uint8Array };
+/**
+ * A loaded signing key with the public key (and address) it must produce, so every signature is
+ * self-checked.
+ */
+export type SigningKey = { secret: Uint8Array; publicKey: Buffer; address: Uint8Array };
 
-/** Derives the 20-byte Ethereum address of a secp256k1 private key. */
+/** Derives the uncompressed public key and the 20-byte Ethereum address of a secp256k1 private key. */
 export function loadSigningKey(privateKey: Hex): SigningKey {
   const secret = hexToBytes(privateKey);
   if (secret.length !== 32 || !secp256k1.privateKeyVerify(secret)) throw new Error('invalid private key');
   const pub = secp256k1.publicKeyCreate(secret, false);
-  return { secret, address: keccak256(pub.subarray(1), 'bytes').subarray(12) };
-}
-
-function addressOf(pub65: Uint8Array): Uint8Array {
-  return keccak256(pub65.subarray(1), 'bytes').subarray(12);
+  return { secret, publicKey: Buffer.from(pub), address: keccak256(pub.subarray(1), 'bytes').subarray(12) };
 }
 
 /**
  * Signs a 32-byte digest with libsecp256k1 (RFC 6979 nonces, low-s) and recovers the signer
  * before returning: a signature that does not recover to the treasury never leaves this function.
+ * The recovered public key is compared with the treasury's own, which is what the address stands
+ * for (the address is its hash): the same check without a keccak in JavaScript per signature.
  */
 export function signDigest(key: SigningKey, digest: Uint8Array): { r: Hex; s: Hex; recid: number; bytes: Uint8Array } {
   const { signature, recid } = secp256k1.ecdsaSign(digest, key.secret);
-  const recovered = addressOf(secp256k1.ecdsaRecover(signature, recid, digest, false));
-  if (!Buffer.from(recovered).equals(Buffer.from(key.address))) throw new Error('signature self-check failed');
+  const recovered = secp256k1.ecdsaRecover(signature, recid, digest, false);
+  if (!key.publicKey.equals(recovered)) throw new Error('signature self-check failed');
   return { r: bytesToHex(signature.subarray(0, 32)), s: bytesToHex(signature.subarray(32)), recid, bytes: signature };
 }
 

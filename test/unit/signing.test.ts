@@ -90,10 +90,12 @@ describe('runSignJob', () => {
     expect(await recoverTransactionAddress({ serializedTransaction: out.serialized! as `0x02${string}` })).toBe(account.address);
   });
 
-  test('error: a key whose address does not match fails the self-check', () => {
+  test('error: a key whose public key (and address) does not match fails the self-check', () => {
     const other = loadSigningKey(generatePrivateKey());
-    const tampered = { secret: key.secret, address: other.address };
+    const tampered = { secret: key.secret, publicKey: other.publicKey, address: other.address };
     expect(() => signDigest(tampered, randomBytes(32))).toThrow('self-check');
+    // The check compares the recovered public key itself: a wrong one fails even beside the right address.
+    expect(() => signDigest({ ...key, publicKey: other.publicKey }, randomBytes(32))).toThrow('self-check');
   });
 
   test('behavior: signDigest output recovers with viem recoverAddress', async () => {
