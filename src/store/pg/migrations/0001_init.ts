@@ -2,8 +2,8 @@
  * PostgreSQL twin of ../../migrations/0001_init.ts (same tables, columns, constraints and
  * indexes). SQLite INTEGER (64-bit) is BIGINT, BLOB is BYTEA, TEXT is TEXT COLLATE "C" (bytewise,
  * as SQLite orders and compares text, whatever the database's locale; keyset pages by id rely on
- * it). PostgreSQL types are strict like SQLite's STRICT tables. Times are epoch ms, USD amounts integer micro-dollars, token
- * amounts decimal TEXT. Never edit a landed migration: add the next one.
+ * it). PostgreSQL types are strict like SQLite's STRICT tables. Times are epoch ms, USD amounts
+ * integer micro-dollars, token amounts decimal TEXT. Never edit a landed migration: add the next one.
  */
 export const sql = `
 CREATE TABLE organizations (
