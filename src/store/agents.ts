@@ -2,6 +2,14 @@ import type { Db } from './db.js';
 import type { Agent, Policy } from '../domain/types.js';
 import type { AgentStatus } from '../domain/validate.js';
 
+/**
+ * A cache two table-group instances share: the writer connection's and the reader connection's
+ * (store.ts). `cacheable` says when a row just read may be kept: only when it is committed state
+ * that no open write transaction has changed (a write drops the entry inside its transaction,
+ * before its commit, so a reader must not put the old row back meanwhile).
+ */
+export type SharedCache<T> = { records: Map<string, T>; cacheable: () => boolean };
+
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: number; updated_at: number;
   last_ping_at: number | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
@@ -32,8 +40,11 @@ function toAgent(r: AgentRow): Agent {
  * which drops the cached record in the same call, so a cached read is never older than the row.
  * Callers treat the returned records as read-only.
  */
-export function createAgentStore(db: Db) {
-  const cache = new Map<string, Agent>();
+export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
+  // A reader connection's store (store.ts) shares the writer's cache, so a write's drop reaches it,
+  // and fills it only when no write transaction is open (see SharedCache).
+  const cache = shared?.records ?? new Map<string, Agent>();
+  const cacheable = shared?.cacheable ?? (() => !db.inTransaction);
   const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
   const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, updated_at)
     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
@@ -60,7 +71,7 @@ export function createAgentStore(db: Db) {
       if (!r) return undefined;
       const agent = toAgent(r);
       // Inside a transaction the row may still be rolled back: only committed state is cached.
-      if (!db.inTransaction) cache.set(id, agent);
+      if (cacheable()) cache.set(id, agent);
       return agent;
     },
     listByOrg(orgId: string): Agent[] {

@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import type { ApiKeyMode, ApiKeyRecord } from '../domain/types.js';
+import type { SharedCache } from './agents.js';
 
 type KeyRow = { id: string; org_id: string; mode: ApiKeyMode; prefix: string; label: string; created_at: number; revoked_at: number | null };
 
@@ -14,8 +15,10 @@ const COLUMNS = 'id, org_id, mode, prefix, label, created_at, revoked_at';
  * write goes through this module and clears the cache in the same call, so a revocation is seen
  * by the very next request.
  */
-export function createApiKeyStore(db: Db) {
-  const byHashCache = new Map<string, ApiKeyRecord & { hash: Buffer }>();
+export function createApiKeyStore(db: Db, shared?: SharedCache<ApiKeyRecord & { hash: Buffer }>) {
+  // Shared with the reader connection's instance (store.ts; agents.ts SharedCache).
+  const byHashCache = shared?.records ?? new Map<string, ApiKeyRecord & { hash: Buffer }>();
+  const cacheable = shared?.cacheable ?? (() => !db.inTransaction);
   const insert = db.prepare('INSERT INTO api_keys (id, org_id, mode, prefix, key_hash, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
   const byHash = db.prepare(`SELECT ${COLUMNS}, key_hash FROM api_keys WHERE key_hash = ?`);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM api_keys WHERE id = ?`);
@@ -33,7 +36,7 @@ export function createApiKeyStore(db: Db) {
       if (!r) return undefined;
       const key = { ...toKey(r), hash: r.key_hash };
       // Bounded: unknown keys are never cached, and an organization has few keys.
-      if (byHashCache.size < 10_000 && !db.inTransaction) byHashCache.set(k, key);
+      if (byHashCache.size < 10_000 && cacheable()) byHashCache.set(k, key);
       return key;
     },
     get(id: string): ApiKeyRecord | undefined {

@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import type { RegisteredService, ServiceRecord } from '../domain/types.js';
+import type { SharedCache } from './agents.js';
 
 type ServiceRow = {
   id: string; org_id: string | null; slug: string; name: string; description: string; category: string; logo_url: string;
@@ -25,9 +26,11 @@ const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_u
  * probed URL against that list, so it is cached per organization; every write goes through this
  * module and drops the cache.
  */
-export function createServiceStore(db: Db) {
-  let shared: RegisteredService[] | undefined;
-  const visible = new Map<string, RegisteredService[]>();
+export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredService[]>) {
+  // Shared with the reader connection's instance (store.ts; agents.ts SharedCache): key '' holds
+  // the shared records, an organization's id what it sees.
+  const visible = sharedCache?.records ?? new Map<string, RegisteredService[]>();
+  const SHARED = '';
   const insert = db.prepare(`INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE services SET name = ?, description = ?, category = ?, logo_url = ?, docs_url = ?,
     payment_methods = ?, endpoints = ?, updated_at = ? WHERE id = ?`);
@@ -39,18 +42,16 @@ export function createServiceStore(db: Db) {
   const removeShared = db.prepare('DELETE FROM services WHERE org_id IS NULL AND slug = ?');
   const removePrivate = db.prepare('DELETE FROM services WHERE org_id = ? AND slug = ?');
 
-  const dropCache = () => {
-    shared = undefined;
-    visible.clear();
-  };
+  const dropCache = () => visible.clear();
   // Inside a transaction the rows may still be rolled back: only committed state is cached.
-  const cacheable = () => !db.inTransaction;
+  const cacheable = sharedCache?.cacheable ?? (() => !db.inTransaction);
   const read = (orgId: string | null, slug: string) =>
     (orgId === null ? sharedBySlug.get(slug) : privateBySlug.get(orgId, slug)) as ServiceRow | undefined;
   const listShared = (): RegisteredService[] => {
-    if (shared) return shared;
+    const hit = visible.get(SHARED);
+    if (hit) return hit;
     const list = (allShared.all() as ServiceRow[]).map(toService);
-    if (cacheable()) shared = list;
+    if (cacheable()) visible.set(SHARED, list);
     return list;
   };
 
