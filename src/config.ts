@@ -52,6 +52,14 @@ export type Config = {
   metricsToken?: string;
   /** Label sign outcomes with agent ids too (a separate series; unbounded, so opt-in). */
   metricsAgentLabels?: boolean;
+  /** postgres://… : the shared PostgreSQL store (several replicas); unset: SQLite in the data directory. */
+  databaseUrl?: string;
+  /** Connections in this process's PostgreSQL pool (default 10). */
+  databasePoolSize?: number;
+  /** PostgreSQL statement_timeout of every statement, ms (default 5000); also bounds lock waits. */
+  databaseStatementTimeoutMs?: number;
+  /** PostgreSQL: a row in `signing` untouched this long belongs to no live replica and is repaired (default 60 s). */
+  staleSigningMs?: number;
 };
 
 export class ConfigError extends Error {
@@ -79,6 +87,10 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--metrics-token': { env: 'PAYPOLICY_METRICS_TOKEN', key: 'metricsToken' },
   '--confirmations': { env: 'PAYPOLICY_CONFIRMATIONS', key: 'confirmations' },
   '--replace-after-ms': { env: 'PAYPOLICY_REPLACE_AFTER_MS', key: 'replaceAfterMs' },
+  '--database-url': { env: 'PAYPOLICY_DATABASE_URL', key: 'databaseUrl' },
+  '--database-pool-size': { env: 'PAYPOLICY_DATABASE_POOL_SIZE', key: 'databasePoolSize' },
+  '--database-statement-timeout-ms': { env: 'PAYPOLICY_DATABASE_STATEMENT_TIMEOUT_MS', key: 'databaseStatementTimeoutMs' },
+  '--stale-signing-ms': { env: 'PAYPOLICY_STALE_SIGNING_MS', key: 'staleSigningMs' },
 };
 
 /** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
@@ -116,7 +128,14 @@ export function loadConfig(argv: string[], env: Env): Config {
   const tokenProblem = metricsToken === undefined ? undefined : validateAdminToken(metricsToken);
   if (tokenProblem) throw new ConfigError(`--metrics-token ${tokenProblem}`);
   const metricsAgentLabels = flags.has('--metrics-agent-labels') || env.PAYPOLICY_METRICS_AGENT_LABELS === '1' || env.PAYPOLICY_METRICS_AGENT_LABELS === 'true';
+  const databaseUrl = raw.databaseUrl;
+  // Never echo the URL: it may hold a password.
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(databaseUrl)) throw new ConfigError('--database-url must be a postgres:// URL');
   return {
+    databaseUrl,
+    databasePoolSize: optionalInteger(raw.databasePoolSize, '--database-pool-size', 2, 1_000),
+    databaseStatementTimeoutMs: optionalInteger(raw.databaseStatementTimeoutMs, '--database-statement-timeout-ms', 100, 600_000),
+    staleSigningMs: optionalInteger(raw.staleSigningMs, '--stale-signing-ms', 1_000, 86_400_000),
     metricsToken,
     metricsAgentLabels,
     maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),

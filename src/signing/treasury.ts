@@ -39,6 +39,14 @@ export function createTreasuryVault(organizations: OrganizationStore, masterKey:
         }
       }
     },
+    /**
+     * A new key, sealed with the master key for `orgId`: only its address and ciphertext leave; the
+     * caller inserts them in its write transaction (app/organizations.ts provisionTreasury).
+     */
+    seal(orgId: string): { address: string; ciphertext: Buffer } {
+      const privateKey = generatePrivateKey();
+      return { address: privateKeyToAccount(privateKey).address, ciphertext: seal(masterKey, Buffer.from(privateKey.slice(2), 'hex'), orgId) };
+    },
     /** Creates and stores a new encrypted key; the caller runs this inside a write transaction. */
     provision(orgId: string, now: number): string {
       if (organizations.treasuryKey(orgId)) {

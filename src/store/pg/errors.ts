@@ -48,3 +48,13 @@ export function databaseUnavailable(err: unknown, meta?: Record<string, unknown>
 export function databaseBusy(err: unknown, attempts: number): DomainError {
   return new DomainError('overloaded', 'Database busy; nothing was written, retry shortly', { code: 'database_busy', cause: err, meta: { attempts } });
 }
+
+/**
+ * A payment's insert lost to another replica's insert of the same (agent, Idempotency-Key): the
+ * unique index refused it (23505 on transactions_idempotency) and the whole write rolled back.
+ * The caller answers the row that won (app/sign.ts); on SQLite one process never races itself here.
+ */
+export function isIdempotencyKeyTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | undefined;
+  return e?.code === '23505' && e.constraint === 'transactions_idempotency';
+}
