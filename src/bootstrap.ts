@@ -8,7 +8,7 @@ import { generateAdminToken, hashSecret } from './auth/credentials.js';
 import { OPERATOR } from './domain/types.js';
 import { MICROS_PER_USD } from './domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from './domain/networkFee.js';
-import { writeTxn } from './store/db.js';
+import { withinWrite } from './app/withinWrite.js';
 import { writePrivateFile } from './store/dataDir.js';
 
 /** The file a first start writes (mode 0600), with exactly these keys. */
@@ -31,35 +31,36 @@ const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMic
  * (unless PAYPOLICY_ADMIN_TOKEN is set), a `default` organization with a treasury, a test API
  * key and a demo agent. Returns the secrets once for printing; later starts return undefined.
  */
-export function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminToken: string | undefined): BootstrapFile | undefined {
-  const { settings } = deps.store;
-  if (settings.get(BOOTSTRAPPED) !== undefined) return undefined;
+export async function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminToken: string | undefined): Promise<BootstrapFile | undefined> {
+  if (await deps.store.settings.get(BOOTSTRAPPED) !== undefined) return undefined;
   const adminToken = envAdminToken ?? generateAdminToken();
-  // One transaction (the use cases' own transactions nest as savepoints) that also writes the
+  // One transaction (the use cases' own writes join it, withinWrite.ts) that also writes the
   // file: if anything fails, nothing is committed and the next start bootstraps again.
-  return writeTxn(deps.store.db, () => {
-    const org = createOrganization(deps, OPERATOR, { name: 'default' });
-    const treasuryAddress = provisionTreasury(deps, OPERATOR, org.id);
-    const key = createApiKey(deps, OPERATOR, { orgId: org.id, mode: 'test', label: 'bootstrap' });
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    const { settings } = tx;
+    const org = await createOrganization(inTx, OPERATOR, { name: 'default' });
+    const treasuryAddress = await provisionTreasury(inTx, OPERATOR, org.id);
+    const key = await createApiKey(inTx, OPERATOR, { orgId: org.id, mode: 'test', label: 'bootstrap' });
     const now = deps.now();
-    const agent = createAgent(deps, OPERATOR, {
+    const agent = await createAgent(inTx, OPERATOR, {
       orgId: org.id,
       name: 'demo-agent',
       policy: { allowlist: [], ...DEMO_POLICY, updatedAt: now },
     });
     const file: BootstrapFile = { admin_token: adminToken, org_id: org.id, api_key: key.plaintext, agent_id: agent.id, treasury_address: treasuryAddress };
-    settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));
-    settings.set(BOOTSTRAPPED, String(now));
+    await settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));
+    await settings.set(BOOTSTRAPPED, String(now));
     const path = join(dataDir, 'bootstrap.json');
     writePrivateFile(path, `${JSON.stringify(file, null, 2)}\n`);
     return file;
-  });
+  }, { alone: true });
 }
 
 /** The admin token hash in force: the environment's token when set, else the stored one. */
-export function adminTokenHash(deps: AppDeps, envAdminToken: string | undefined): Buffer {
+export async function adminTokenHash(deps: AppDeps, envAdminToken: string | undefined): Promise<Buffer> {
   if (envAdminToken) return hashSecret(envAdminToken);
-  const stored = deps.store.settings.get(ADMIN_TOKEN_HASH);
+  const stored = await deps.store.settings.get(ADMIN_TOKEN_HASH);
   if (!stored) throw new Error('no admin token: set PAYPOLICY_ADMIN_TOKEN or start once on an empty data directory');
   return Buffer.from(stored, 'hex');
 }
@@ -69,10 +70,10 @@ export function adminTokenHash(deps: AppDeps, envAdminToken: string | undefined)
  * environment's when PAYPOLICY_ADMIN_TOKEN is set, and then the admin_token that bootstrap.json
  * holds (the one stored at the first start) only when it is the same token.
  */
-export function adminTokenNotice(deps: AppDeps, envAdminToken: string | undefined): string {
+export async function adminTokenNotice(deps: AppDeps, envAdminToken: string | undefined): Promise<string> {
   const file = 'bootstrap.json in the data directory';
   if (!envAdminToken) return `admin token and test key: see ${file}`;
-  const stored = deps.store.settings.get(ADMIN_TOKEN_HASH);
+  const stored = await deps.store.settings.get(ADMIN_TOKEN_HASH);
   const same = stored !== undefined && timingSafeEqual(hashSecret(envAdminToken), Buffer.from(stored, 'hex'));
   return same
     ? `admin token: PAYPOLICY_ADMIN_TOKEN, the same as in ${file}; test key: see that file`

@@ -140,7 +140,7 @@ async function serve(argv: string[]): Promise<number> {
   const running = app;
   const cli = isSingleExecutable() ? process.execPath : 'npx paypolicy';
   if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);
-  else process.stdout.write(`paypolicy listening on ${running.url} (${adminTokenNotice(running.deps, config.adminToken)})\n`);
+  else process.stdout.write(`paypolicy listening on ${running.url} (${await adminTokenNotice(running.deps, config.adminToken)})\n`);
   await new Promise<void>((resolve) => {
     onSignal = (signal) => {
       running.log.info({ signal }, 'shutting down');

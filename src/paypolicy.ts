@@ -17,7 +17,8 @@ import { createChainRpc } from './chain/rpc.js';
 import { DEFAULT_TRACKING, startSubmitter } from './app/submit.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
-import { openStore } from './store/store.js';
+import { openStore, type Store } from './store/store.js';
+import { writeTxn } from './store/db.js';
 import { lockDataDir, prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
@@ -33,6 +34,8 @@ const SUBMIT_INTERVAL_MS = 5_000;
 
 export type Paypolicy = RunningServer & {
   deps: AppDeps;
+  /** The SQLite store behind deps.store and deps.uow: its connections and write queue (tests, maintenance). */
+  store: Store;
   log: Logger;
   /** Secrets created by a first start, for the banner; undefined on later starts. */
   bootstrap: BootstrapFile | undefined;
@@ -83,7 +86,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     const sealed = store.organizations.list().some((org) => org.treasuryAddress);
     master ??= loadMasterKey(config.masterKey, config.dataDir, !sealed);
     if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
-    vault = createTreasuryVault(store.organizations, master.key);
+    vault = createTreasuryVault(store.treasuryKeys, master.key);
     vault.verifyMasterKey();
   } catch (err) {
     await store.close();
@@ -97,7 +100,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue, config.maxQueueMs);
   // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
   const uow = createUnitOfWork(store);
-  const clock = openLedgerClock(store, (fn) => uow.writeNow(fn));
+  // Start-up, before anything else runs: the synchronous writer tables, one FULL-synced commit.
+  const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
   const now = options.now ?? clock.now;
   if (config.probeAllowHosts.length > 0) {
@@ -106,7 +110,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
   const chains = createChainRpc(config.rpcUrls);
   const deps: AppDeps = {
-    store, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
+    store: store.app, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
@@ -119,13 +123,13 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
-  const repaired = repairInterrupted(deps);
+  const repaired = await repairInterrupted(deps);
   if (Object.values(repaired).some((n) => n > 0)) log.warn(repaired, 'repaired payments interrupted while signing');
   let server: RunningServer;
   let bootstrap: BootstrapFile | undefined;
   try {
-    bootstrap = bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
-    const tokenHash = adminTokenHash(deps, config.adminToken);
+    bootstrap = await bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
+    const tokenHash = await adminTokenHash(deps, config.adminToken);
     server = await startServer({
       deps, log, host: config.host, port: config.port, adminTokenHash: () => tokenHash,
       // The dashboard for humans is served by the same listener, under /dashboard.
@@ -141,16 +145,23 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     lock.release();
     throw err;
   }
-  // Expiry also happens on every read; the sweep releases holds nobody reads.
+  // Expiry also happens on every read; the sweep releases holds nobody reads. One sweep at a time.
+  let sweeping = false;
   const sweep = setInterval(() => {
-    try {
-      const expired = sweepExpiredApprovals(deps);
-      if (expired > 0) log.info({ expired }, 'expired approval requests');
-      const skewMs = clock.skewMs();
-      if (Math.abs(skewMs) > CLOCK_SKEW_WARN_MS) log.warn({ skewMs }, 'the wall clock differs from the ledger clock; cap windows and expiries follow the ledger clock');
-    } catch (err) {
-      log.error({ err }, 'approval sweep failed');
-    }
+    if (sweeping) return;
+    sweeping = true;
+    void (async () => {
+      try {
+        const expired = await sweepExpiredApprovals(deps);
+        if (expired > 0) log.info({ expired }, 'expired approval requests');
+        const skewMs = clock.skewMs();
+        if (Math.abs(skewMs) > CLOCK_SKEW_WARN_MS) log.warn({ skewMs }, 'the wall clock differs from the ledger clock; cap windows and expiries follow the ledger clock');
+      } catch (err) {
+        log.error({ err }, 'approval sweep failed');
+      } finally {
+        sweeping = false;
+      }
+    })();
   }, APPROVAL_SWEEP_MS);
   sweep.unref();
   // Raw transactions the first broadcast did not get accepted (node down or slow) are retried here.
@@ -163,6 +174,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   return {
     ...server,
     deps,
+    store,
     log,
     bootstrap,
     stop(graceMs) {

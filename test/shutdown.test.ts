@@ -80,13 +80,13 @@ describe('startPaypolicy', () => {
       const s = await startTestServer();
       try {
         expect(await tryConnect(s.app.port)).toBe('connected');
-        expect(s.app.deps.store.db.open).toBe(true);
+        expect(s.app.store.db.open).toBe(true);
         const first = s.app.stop(NO_DEADLINE);
         const second = s.app.stop(NO_DEADLINE);
         expect(second).toBe(first);
         await first;
         expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
-        expect(s.app.deps.store.db.open).toBe(false);
+        expect(s.app.store.db.open).toBe(false);
         expect(s.logs.some((l) => l.includes('"msg":"paypolicy stopped"'))).toBe(true);
       } finally {
         await s.close();
@@ -104,14 +104,14 @@ describe('startPaypolicy', () => {
         // Still draining once the listener refuses: the database is open for the request.
         expect(await tryConnect(s.app.port)).toBe('ECONNREFUSED');
         expect(stopped).toBe(false);
-        expect(s.app.deps.store.db.open).toBe(true);
+        expect(s.app.store.db.open).toBe(true);
 
         slow.finish();
         const r = await slow.response;
         expect(r).toMatchObject({ status: 200 });
         expect(JSON.parse((r as { body: string }).body)).toMatchObject({ ok: true, agent_id: s.bootstrap.agent_id });
         await stopping;
-        expect(s.app.deps.store.db.open).toBe(false);
+        expect(s.app.store.db.open).toBe(false);
       } finally {
         slow.abort();
         await s.close();
@@ -125,7 +125,7 @@ describe('startPaypolicy', () => {
         const g = await grpcUnary(ch, PaymentPolicyService, PaymentPolicyService.method.ping, { agentId: s.bootstrap.agent_id }, s.bootstrap.api_key);
         expect(g.ok).toBe(true);
         await s.app.stop(NO_DEADLINE);
-        expect(s.app.deps.store.db.open).toBe(false);
+        expect(s.app.store.db.open).toBe(false);
       } finally {
         ch.close();
         await s.close();
@@ -183,7 +183,7 @@ describe('startPaypolicy', () => {
       try {
         await slow.started;
         await s.app.stop(200);
-        expect(s.app.deps.store.db.open).toBe(false);
+        expect(s.app.store.db.open).toBe(false);
         slow.finish();
         const r = await slow.response;
         expect(r).toHaveProperty('error');

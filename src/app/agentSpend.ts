@@ -25,11 +25,11 @@ export type AgentSpendStatus = {
  * budget, for the API key of its organization. Another organization's agent is the same 404 as
  * an unknown id. A snapshot: the deciding check runs again, atomically, when the agent signs.
  */
-export function getAgentSpend(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): AgentSpendStatus {
-  const agent = requireAgentInOrg(deps, principal.orgId, agentId);
+export async function getAgentSpend(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): Promise<AgentSpendStatus> {
+  const agent = await requireAgentInOrg(deps, principal.orgId, agentId);
   const now = deps.now();
   // The same sum the policy check uses (overdue approvals no longer hold the cap).
-  const committed = deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
+  const committed = await deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
   const cap = agent.policy.spendCapMicros;
   return {
     agentId: agent.id, agentName: agent.name, status: agent.status, windowMs: CAP_WINDOW_MS,

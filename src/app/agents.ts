@@ -8,6 +8,7 @@ import { requireAccess, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { requireOrgAccess } from './organizations.js';
 import { findVisibleService } from './registry.js';
+import { withinWrite } from './withinWrite.js';
 
 const MAX_ALLOWLIST = 1000;
 
@@ -19,56 +20,56 @@ export function denyAllPolicy(now: number): Policy {
 const agentNotFound = () => new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
 
 /** Agent of the given organization, or 404. Other organizations' agents look exactly unknown. */
-export function requireAgentInOrg(deps: AppDeps, orgId: string, agentId: string): Agent {
-  const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
+export async function requireAgentInOrg(deps: AppDeps, orgId: string, agentId: string): Promise<Agent> {
+  const agent = AGENT_ID.test(agentId) ? await deps.store.agents.get(agentId) : undefined;
   if (!agent || agent.orgId !== orgId) throw agentNotFound();
   return agent;
 }
 
 /** An agent the principal may act on with `permission`; unknown and out-of-scope ids are the same 404. */
-function requireAgentAccess(deps: AppDeps, principal: Principal, permission: Permission, agentId: string): Agent {
-  const agent = AGENT_ID.test(agentId) ? deps.store.agents.get(agentId) : undefined;
+async function requireAgentAccess(deps: AppDeps, principal: Principal, permission: Permission, agentId: string): Promise<Agent> {
+  const agent = AGENT_ID.test(agentId) ? await deps.store.agents.get(agentId) : undefined;
   if (!agent) throw agentNotFound();
   requireAccess(principal, permission, agent.orgId, agentNotFound);
   return agent;
 }
 
 /** One agent with its policy. */
-export function getAgent(deps: AppDeps, principal: Principal, agentId: string): Agent {
+export function getAgent(deps: AppDeps, principal: Principal, agentId: string): Promise<Agent> {
   return requireAgentAccess(deps, principal, 'read', agentId);
 }
 
-export function createAgent(deps: AppDeps, principal: Principal, input: { orgId: string; name: string; policy?: Policy }): Agent {
+export async function createAgent(deps: AppDeps, principal: Principal, input: { orgId: string; name: string; policy?: Policy }): Promise<Agent> {
   const name = requireName(input.name, 'name');
-  return deps.uow.writeNow(() => {
-    requireOrgAccess(deps, principal, 'manage', input.orgId);
+  return deps.uow.write(async (tx) => {
+    await requireOrgAccess(withinWrite(deps, tx), principal, 'manage', input.orgId);
     const now = deps.now();
     const agent: Agent = {
       id: newId('agt'), orgId: input.orgId, name, status: 'active', createdAt: now, updatedAt: now,
       lastPingAt: null, policy: input.policy ?? denyAllPolicy(now),
     };
-    deps.store.agents.insert(agent);
+    await tx.agents.insert(agent);
     return agent;
-  });
+  }, { alone: true });
 }
 
-export function updateAgent(deps: AppDeps, principal: Principal, input: { agentId: string; name?: string; status?: string }): Agent {
+export async function updateAgent(deps: AppDeps, principal: Principal, input: { agentId: string; name?: string; status?: string }): Promise<Agent> {
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const status = input.status;
   if (status !== undefined && !isAgentStatus(status)) throw invalidArgument('status must be one of active, paused, revoked');
-  return deps.uow.writeNow(() => {
-    const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
+  return deps.uow.write(async (tx) => {
+    const agent = await requireAgentAccess(withinWrite(deps, tx), principal, 'manage', input.agentId);
     // Revocation is final: a revoked agent's id may have leaked, so it never comes back.
     if (agent.status === 'revoked' && status !== undefined && status !== 'revoked') {
       throw new DomainError('failed_precondition', 'A revoked agent cannot be reactivated', { code: 'agent_revoked' });
     }
-    deps.store.agents.update(agent.id, name ?? agent.name, status ?? agent.status, deps.now());
-    return deps.store.agents.get(agent.id)!;
-  });
+    await tx.agents.update(agent.id, name ?? agent.name, status ?? agent.status, deps.now());
+    return (await tx.agents.get(agent.id))!;
+  }, { alone: true });
 }
 
-export function listAgents(deps: AppDeps, principal: Principal, orgId: string): Agent[] {
-  requireOrgAccess(deps, principal, 'read', orgId);
+export async function listAgents(deps: AppDeps, principal: Principal, orgId: string): Promise<Agent[]> {
+  await requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.agents.listByOrg(orgId);
 }
 
@@ -105,15 +106,16 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
  * changes nothing. Leaving the fee ceiling unset keeps the agent's current one: a client that
  * predates the field cannot lift or reset it by omission.
  */
-export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): { policy: Policy; warnings: string[] } {
+export async function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Promise<{ policy: Policy; warnings: string[] }> {
   requireId(input.agentId, AGENT_ID, 'agent_id');
   const parsed = parsePolicy(input, deps.now());
-  return deps.uow.writeNow(() => {
-    const agent = requireAgentAccess(deps, principal, 'manage', input.agentId);
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    const agent = await requireAgentAccess(inTx, principal, 'manage', input.agentId);
     const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
-    deps.store.agents.setPolicy(input.agentId, policy);
-    return { policy, warnings: policyWarnings(deps, principal, agent.orgId, policy) };
-  });
+    await tx.agents.setPolicy(input.agentId, policy);
+    return { policy, warnings: await policyWarnings(inTx, principal, agent.orgId, policy) };
+  }, { alone: true });
 }
 
 /**
@@ -122,10 +124,10 @@ export function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInpu
  * registered, so it is allowed, not refused), and an approval threshold above the spend cap (no
  * payment can then ever wait for approval).
  */
-function policyWarnings(deps: AppDeps, principal: Principal, orgId: string, policy: Policy): string[] {
+async function policyWarnings(deps: AppDeps, principal: Principal, orgId: string, policy: Policy): Promise<string[]> {
   const warnings: string[] = [];
   for (const entry of policy.allowlist) {
-    if (ADDRESS.test(entry) || findVisibleService(deps, principal, orgId, entry)) continue;
+    if (ADDRESS.test(entry) || await findVisibleService(deps, principal, orgId, entry)) continue;
     warnings.push(`allowlist entry "${entry}" is not a registered service slug; it matches nothing until a service with that slug is registered`);
   }
   if (policy.approvalThresholdMicros > policy.spendCapMicros) {

@@ -5,7 +5,7 @@ import type { AppDeps } from './deps.js';
  * When approvals and approved payments run out, written once: a pending approval past its window
  * expires and releases its payment's hold; an approved paywall payment not collected within
  * COLLECTION_WINDOW_MS of the decision expires and releases its hold. Each runs in its own write
- * transaction or joins the caller's.
+ * transaction, or joins the caller's when called with a write's deps (withinWrite.ts).
  */
 
 export const EXPIRED_REASON = 'Approval request expired before a human decided';
@@ -30,26 +30,26 @@ function overdue(a: ApprovalRow | undefined, now: number): a is ApprovalRow {
  * Moves a pending approval past its window to `expired` and releases its hold on the cap.
  * Runs in its own write transaction (or joins the caller's). Returns true when it expired one.
  */
-export function expireIfDue(deps: AppDeps, approvalId: string): boolean {
+export async function expireIfDue(deps: AppDeps, approvalId: string): Promise<boolean> {
   // Most reads find nothing to expire: only then is a write opened, and it checks again inside.
-  if (!overdue(deps.store.approvals.get(approvalId), deps.now())) return false;
-  return deps.uow.writeNow(() => {
-    const a = deps.store.approvals.get(approvalId);
+  if (!overdue(await deps.store.approvals.get(approvalId), deps.now())) return false;
+  return deps.uow.write(async (tx) => {
+    const a = await tx.approvals.get(approvalId);
     const now = deps.now();
     if (!overdue(a, now)) return false;
-    deps.store.approvals.expire(a.id);
-    deps.store.payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, now);
+    await tx.approvals.expire(a.id);
+    await tx.payments.releasePending(a.transactionId, 'expired', EXPIRED_REASON, now);
     return true;
-  });
+  }, { alone: true });
 }
 
 /**
  * Moves an approved paywall payment whose collection window has closed to `expired` and releases
  * its hold. Runs in its own write transaction (or joins the caller's). True when it expired it.
  */
-export function expireCollectionIfDue(deps: AppDeps, transactionId: string): boolean {
-  return deps.uow.writeNow(() => {
+export function expireCollectionIfDue(deps: AppDeps, transactionId: string): Promise<boolean> {
+  return deps.uow.write((tx) => {
     const now = deps.now();
-    return deps.store.payments.expireApproved(transactionId, now - COLLECTION_WINDOW_MS, COLLECTION_EXPIRED_REASON, now);
-  });
+    return tx.payments.expireApproved(transactionId, now - COLLECTION_WINDOW_MS, COLLECTION_EXPIRED_REASON, now);
+  }, { alone: true });
 }

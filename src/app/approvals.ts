@@ -11,7 +11,8 @@ import { sweepExpiredApprovals } from './maintenance.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 import { recheckApproved, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
-import { applyNonceFloor, chainNonceFloor } from './submit.js';
+import { applyNonceFloor, chainNonceFloor, markNonceSynced } from './submit.js';
+import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { offerFromJson } from './paywall.js';
@@ -40,20 +41,20 @@ function notFound(): DomainError {
  * GET /api/approvals/{id}/status: scoped to the key's organization. Unknown ids, malformed ids
  * and other organizations' approvals are the same 404, so nothing leaks across organizations.
  */
-export function getApprovalStatus(deps: AppDeps, principal: ApiKeyPrincipal, id: string): ApprovalRow {
+export async function getApprovalStatus(deps: AppDeps, principal: ApiKeyPrincipal, id: string): Promise<ApprovalRow> {
   if (!UUID.test(id)) throw notFound();
-  const a = deps.store.approvals.get(id);
+  const a = await deps.store.approvals.get(id);
   if (!a || a.orgId !== principal.orgId) throw notFound();
-  expireIfDue(deps, a.id);
-  return deps.store.approvals.get(id)!;
+  await expireIfDue(deps, a.id);
+  return (await deps.store.approvals.get(id))!;
 }
 
-export function listApprovals(deps: AppDeps, principal: Principal, orgId: string, status: string): ApprovalRow[] {
-  requireOrgAccess(deps, principal, 'read', orgId);
+export async function listApprovals(deps: AppDeps, principal: Principal, orgId: string, status: string): Promise<ApprovalRow[]> {
+  await requireOrgAccess(deps, principal, 'read', orgId);
   if (status !== '' && !['pending', 'approved', 'denied', 'expired'].includes(status)) {
     throw invalidArgument('status must be one of pending, approved, denied, expired');
   }
-  sweepExpiredApprovals(deps);
+  await sweepExpiredApprovals(deps);
   return deps.store.approvals.listByOrg(orgId, status || undefined);
 }
 
@@ -80,11 +81,10 @@ export async function decideApproval(
   const named = principal.kind === 'dashboard_user' ? principal.email : (input.decidedBy ?? '');
   const decidedBy = named.trim() === '' ? 'operator' : requireName(named, 'decided_by');
   if (!UUID.test(input.id)) throw notFound();
-  const { approvals, payments, agents } = deps.store;
   // Approving a raw transaction reserves its nonce: the first reservation on a chain with an
   // endpoint starts from the node's pending nonce, asked before the write as for a direct payment.
-  const pending = approvals.get(input.id);
-  const pendingTx = pending && inScope(principal, pending.orgId) && input.decision !== 'deny' ? payments.get(pending.transactionId) : undefined;
+  const pending = await deps.store.approvals.get(input.id);
+  const pendingTx = pending && inScope(principal, pending.orgId) && input.decision !== 'deny' ? await deps.store.payments.get(pending.transactionId) : undefined;
   // Its treasury's balances are read beside it and compared in the write, as for a direct payment.
   const [nonceFloor, funds] = pendingTx?.type === 'raw_transaction'
     ? await Promise.all([
@@ -93,41 +93,45 @@ export async function decideApproval(
     ])
     : [undefined, undefined];
 
-  const step = deps.uow.writeNow(() => {
-    const a = approvals.get(input.id);
+  const step = await deps.uow.write(async (store) => {
+    const { approvals, payments, agents } = store;
+    const inTx = withinWrite(deps, store);
+    const a = await approvals.get(input.id);
     if (!a || !inScope(principal, a.orgId)) throw notFound();
-    if (expireIfDue(deps, a.id)) return { kind: 'expired' as const };
+    if (await expireIfDue(inTx, a.id)) return { kind: 'expired' as const };
     const now = deps.now();
     if (a.status !== 'pending') return { kind: 'decided' as const, status: a.status };
-    const tx = payments.get(a.transactionId)!;
+    const tx = (await payments.get(a.transactionId))!;
     if (input.decision === 'deny') {
-      approvals.decide(a.id, 'denied', now, decidedBy, note);
-      payments.releasePending(tx.id, 'denied', note ? `Denied by approver: ${note}` : 'Denied by approver', now);
+      await approvals.decide(a.id, 'denied', now, decidedBy, note);
+      await payments.releasePending(tx.id, 'denied', note ? `Denied by approver: ${note}` : 'Denied by approver', now);
       return { kind: 'done' as const };
     }
-    const agent = agents.get(a.agentId)!;
+    const agent = (await agents.get(a.agentId))!;
     // The pending row already holds its amount against the cap; count it once, as this payment.
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
-    const verdict = recheckApproved(deps, agent, tx, own);
+    const verdict = await recheckApproved(inTx, agent, tx, own);
     if (verdict.outcome !== 'allowed') return { kind: 'refused' as const, reason: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
     // A treasury that cannot pay refuses the decision (nothing changes; 503 chain_unavailable when its node did not answer).
     const funded = tx.type === 'raw_transaction'
-      ? treasuryFundsVerdict(deps, tx.orgId, tx.chainId, funds, { amountMicros: tx.amountMicros, networkFee: storedNetworkFee(tx.request) }, verdict)
+      ? await treasuryFundsVerdict(inTx, tx.orgId, tx.chainId, funds, { amountMicros: tx.amountMicros, networkFee: storedNetworkFee(tx.request) }, verdict)
       : verdict;
     const unfunded = funded.outcome === 'denied' ? treasuryRefusal(funded) : undefined;
     if (unfunded) return { kind: 'unfunded' as const, error: unfunded };
-    approvals.decide(a.id, 'approved', now, decidedBy, note);
+    await approvals.decide(a.id, 'approved', now, decidedBy, note);
     // A paywall's challenge may have expired while the human decided: it is probed and signed
     // afresh when the agent collects the payment, not here.
     if (isPaywallRequest(tx.request)) {
-      payments.markApproved(tx.id, now);
+      await payments.markApproved(tx.id, now);
       return { kind: 'done' as const };
     }
-    payments.startSigningApproved(tx.id, now);
-    if (tx.type === 'raw_transaction') applyNonceFloor(deps, tx.orgId, tx.chainId, nonceFloor);
-    const nonce = tx.type === 'raw_transaction' ? payments.allocateNonce(tx.orgId, tx.chainId, tx.id) : undefined;
-    return { kind: 'sign' as const, tx, nonce };
-  });
+    await payments.startSigningApproved(tx.id, now);
+    const floored = tx.type === 'raw_transaction' && await applyNonceFloor(inTx, tx.orgId, tx.chainId, nonceFloor);
+    const nonce = tx.type === 'raw_transaction' ? await payments.allocateNonce(tx.orgId, tx.chainId, tx.id) : undefined;
+    return { kind: 'sign' as const, tx, nonce, floored };
+  }, { alone: true });
+  // Only once the floor is committed: the pair needs no more asking of the node.
+  if (step.kind === 'sign' && step.floored) markNonceSynced(deps, step.tx.orgId, step.tx.chainId);
 
   switch (step.kind) {
     case 'expired':
@@ -154,7 +158,7 @@ export async function decideApproval(
     case 'done':
       break;
   }
-  return approvals.get(input.id)!;
+  return (await deps.store.approvals.get(input.id))!;
 }
 
 /**
@@ -169,8 +173,8 @@ export type ApprovalView = ApprovalRow & {
   maxNetworkFeeWei: bigint | null; maxTempoFeeMicros: bigint | null;
 };
 
-export function describeApproval(deps: AppDeps, a: ApprovalRow): ApprovalView {
-  const tx = deps.store.payments.get(a.transactionId);
+export async function describeApproval(deps: AppDeps, a: ApprovalRow): Promise<ApprovalView> {
+  const tx = await deps.store.payments.get(a.transactionId);
   const fee = tx ? storedNetworkFee(tx.request) : null;
   return {
     ...a, amountMicros: tx?.amountMicros ?? 0n, recipient: tx?.recipient ?? '', reason: tx?.reason ?? '', serviceSlug: tx?.serviceSlug ?? '',

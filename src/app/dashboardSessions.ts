@@ -5,6 +5,7 @@ import { DomainError } from '../domain/errors.js';
 import type { DashboardUserPrincipal } from '../domain/types.js';
 import type { DashboardUser, PasswordRecord } from '../store/dashboardUsers.js';
 import type { LoginFailures } from '../store/loginFailures.js';
+import type { StoreTables } from '../store/asyncStore.js';
 import type { AppDeps } from './deps.js';
 import { verifyPassword } from './dashboardPasswords.js';
 import { normalizeEmail } from './dashboardUsers.js';
@@ -91,15 +92,15 @@ function nextCount(row: LoginFailures | undefined, key: string, max: number, now
   return { locked: false, row: { email: key, failures, windowStart: fresh ? now : row.windowStart, lockedUntil: 0 }, reachedMax: failures === max };
 }
 
+/** When each running app last pruned, keyed by its in-flight map (shared by every withinWrite view of its deps). */
 const lastPruned = new WeakMap<object, number>();
 
-/** Prunes old failure rows at most every LOGIN_FAILURE_PRUNE_MS, inside the caller's transaction. */
-function pruneLoginFailures(deps: AppDeps, now: number): void {
-  const failures = deps.store.loginFailures;
-  const last = lastPruned.get(failures);
+/** Prunes old failure rows at most every LOGIN_FAILURE_PRUNE_MS, inside the caller's transaction `tx`. */
+async function pruneLoginFailures(deps: AppDeps, tx: StoreTables, now: number): Promise<void> {
+  const last = lastPruned.get(deps.inflight);
   if (last !== undefined && now - last < LOGIN_FAILURE_PRUNE_MS && now >= last) return;
-  lastPruned.set(failures, now);
-  failures.prune(now - LOCKOUT_MS, now, MAX_LOGIN_FAILURE_ROWS);
+  lastPruned.set(deps.inflight, now);
+  await tx.loginFailures.prune(now - LOCKOUT_MS, now, MAX_LOGIN_FAILURE_ROWS);
 }
 
 function hashToken(token: string): Buffer {
@@ -127,66 +128,77 @@ export async function signIn(deps: AppDeps, input: { email: string; password: st
     throw invalidCredentials();
   }
   const addressKey = signInAddressKey(input.clientAddress);
-  const { loginFailures, dashboardUsers, dashboardSessions } = deps.store;
-  const attempt = deps.uow.writeNow(() => {
+  // The password check, started inside the counting write once it has room (below).
+  let checking: { found: { user: DashboardUser; password: PasswordRecord } | undefined; ok: Promise<boolean> } | undefined;
+  const attempt = await deps.uow.write(async (tx) => {
+    const { loginFailures } = tx;
     const now = deps.now();
-    pruneLoginFailures(deps, now);
-    const byAddress = nextCount(loginFailures.get(addressKey), addressKey, MAX_FAILED_SIGN_INS_PER_ADDRESS, now);
-    const byEmail = nextCount(loginFailures.get(email), email, MAX_FAILED_SIGN_INS, now);
+    await pruneLoginFailures(deps, tx, now);
+    const byAddress = nextCount(await loginFailures.get(addressKey), addressKey, MAX_FAILED_SIGN_INS_PER_ADDRESS, now);
+    const byEmail = nextCount(await loginFailures.get(email), email, MAX_FAILED_SIGN_INS, now);
     if (byAddress.locked || byEmail.locked) {
-      if (byAddress.locked && byAddress.row) loginFailures.put(byAddress.row);
-      if (byEmail.locked && byEmail.row) loginFailures.put(byEmail.row);
+      if (byAddress.locked && byAddress.row) await loginFailures.put(byAddress.row);
+      if (byEmail.locked && byEmail.row) await loginFailures.put(byEmail.row);
       return byEmail.locked ? ('locked' as const) : ('address_locked' as const);
     }
-    // Nothing is counted when the hash would be refused; the hash is queued right after this,
-    // with no await in between, so the room seen here is still there.
+    const found = await tx.dashboardUsers.findForSignIn(email);
+    // Nothing is counted when the hash would be refused. The hash is queued right after the room
+    // check, with no await in between, so the room seen here is still there; sign-in hashes are
+    // queued only inside these serialized writes. Its answer is read only once this count is
+    // durable, so a guess is always counted before it can learn anything; queued once, should the
+    // write run again.
     if (!hasRoomForSignIn()) return 'busy' as const;
-    loginFailures.put(byAddress.row!);
-    loginFailures.put(byEmail.row!);
+    if (!checking) {
+      checking = { found, ok: verifyPassword(input.password, found?.password) };
+      checking.ok.catch(() => undefined);
+    }
+    await loginFailures.put(byAddress.row!);
+    await loginFailures.put(byEmail.row!);
     return { emailAtMax: byEmail.reachedMax, addressAtMax: byAddress.reachedMax };
-  });
+  }, { alone: true });
   if (attempt === 'locked') throw locked();
   if (attempt === 'address_locked') throw addressLocked();
   if (attempt === 'busy') throw busy();
 
-  const found = dashboardUsers.findForSignIn(email);
+  const { found } = checking!;
   let ok: boolean;
   try {
-    ok = await verifyPassword(input.password, found?.password);
+    ok = await checking!.ok;
   } catch (err) {
     if (err instanceof PasswordHasherBusyError) throw busy();
     throw err;
   }
   if (!ok || !found || found.user.disabled) {
     if (!attempt.emailAtMax && !attempt.addressAtMax) throw invalidCredentials();
-    deps.uow.writeNow(() => {
+    await deps.uow.write(async (tx) => {
       const now = deps.now();
-      const lock = (key: string) => loginFailures.put({ email: key, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
-      if (attempt.emailAtMax) lock(email);
-      if (attempt.addressAtMax) lock(addressKey);
-    });
+      const lock = (key: string) => tx.loginFailures.put({ email: key, failures: 0, windowStart: now, lockedUntil: now + LOCKOUT_MS });
+      if (attempt.emailAtMax) await lock(email);
+      if (attempt.addressAtMax) await lock(addressKey);
+    }, { alone: true });
     throw attempt.emailAtMax ? locked() : addressLocked();
   }
 
   const token = randomBytes(32).toString('base64url');
   const csrfToken = randomBytes(32).toString('base64url');
   const tokenHash = hashToken(token);
-  return deps.uow.writeNow(() => {
+  return deps.uow.write(async (tx) => {
+    const { loginFailures, dashboardSessions } = tx;
     // The password was checked against the record read before the (slow) hash: a reset, disable
     // or removal that committed meanwhile must not be undone by a session made from the old one.
-    const current = dashboardUsers.findForSignIn(email);
+    const current = await tx.dashboardUsers.findForSignIn(email);
     if (!current || current.user.id !== found.user.id || current.user.disabled || !samePassword(current.password, found.password)) throw invalidCredentials();
     const now = deps.now();
-    loginFailures.clear(email);
+    await loginFailures.clear(email);
     // A success is not a failure: the address gets its attempt back (a person who signs in
     // successfully now and then cannot reset the address's count further than that).
-    const row = loginFailures.get(addressKey);
-    if (row && row.lockedUntil <= now && row.failures > 0) loginFailures.put({ ...row, failures: row.failures - 1 });
-    dashboardSessions.deleteExpired(now);
+    const row = await loginFailures.get(addressKey);
+    if (row && row.lockedUntil <= now && row.failures > 0) await loginFailures.put({ ...row, failures: row.failures - 1 });
+    await dashboardSessions.deleteExpired(now);
     const expiresAt = now + SESSION_TTL_MS;
-    dashboardSessions.insert({ tokenHash, userId: found.user.id, csrfToken, createdAt: now, expiresAt });
+    await dashboardSessions.insert({ tokenHash, userId: found.user.id, csrfToken, createdAt: now, expiresAt });
     return { user: found.user, token, csrfToken, expiresAt, tokenHash };
-  });
+  }, { alone: true });
 }
 
 function samePassword(a: PasswordRecord, b: PasswordRecord): boolean {
@@ -194,12 +206,12 @@ function samePassword(a: PasswordRecord, b: PasswordRecord): boolean {
 }
 
 /** The session a cookie's token stands for, or undefined when unknown, expired or the user is disabled. */
-export function authenticateSession(deps: AppDeps, token: string | undefined): SessionContext | undefined {
+export async function authenticateSession(deps: AppDeps, token: string | undefined): Promise<SessionContext | undefined> {
   if (token === undefined || !TOKEN.test(token)) return undefined;
   const tokenHash = hashToken(token);
-  const session = deps.store.dashboardSessions.get(tokenHash);
+  const session = await deps.store.dashboardSessions.get(tokenHash);
   if (!session || !timingSafeEqual(session.tokenHash, tokenHash) || session.expiresAt <= deps.now()) return undefined;
-  const user = deps.store.dashboardUsers.get(session.userId);
+  const user = await deps.store.dashboardUsers.get(session.userId);
   if (!user || user.disabled) return undefined;
   return { user, csrfToken: session.csrfToken, expiresAt: session.expiresAt, tokenHash };
 }
@@ -211,8 +223,8 @@ export function sessionPrincipal(session: Pick<SessionContext, 'user'>): Dashboa
 }
 
 /** Ends a session; signing out twice is harmless. */
-export function signOut(deps: AppDeps, session: Pick<SessionContext, 'tokenHash'>): void {
-  deps.uow.writeNow(() => deps.store.dashboardSessions.delete(session.tokenHash));
+export async function signOut(deps: AppDeps, session: Pick<SessionContext, 'tokenHash'>): Promise<void> {
+  await deps.uow.write((tx) => tx.dashboardSessions.delete(session.tokenHash), { alone: true });
 }
 
 /** Constant-time comparison of a presented CSRF token with the session's. */

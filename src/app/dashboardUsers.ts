@@ -6,6 +6,7 @@ import { requireAccess, requirePermission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { hashPassword, validateNewPassword } from './dashboardPasswords.js';
 import { requireOrgAccess, requireOrganization } from './organizations.js';
+import { withinWrite } from './withinWrite.js';
 
 export const DASHBOARD_ROLES = ['owner', 'approver', 'viewer'] as const satisfies readonly DashboardRole[];
 
@@ -43,24 +44,24 @@ export async function createDashboardUser(
   const role = input.role;
   if (role === undefined || !isDashboardRole(role)) throw invalidArgument('role must be one of owner, approver, viewer');
   validateNewPassword(input.password);
-  requireOrganization(deps, input.orgId);
+  await requireOrganization(deps, input.orgId);
   const password = await hashPassword(input.password);
-  return deps.uow.writeNow(() => {
-    requireOrganization(deps, input.orgId);
-    if (deps.store.dashboardUsers.getByEmail(email)) {
+  return deps.uow.write(async (tx) => {
+    await requireOrganization(withinWrite(deps, tx), input.orgId);
+    if (await tx.dashboardUsers.getByEmail(email)) {
       throw new DomainError('conflict', 'A dashboard user with this email already exists', { code: 'dashboard_user_exists' });
     }
     const user: DashboardUser = {
       id: `usr_${randomBytes(12).toString('hex')}`, orgId: input.orgId, email, role, createdAt: deps.now(), disabled: false,
     };
-    deps.store.dashboardUsers.insert(user, password);
+    await tx.dashboardUsers.insert(user, password);
     return user;
-  });
+  }, { alone: true });
 }
 
 /** An organization's dashboard users, oldest first. */
-export function listDashboardUsers(deps: AppDeps, principal: Principal, orgId: string): DashboardUser[] {
-  requireOrgAccess(deps, principal, 'read', orgId);
+export async function listDashboardUsers(deps: AppDeps, principal: Principal, orgId: string): Promise<DashboardUser[]> {
+  await requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.dashboardUsers.listByOrg(orgId);
 }
 
@@ -71,16 +72,16 @@ const USER_ID = /^usr_[0-9a-f]{24}$/;
  * A dashboard user the principal may manage: the operator any, an owner those of their own
  * organization. Unknown ids, malformed ids and other organizations' users are the same 404.
  */
-function requireManagedUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
+async function requireManagedUser(deps: AppDeps, principal: Principal, userId: string): Promise<DashboardUser> {
   requirePermission(principal, 'manage');
-  const user = USER_ID.test(userId) ? deps.store.dashboardUsers.get(userId) : undefined;
+  const user = USER_ID.test(userId) ? await deps.store.dashboardUsers.get(userId) : undefined;
   if (!user) throw userNotFound();
   requireAccess(principal, 'manage', user.orgId, userNotFound);
   return user;
 }
 
 /** One dashboard user, for the operator or an owner of their organization (a reset form, say). */
-export function getDashboardUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
+export function getDashboardUser(deps: AppDeps, principal: Principal, userId: string): Promise<DashboardUser> {
   return requireManagedUser(deps, principal, userId);
 }
 
@@ -88,9 +89,9 @@ export function getDashboardUser(deps: AppDeps, principal: Principal, userId: st
  * Refuses a change that would leave an organization without an owner who can sign in: nobody
  * could then manage its users, keys or policies from the dashboard. Runs inside the write.
  */
-function keepAnOwner(deps: AppDeps, user: DashboardUser): void {
+async function keepAnOwner(deps: AppDeps, user: DashboardUser): Promise<void> {
   if (user.role !== 'owner' || user.disabled) return;
-  if (deps.store.dashboardUsers.countEnabledOwners(user.orgId) <= 1) {
+  if (await deps.store.dashboardUsers.countEnabledOwners(user.orgId) <= 1) {
     throw new DomainError('failed_precondition', 'This is the last enabled owner of the organization; add or enable another owner first', {
       code: 'last_owner',
     });
@@ -101,31 +102,33 @@ function keepAnOwner(deps: AppDeps, user: DashboardUser): void {
  * Disables or re-enables a dashboard user. Disabling ends every session the user has in the same
  * transaction, so their next request is refused; the last enabled owner cannot be disabled.
  */
-export function updateDashboardUser(deps: AppDeps, principal: Principal, input: { userId: string; disabled?: boolean }): DashboardUser {
-  return deps.uow.writeNow(() => {
-    const user = requireManagedUser(deps, principal, input.userId);
+export function updateDashboardUser(deps: AppDeps, principal: Principal, input: { userId: string; disabled?: boolean }): Promise<DashboardUser> {
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    const user = await requireManagedUser(inTx, principal, input.userId);
     if (input.disabled === undefined || input.disabled === user.disabled) return user;
     if (input.disabled) {
-      keepAnOwner(deps, user);
-      deps.store.dashboardSessions.deleteByUser(user.id);
+      await keepAnOwner(inTx, user);
+      await tx.dashboardSessions.deleteByUser(user.id);
     }
-    deps.store.dashboardUsers.setDisabled(user.id, input.disabled);
-    return deps.store.dashboardUsers.get(user.id)!;
-  });
+    await tx.dashboardUsers.setDisabled(user.id, input.disabled);
+    return (await tx.dashboardUsers.get(user.id))!;
+  }, { alone: true });
 }
 
 /**
  * Removes a dashboard user and their sessions. Decisions they made keep their email in
  * `decided_by`. The last enabled owner cannot be removed.
  */
-export function deleteDashboardUser(deps: AppDeps, principal: Principal, userId: string): DashboardUser {
-  return deps.uow.writeNow(() => {
-    const user = requireManagedUser(deps, principal, userId);
-    keepAnOwner(deps, user);
-    deps.store.dashboardSessions.deleteByUser(user.id);
-    deps.store.dashboardUsers.delete(user.id);
+export function deleteDashboardUser(deps: AppDeps, principal: Principal, userId: string): Promise<DashboardUser> {
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    const user = await requireManagedUser(inTx, principal, userId);
+    await keepAnOwner(inTx, user);
+    await tx.dashboardSessions.deleteByUser(user.id);
+    await tx.dashboardUsers.delete(user.id);
     return user;
-  });
+  }, { alone: true });
 }
 
 /**
@@ -133,13 +136,13 @@ export function deleteDashboardUser(deps: AppDeps, principal: Principal, userId:
  * leak). Access is checked before the slow hash and again inside the write.
  */
 export async function resetDashboardUserPassword(deps: AppDeps, principal: Principal, input: { userId: string; password: string }): Promise<DashboardUser> {
-  requireManagedUser(deps, principal, input.userId);
+  await requireManagedUser(deps, principal, input.userId);
   validateNewPassword(input.password);
   const password = await hashPassword(input.password);
-  return deps.uow.writeNow(() => {
-    const user = requireManagedUser(deps, principal, input.userId);
-    deps.store.dashboardUsers.setPassword(user.id, password);
-    deps.store.dashboardSessions.deleteByUser(user.id);
+  return deps.uow.write(async (tx) => {
+    const user = await requireManagedUser(withinWrite(deps, tx), principal, input.userId);
+    await tx.dashboardUsers.setPassword(user.id, password);
+    await tx.dashboardSessions.deleteByUser(user.id);
     return user;
-  });
+  }, { alone: true });
 }

@@ -10,7 +10,8 @@ import { intentFacts, resolveIntent, type Intent } from './intent.js';
 import { signAndSettle, signOrFail } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced } from './submit.js';
+import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './treasury.js';
 
 /**
@@ -44,24 +45,24 @@ async function decide(
   deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number,
   nonceFloor: number | undefined, funds: FundsReading | undefined,
 ): Promise<SignResult> {
-  const { payments, approvals, agents, organizations } = deps.store;
-
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
   // says the payment will pass they are signed first and recorded in the same commit as the
   // decision: one durable write per payment. If the decision changes in between (a concurrent
   // payment took the headroom), the signature is dropped unseen. Raw transactions need an account
   // nonce from the ledger, so they are reserved first and signed after.
   let presigned: SignedPayment | undefined;
-  if (!intent.needsNonce && evaluatePolicy(intentFacts(deps, agent, intent, true)).outcome === 'allowed') {
+  if (!intent.needsNonce && evaluatePolicy(await intentFacts(deps, agent, intent, true)).outcome === 'allowed') {
     presigned = await signOrFail(deps, principal.orgId, treasury, intent.stored);
   }
 
-  const reserved = await deps.uow.write(() => {
+  const reserved = await deps.uow.write(async (tx) => {
     // Thrown before any insert: the transaction's savepoint rolls back empty.
     shedIfLate(deadline);
-    const current = agents.get(agent.id) ?? agent;
+    const { payments, approvals, agents, organizations } = tx;
+    const inTx = withinWrite(deps, tx);
+    const current = (await agents.get(agent.id)) ?? agent;
     const now = deps.now();
-    const verdict = treasuryFundsVerdict(deps, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(intentFacts(deps, current, intent)));
+    const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(await intentFacts(inTx, current, intent)));
     const row: Omit<PaymentRow, 'status'> = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
       recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',
@@ -69,28 +70,30 @@ async function decide(
       approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
-      payments.insert({ ...row, status: 'denied', reason: verdict.reason });
+      await payments.insert({ ...row, status: 'denied', reason: verdict.reason });
       return { verdict, row };
     }
     if (verdict.outcome === 'pending_approval') {
       const approvalId = newUuid();
-      const windowMs = organizations.get(principal.orgId)!.approvalWindowSeconds * 1000;
-      payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId });
-      approvals.insert({
+      const windowMs = (await organizations.get(principal.orgId))!.approvalWindowSeconds * 1000;
+      await payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId });
+      await approvals.insert({
         id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
         expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
       });
       return { verdict, row: { ...row, approvalId } };
     }
     if (presigned) {
-      payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned) });
+      await payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned) });
       return { verdict, row, signed: presigned };
     }
-    payments.insert({ ...row, status: 'signing' });
-    if (intent.needsNonce) applyNonceFloor(deps, principal.orgId, intent.chainId, nonceFloor);
-    const nonce = intent.needsNonce ? payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
-    return { verdict, row, nonce };
+    await payments.insert({ ...row, status: 'signing' });
+    const floored = intent.needsNonce && await applyNonceFloor(inTx, principal.orgId, intent.chainId, nonceFloor);
+    const nonce = intent.needsNonce ? await payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
+    return { verdict, row, nonce, floored };
   });
+  // Only once the floor is committed: the pair needs no more asking of the node.
+  if (reserved.floored) markNonceSynced(deps, principal.orgId, intent.chainId);
   const { verdict, row } = reserved;
   if (verdict.outcome === 'denied') return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: verdict.reason, idempotent: false };
   if (verdict.outcome === 'pending_approval') {

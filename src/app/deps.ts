@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { SignerPool } from '../signing/signerPool.js';
 import type { TreasuryVault } from '../signing/treasury.js';
-import type { Store } from '../store/store.js';
+import type { AppStore } from '../store/asyncStore.js';
 import type { OfferCache } from '../probe/offerCache.js';
 import type { SafeFetchOptions } from '../probe/safeFetch.js';
 import type { TempoFeeSource } from '../signing/tempoFees.js';
@@ -10,8 +10,11 @@ import type { ChainRpc } from '../chain/rpc.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
-  /** The table groups; every write to them goes through `uow`. */
-  store: Store;
+  /**
+   * The table groups for reads of committed data outside a write (asyncStore.ts); every write,
+   * and every read a write depends on, goes through `uow` and its `tx`.
+   */
+  store: AppStore;
   /** Atomic, durable writes and read snapshots; see unitOfWork.ts. */
   uow: UnitOfWork;
   vault: TreasuryVault;

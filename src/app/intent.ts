@@ -45,7 +45,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
     throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
   }
   requireOfferChain(offer, principal.mode);
-  const attribution = attributeOffer(deps, agent, offer, chain);
+  const attribution = await attributeOffer(deps, agent, offer, chain);
   const stored: StoredPaywallRequest = {
     type: offer.rail, chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros.toString(),
     payload: req.payload, offer: offerToJson(offer),
@@ -61,9 +61,9 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
  * The policy facts of a resolved intent as the store sees them now; `advisory` for the pre-check
  * that only chooses when to sign (policyFacts.ts advisoryPolicyFacts), never for a decision.
  */
-export function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false) {
+export async function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false) {
   return {
-    ...(advisory ? advisoryPolicyFacts : policyFacts)(deps, agent, intent.recipient, intent.amountMicros),
+    ...await (advisory ? advisoryPolicyFacts : policyFacts)(deps, agent, intent.recipient, intent.amountMicros),
     otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
     networkFee: intent.networkFee, maxAmountMicros: intent.maxAmountMicros,
   };

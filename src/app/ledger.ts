@@ -27,11 +27,11 @@ function decodeToken(token: string): { createdAt: number; id: string } {
 }
 
 /** Pages through an organization's ledger newest first with a keyset cursor (stable under inserts). */
-export function listTransactions(deps: AppDeps, principal: Principal, input: ListTransactionsInput): { transactions: TransactionRecord[]; nextPageToken: string } {
-  requireOrgAccess(deps, principal, 'read', input.orgId);
+export async function listTransactions(deps: AppDeps, principal: Principal, input: ListTransactionsInput): Promise<{ transactions: TransactionRecord[]; nextPageToken: string }> {
+  await requireOrgAccess(deps, principal, 'read', input.orgId);
   const limit = input.pageSize || DEFAULT_PAGE;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) throw invalidArgument(`page_size must be between 1 and ${MAX_PAGE}`);
-  const rows = deps.store.transactions.list({
+  const rows = await deps.store.transactions.list({
     orgId: input.orgId,
     agentId: input.agentId || undefined,
     status: input.status || undefined,

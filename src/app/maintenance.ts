@@ -10,12 +10,12 @@ export const INTERRUPTED_EXPIRED_REASON = 'Signing the approved payment was inte
  * Expires every overdue approval and every approved payment left uncollected past its window;
  * run periodically so holds are released without a read.
  */
-export function sweepExpiredApprovals(deps: AppDeps): number {
+export async function sweepExpiredApprovals(deps: AppDeps): Promise<number> {
   // Rows a failed write left in signing go first: an approved one may then expire right here.
-  releaseStranded(deps);
+  await releaseStranded(deps);
   let expired = 0;
-  for (const a of deps.store.approvals.due(deps.now())) if (expireIfDue(deps, a.id)) expired++;
-  for (const id of deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (expireCollectionIfDue(deps, id)) expired++;
+  for (const a of await deps.store.approvals.due(deps.now())) if (await expireIfDue(deps, a.id)) expired++;
+  for (const id of await deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (await expireCollectionIfDue(deps, id)) expired++;
   return expired;
 }
 
@@ -28,12 +28,11 @@ export function sweepExpiredApprovals(deps: AppDeps): number {
  * approval was approved are reopened the same way within the collection window, else `expired`
  * with INTERRUPTED_EXPIRED_REASON.
  */
-export function repairInterrupted(deps: AppDeps): { reapproved: number; failed: number; reopened: number; expired: number } {
-  const { payments } = deps.store;
-  return deps.uow.writeNow(() => {
+export function repairInterrupted(deps: AppDeps): Promise<{ reapproved: number; failed: number; reopened: number; expired: number }> {
+  return deps.uow.write(async ({ payments }) => {
     const now = deps.now();
-    const reapproved = payments.reapproveInterrupted(now);
-    const failed = payments.failInterrupted(now);
-    return { reapproved, failed, ...payments.reopenFailedApprovals(now - COLLECTION_WINDOW_MS, INTERRUPTED_EXPIRED_REASON, now) };
-  });
+    const reapproved = await payments.reapproveInterrupted(now);
+    const failed = await payments.failInterrupted(now);
+    return { reapproved, failed, ...await payments.reopenFailedApprovals(now - COLLECTION_WINDOW_MS, INTERRUPTED_EXPIRED_REASON, now) };
+  }, { alone: true });
 }

@@ -4,6 +4,7 @@ import { ORG_ID, requireName } from '../domain/validate.js';
 import { newId } from '../store/ids.js';
 import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
+import { withinWrite } from './withinWrite.js';
 
 /** Default approval window: one hour, long enough for a human to notice, short enough to not pin cap. */
 export const DEFAULT_APPROVAL_WINDOW_SECONDS = 3600;
@@ -13,8 +14,8 @@ export const APPROVAL_WINDOW_SECONDS = { min: 60, max: 7 * 24 * 3600 } as const;
 const orgNotFound = () => new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
 
 /** An organization by id, or 404; no scope check: the callers in src/app have made it. */
-export function requireOrganization(deps: AppDeps, orgId: string): Organization {
-  const org = ORG_ID.test(orgId) ? deps.store.organizations.get(orgId) : undefined;
+export async function requireOrganization(deps: AppDeps, orgId: string): Promise<Organization> {
+  const org = ORG_ID.test(orgId) ? await deps.store.organizations.get(orgId) : undefined;
   if (!org) throw orgNotFound();
   return org;
 }
@@ -24,13 +25,13 @@ export function requireOrganization(deps: AppDeps, orgId: string): Organization 
  * operator on any, an organization-bound principal on its own only (another one's id is the same
  * 404 as an unknown one).
  */
-export function requireOrgAccess(deps: AppDeps, principal: Principal, permission: Permission, orgId: string): Organization {
+export async function requireOrgAccess(deps: AppDeps, principal: Principal, permission: Permission, orgId: string): Promise<Organization> {
   requireAccess(principal, permission, orgId, orgNotFound);
   return requireOrganization(deps, orgId);
 }
 
 /** One organization, for its own members and the operator. */
-export function getOrganization(deps: AppDeps, principal: Principal, orgId: string): Organization {
+export function getOrganization(deps: AppDeps, principal: Principal, orgId: string): Promise<Organization> {
   return requireOrgAccess(deps, principal, 'read', orgId);
 }
 
@@ -41,36 +42,40 @@ function requireWindow(window: number): number {
   return window;
 }
 
-export function createOrganization(deps: AppDeps, principal: Principal, input: { name: string; approvalWindowSeconds?: number }): Organization {
+export async function createOrganization(deps: AppDeps, principal: Principal, input: { name: string; approvalWindowSeconds?: number }): Promise<Organization> {
   requirePermission(principal, 'operate');
   const name = requireName(input.name, 'name');
   const window = requireWindow(input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS);
   const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
-  deps.uow.writeNow(() => deps.store.organizations.insert(org));
+  await deps.uow.write((tx) => tx.organizations.insert(org), { alone: true });
   return { ...org, treasuryAddress: null };
 }
 
 /** Renames an organization or changes its approval window; pending approvals keep their expiry. */
-export function updateOrganization(deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Organization {
+export async function updateOrganization(deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Promise<Organization> {
   requirePermission(principal, 'operate');
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
-  return deps.uow.writeNow(() => {
-    const org = requireOrganization(deps, input.orgId);
-    deps.store.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
-    return deps.store.organizations.get(org.id)!;
-  });
+  return deps.uow.write(async (tx) => {
+    const org = await requireOrganization(withinWrite(deps, tx), input.orgId);
+    await tx.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
+    return (await tx.organizations.get(org.id))!;
+  }, { alone: true });
 }
 
-export function listOrganizations(deps: AppDeps, principal: Principal): Organization[] {
+export async function listOrganizations(deps: AppDeps, principal: Principal): Promise<Organization[]> {
   requirePermission(principal, 'operate');
   return deps.store.organizations.list();
 }
 
-/** Creates the organization's signing key; only its address ever leaves the vault. */
-export function provisionTreasury(deps: AppDeps, principal: Principal, orgId: string): string {
-  return deps.uow.writeNow(() => {
-    requireOrgAccess(deps, principal, 'operate', orgId);
+/**
+ * Creates the organization's signing key; only its address ever leaves the vault. The vault reads
+ * committed rows only, so a treasury written earlier in the same write is looked for here.
+ */
+export async function provisionTreasury(deps: AppDeps, principal: Principal, orgId: string): Promise<string> {
+  return deps.uow.write(async (tx) => {
+    await requireOrgAccess(withinWrite(deps, tx), principal, 'operate', orgId);
+    if (await tx.organizations.treasuryKey(orgId)) throw new DomainError('conflict', 'Treasury already provisioned', { code: 'treasury_exists' });
     return deps.vault.provision(orgId, deps.now());
-  });
+  }, { alone: true });
 }

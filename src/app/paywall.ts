@@ -50,9 +50,9 @@ export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod
  * Attributes a paid resource to a registered service, explaining failures of the agent's slug
  * entries. `chain` is the probe's whole redirect chain: the registry must vouch for every hop.
  */
-export function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[]): Attribution {
+export async function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[]): Promise<Attribution> {
   const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
-  return attributeResource(deps.store.services.visibleTo(agent.orgId), chain, offer.rail, offer.realm, slugs);
+  return attributeResource(await deps.store.services.visibleTo(agent.orgId), chain, offer.rail, offer.realm, slugs);
 }
 
 /** An offer as JSON text for the ledger (bigints as decimal strings). */

@@ -24,20 +24,20 @@ export const PING_RECORD_INTERVAL_MS = 10 * 60_000;
  * PING_RECORD_INTERVAL_MS exists. Unknown, revoked and other organizations' agents all get the
  * same 400, so nothing about other organizations leaks. Paused agents may ping.
  */
-export function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): PingResult {
+export async function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): Promise<PingResult> {
   if (agentId === '') throw missingAgent('agent_id is required');
   if (!AGENT_ID.test(agentId)) throw missingAgent('agent_id is unknown or revoked');
-  return deps.uow.writeNow(() => {
-    const agent = deps.store.agents.get(agentId);
+  return deps.uow.write(async (tx) => {
+    const agent = await tx.agents.get(agentId);
     if (!agent || agent.orgId !== principal.orgId || agent.status === 'revoked') throw missingAgent('agent_id is unknown or revoked');
     const now = deps.now();
-    if (!deps.store.transactions.hasPingBetween(agent.orgId, agent.id, now - PING_RECORD_INTERVAL_MS, now)) {
-      deps.store.transactions.insert({
+    if (!await tx.transactions.hasPingBetween(agent.orgId, agent.id, now - PING_RECORD_INTERVAL_MS, now)) {
+      await tx.transactions.insert({
         id: newUuid(), orgId: agent.orgId, agentId: agent.id, type: 'ping', status: 'recorded', chainId: 0, recipient: '',
         amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now,
       });
     }
-    deps.store.agents.touchPing(agent.id, now);
+    await tx.agents.touchPing(agent.id, now);
     return { ok: true, agentId: agent.id, agentName: agent.name, orgId: agent.orgId, status: agent.status };
-  });
+  }, { alone: true });
 }

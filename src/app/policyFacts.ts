@@ -8,9 +8,9 @@ export const CAP_WINDOW_MS = 24 * 3600 * 1000;
  * Policy facts for an agent as the store sees them now. Authoritative only inside the deciding
  * write transaction; outside it (pre-checks, quotes, dry runs) they are a snapshot.
  */
-export function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
+export async function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
   const now = deps.now();
-  return { ...policyFacts0(agent, recipient, amountMicros), committedMicros: committedNow(deps, agent.id, now) - excludeMicros };
+  return { ...policyFacts0(agent, recipient, amountMicros), committedMicros: (await committedNow(deps, agent.id, now)) - excludeMicros };
 }
 
 function policyFacts0(agent: Agent, recipient: string, amountMicros: bigint) {
@@ -28,14 +28,16 @@ function policyFacts0(agent: Agent, recipient: string, amountMicros: bigint) {
  * the deciding write always reads the ledger itself. Saves one of the two cap queries per payment.
  */
 const snapshots = new WeakMap<object, Map<string, { committed: bigint; at: number }>>();
+/** The key of one running app's snapshots: its in-flight map, which every withinWrite view of its deps shares. */
+const snapshotKey = (deps: AppDeps): object => deps.inflight;
 
 /** How long a remembered committed sum is used for the advisory pre-check. */
 export const CAP_SNAPSHOT_MS = 1_000;
 
-function committedNow(deps: AppDeps, agentId: string, now: number): bigint {
-  const committed = deps.store.payments.committedSince(agentId, now - CAP_WINDOW_MS, now);
-  let byAgent = snapshots.get(deps.store.payments);
-  if (!byAgent) snapshots.set(deps.store.payments, (byAgent = new Map()));
+async function committedNow(deps: AppDeps, agentId: string, now: number): Promise<bigint> {
+  const committed = await deps.store.payments.committedSince(agentId, now - CAP_WINDOW_MS, now);
+  let byAgent = snapshots.get(snapshotKey(deps));
+  if (!byAgent) snapshots.set(snapshotKey(deps), (byAgent = new Map()));
   byAgent.set(agentId, { committed, at: now });
   return committed;
 }
@@ -45,9 +47,9 @@ function committedNow(deps: AppDeps, agentId: string, now: number): bigint {
  * for this agent saw, plus nothing, when it is younger than CAP_SNAPSHOT_MS; otherwise exact.
  * Never use it for a decision that is recorded or answered.
  */
-export function advisoryPolicyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint) {
+export async function advisoryPolicyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint) {
   const now = deps.now();
-  const snap = snapshots.get(deps.store.payments)?.get(agent.id);
+  const snap = snapshots.get(snapshotKey(deps))?.get(agent.id);
   if (!snap || now - snap.at > CAP_SNAPSHOT_MS || now < snap.at) return policyFacts(deps, agent, recipient, amountMicros);
   return { ...policyFacts0(agent, recipient, amountMicros), committedMicros: snap.committed };
 }

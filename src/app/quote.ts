@@ -23,7 +23,7 @@ export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
 export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, input: QuoteInput): Promise<QuoteResult> {
   if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
   if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
-  const agent = requireAgentInOrg(deps, principal.orgId, input.agentId);
+  const agent = await requireAgentInOrg(deps, principal.orgId, input.agentId);
   if (!deps.vault.address(principal.orgId)) {
     throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
   }
@@ -42,9 +42,9 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
   const { offer } = probed;
   requireOfferChain(offer, principal.mode);
   // The registry vouches for the URL that answered only if it covers every redirect hop too.
-  const attribution = attributeOffer(deps, agent, offer, probed.chain);
+  const attribution = await attributeOffer(deps, agent, offer, probed.chain);
   const verdict = evaluatePolicy({
-    ...policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
+    ...await policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
     otherRecipients: splitRecipients(offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,

@@ -28,9 +28,9 @@ export function storedNetworkFee(request: string): NetworkFee | null {
  * attribution made when the payment was requested still vouches for a slug entry; the network fee
  * is checked again because the ceiling may have been lowered while the payment waited.
  */
-export function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Verdict {
+export async function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Promise<Verdict> {
   return evaluatePolicy({
-    ...policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros),
+    ...await policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros),
     attributedSlug: tx.serviceSlug || null,
     otherRecipients: storedSplitRecipients(tx.request),
     networkFee: storedNetworkFee(tx.request),
@@ -38,10 +38,10 @@ export function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, own
 }
 
 /** The collection re-check of an approved paywall payment against the fresh offer and its attribution now. */
-export function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: { offer: Offer; chain: readonly string[] }): Verdict {
-  const attribution = attributeOffer(deps, agent, probed.offer, probed.chain);
+export async function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: { offer: Offer; chain: readonly string[] }): Promise<Verdict> {
+  const attribution = await attributeOffer(deps, agent, probed.offer, probed.chain);
   return evaluatePolicy({
-    ...policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
+    ...await policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
     otherRecipients: splitRecipients(probed.offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,

@@ -5,6 +5,7 @@ import { newUuid } from '../store/ids.js';
 import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { requireOrgAccess } from './organizations.js';
+import { withinWrite } from './withinWrite.js';
 
 const MAX_RESOLVE_SLUGS = 100;
 const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
@@ -88,9 +89,9 @@ function scopePermission(scope: RegistryScope, permission: Permission): Permissi
  * an organization's private records its own members' (with `permission`) and the operator's.
  * Another organization's scope is the same 404 as an unknown organization.
  */
-function requireScopeAccess(deps: AppDeps, principal: Principal, permission: Permission, scope: RegistryScope): void {
+async function requireScopeAccess(deps: AppDeps, principal: Principal, permission: Permission, scope: RegistryScope): Promise<void> {
   if (scope === 'shared') requirePermission(principal, scopePermission(scope, permission));
-  else requireOrgAccess(deps, principal, permission, scope.orgId);
+  else await requireOrgAccess(deps, principal, permission, scope.orgId);
 }
 
 /**
@@ -100,14 +101,14 @@ function requireScopeAccess(deps: AppDeps, principal: Principal, permission: Per
  * which record an organization's allowlist slug names: the operator deletes the private records
  * first. Runs inside the write's transaction; the schema's triggers hold the same rule.
  */
-function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string): void {
+async function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string): Promise<void> {
   if (scope !== 'shared') {
-    if (deps.store.services.get(slug, null)) {
+    if (await deps.store.services.get(slug, null)) {
       throw new DomainError('conflict', `slug ${slug} is a shared registry service; choose another slug for a private record`, { code: 'service_slug_shared' });
     }
     return;
   }
-  const holders = deps.store.services.privateHolders(slug);
+  const holders = await deps.store.services.privateHolders(slug);
   if (holders.length > 0) {
     const shown = holders.slice(0, 5).join(', ') + (holders.length > 5 ? ` and ${holders.length - 5} more` : '');
     throw new DomainError('conflict', `slug ${slug} is held by private records of ${shown}; delete those first`, { code: 'service_slug_private' });
@@ -115,31 +116,32 @@ function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string): voi
 }
 
 /** Creates or replaces a record by slug within one scope; an existing record keeps its id. */
-export function upsertService(deps: AppDeps, principal: Principal, scope: RegistryScope, input: ServiceRecord): RegisteredService {
+export async function upsertService(deps: AppDeps, principal: Principal, scope: RegistryScope, input: ServiceRecord): Promise<RegisteredService> {
   // Permission before validation; the scope (and that its organization exists) inside the write.
   requirePermission(principal, scopePermission(scope, 'manage'));
   const record = normalizeService(input);
-  return deps.uow.writeNow(() => {
-    requireScopeAccess(deps, principal, 'manage', scope);
-    requireSlugFree(deps, scope, record.slug);
-    return deps.store.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
-  });
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    await requireScopeAccess(inTx, principal, 'manage', scope);
+    await requireSlugFree(inTx, scope, record.slug);
+    return tx.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
+  }, { alone: true });
 }
 
 /**
  * Deletes a record of one scope. An organization asking to delete a shared record is told the
  * operator owns it; another organization's private record is simply not found, like an unknown slug.
  */
-export function deleteService(deps: AppDeps, principal: Principal, scope: RegistryScope, slug: string): void {
+export async function deleteService(deps: AppDeps, principal: Principal, scope: RegistryScope, slug: string): Promise<void> {
   // Another organization's record is simply not found, like an unknown slug of an unknown organization.
   if (scope === 'shared') requirePermission(principal, 'operate');
   else requireAccess(principal, 'manage', scope.orgId, notFound);
   const s = slug.trim();
-  deps.uow.writeNow(() => {
-    if (deps.store.services.delete(s, scopeOrg(scope))) return;
-    if (scope !== 'shared' && deps.store.services.get(s, null)) throw sharedReadOnly(s);
+  await deps.uow.write(async (tx) => {
+    if (await tx.services.delete(s, scopeOrg(scope))) return;
+    if (scope !== 'shared' && await tx.services.get(s, null)) throw sharedReadOnly(s);
     throw notFound();
-  });
+  }, { alone: true });
 }
 
 /** The refusal an organization gets for a shared record: it exists for everyone, so it is named. */
@@ -148,26 +150,26 @@ function sharedReadOnly(slug: string): DomainError {
 }
 
 /** The records of one scope, by slug. */
-export function listServices(deps: AppDeps, principal: Principal, scope: RegistryScope): readonly RegisteredService[] {
-  requireScopeAccess(deps, principal, 'read', scope);
+export async function listServices(deps: AppDeps, principal: Principal, scope: RegistryScope): Promise<readonly RegisteredService[]> {
+  await requireScopeAccess(deps, principal, 'read', scope);
   return deps.store.services.list(scopeOrg(scope));
 }
 
 /** What an organization sees: the shared records, then its own private ones, each by slug. */
-export function visibleServices(deps: AppDeps, principal: Principal, orgId: string): readonly RegisteredService[] {
-  requireOrgAccess(deps, principal, 'read', orgId);
+export async function visibleServices(deps: AppDeps, principal: Principal, orgId: string): Promise<readonly RegisteredService[]> {
+  await requireOrgAccess(deps, principal, 'read', orgId);
   return deps.store.services.visibleTo(orgId);
 }
 
 /** The record a slug names for an organization: shared, or its own private one; never another's. */
-export function findVisibleService(deps: AppDeps, principal: Principal, orgId: string, slug: string): RegisteredService | undefined {
+export async function findVisibleService(deps: AppDeps, principal: Principal, orgId: string, slug: string): Promise<RegisteredService | undefined> {
   requireAccess(principal, 'read', orgId, notFound);
   return visibleRecord(deps, orgId, slug);
 }
 
-function visibleRecord(deps: AppDeps, orgId: string, slug: string): RegisteredService | undefined {
+async function visibleRecord(deps: AppDeps, orgId: string, slug: string): Promise<RegisteredService | undefined> {
   if (!SLUG.test(slug)) return undefined;
-  return deps.store.services.get(slug, null) ?? deps.store.services.get(slug, orgId);
+  return (await deps.store.services.get(slug, null)) ?? (await deps.store.services.get(slug, orgId));
 }
 
 export type ResolveResult = {
@@ -182,7 +184,7 @@ export type ResolveResult = {
  * itself be a comma-separated list; blanks are dropped, duplicates collapse to one entry, and a
  * slug that is not registered (or not even slug-shaped) maps to null.
  */
-export function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal, inputs: string[]): ResolveResult {
+export async function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal, inputs: string[]): Promise<ResolveResult> {
   const slugs: string[] = [];
   for (const input of inputs) {
     for (const part of input.split(',')) {
@@ -192,7 +194,8 @@ export function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal, input
   }
   if (slugs.length === 0) throw invalidArgument('slug or slugs query parameter is required', 'slug_required');
   if (slugs.length > MAX_RESOLVE_SLUGS) throw invalidArgument(`at most ${MAX_RESOLVE_SLUGS} slugs per request`, 'too_many_slugs');
-  const results = slugs.map((slug) => ({ slug, service: visibleRecord(deps, principal.orgId, slug) ?? null }));
+  const results: ResolveResult['results'] = [];
+  for (const slug of slugs) results.push({ slug, service: (await visibleRecord(deps, principal.orgId, slug)) ?? null });
   const resolvedCount = results.filter((r) => r.service !== null).length;
   return { results, resolvedCount, unresolvedCount: results.length - resolvedCount };
 }

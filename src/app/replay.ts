@@ -9,7 +9,8 @@ import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor } from './submit.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced } from './submit.js';
+import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import type { Offer } from '../probe/offer.js';
 
@@ -31,47 +32,50 @@ import type { Offer } from '../probe/offer.js';
  * Otherwise the approval cannot be used: 403 with the reason, and the hold is released.
  */
 async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
-  const { payments, agents } = deps.store;
   const paywall = isPaywallRequest(row.request);
   // An expired collection costs no probe.
-  if (paywall && await deps.uow.write(() => expireCollectionIfDue(deps, row.id))) return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
+  if (paywall && await expireCollectionIfDue(deps, row.id)) return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury);
   const probed = paywall ? await probeApproved(deps, row) : undefined;
   const request = probed?.request ?? row.request;
   // A raw transaction's treasury balances are read beside its nonce floor and compared in the write (treasury.ts).
   const [nonceFloor, funds] = row.type === 'raw_transaction'
     ? await Promise.all([chainNonceFloor(deps, row.orgId, row.chainId, treasury), readFundsForSigning(deps, row.chainId, treasury)])
     : [undefined, undefined];
-  const step = await deps.uow.write(() => {
+  const step = await deps.uow.write(async (tx) => {
+    const { payments, agents } = tx;
+    const inTx = withinWrite(deps, tx);
     const now = deps.now();
-    if (expireCollectionIfDue(deps, row.id)) return { kind: 'over' as const };
+    if (await expireCollectionIfDue(inTx, row.id)) return { kind: 'over' as const };
     if (probed && !sameOffer(probed.offer, probed.approved)) {
       const { offer } = probed;
       const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
-      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+      return { kind: await payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
-    const agent = agents.get(row.agentId);
+    const agent = await agents.get(row.agentId);
     if (!agent) return { kind: 'over' as const };
     // Within its collection window the approved row's hold is inside the cap window: count it
     // once, as this payment.
-    const verdict = probed ? recheckProbed(deps, agent, row, probed) : recheckApproved(deps, agent, row, row.amountMicros);
+    const verdict = probed ? await recheckProbed(inTx, agent, row, probed) : await recheckApproved(inTx, agent, row, row.amountMicros);
     if (verdict.outcome !== 'allowed') {
       const reason = `Policy re-check at collection refused the approved payment: ${verdict.outcome === 'denied' ? verdict.reason : 'policy refused'}`;
-      return { kind: payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
+      return { kind: await payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
     // A treasury that cannot pay leaves the payment approved, for a repeat once it is topped up.
     if (row.type === 'raw_transaction') {
-      const funded = treasuryFundsVerdict(deps, row.orgId, row.chainId, funds, { amountMicros: row.amountMicros, networkFee: storedNetworkFee(row.request) }, verdict);
+      const funded = await treasuryFundsVerdict(inTx, row.orgId, row.chainId, funds, { amountMicros: row.amountMicros, networkFee: storedNetworkFee(row.request) }, verdict);
       const unfunded = funded.outcome === 'denied' ? treasuryRefusal(funded) : undefined;
       if (unfunded) throw unfunded;
     }
-    if (!payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
-    if (row.type === 'raw_transaction') applyNonceFloor(deps, row.orgId, row.chainId, nonceFloor);
-    const nonce = row.type === 'raw_transaction' ? payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
-    return { kind: 'sign' as const, nonce };
+    if (!await payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
+    const floored = row.type === 'raw_transaction' && await applyNonceFloor(inTx, row.orgId, row.chainId, nonceFloor);
+    const nonce = row.type === 'raw_transaction' ? await payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
+    return { kind: 'sign' as const, nonce, floored };
   });
   // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
-  if (step.kind === 'over') return replayPayment(deps, payments.get(row.id)!, row.requestHash, treasury);
+  if (step.kind === 'over') return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury);
   if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
+  // Only once the floor is committed: the pair needs no more asking of the node.
+  if (step.floored) markNonceSynced(deps, row.orgId, row.chainId);
   const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
   return allowedResult(row, signed, true, await broadcastSettled(deps, row.id, signed));
 }
@@ -93,8 +97,8 @@ export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash:
   const base = { agentId: row.agentId, transactionId: row.id, idempotent: true };
   let current = row;
   if (current.status === 'pending_approval' && current.approvalId) {
-    expireIfDue(deps, current.approvalId);
-    current = deps.store.payments.get(row.id)!;
+    await expireIfDue(deps, current.approvalId);
+    current = (await deps.store.payments.get(row.id))!;
   }
   // The row may have come from a group commit whose WAL sync is still running: answer only after
   // a sync that started after this read, so no replayed outcome is ahead of the disk.

@@ -2,29 +2,33 @@ import { DomainError, invalidArgument, toDomainError } from '../domain/errors.js
 import type { Principal, RegisteredService, ServiceRecord } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { upsertService, type RegistryScope } from './registry.js';
+import { withinWrite } from './withinWrite.js';
 
 /** Most records one import may carry; a registry is small, and the whole import is one transaction. */
 export const MAX_IMPORT_RECORDS = 1000;
 
 /**
  * Upserts many registry records into one scope all-or-nothing: each goes through upsertService
- * (its savepoint nests in this transaction), and the first invalid or refused record (a private
+ * (its write joins this transaction, withinWrite.ts), and the first invalid or refused record (a private
  * import naming a shared slug, say) rolls back the whole import, with its position and slug in the
  * message.
  */
-export function importServices(deps: AppDeps, principal: Principal, scope: RegistryScope, records: readonly ServiceRecord[]): RegisteredService[] {
+export async function importServices(deps: AppDeps, principal: Principal, scope: RegistryScope, records: readonly ServiceRecord[]): Promise<RegisteredService[]> {
   if (records.length === 0) throw invalidArgument('the import holds no records');
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
-  return deps.uow.writeNow(() =>
-    records.map((record, i) => {
+  return deps.uow.write(async (tx) => {
+    const inTx = withinWrite(deps, tx);
+    const done: RegisteredService[] = [];
+    for (const [i, record] of records.entries()) {
       try {
-        return upsertService(deps, principal, scope, record);
+        done.push(await upsertService(inTx, principal, scope, record));
       } catch (err) {
         const e = toDomainError(err);
         if (e.kind !== 'invalid_argument' && e.kind !== 'conflict') throw e;
         const slug = record.slug ? ` (${record.slug.slice(0, 64)})` : '';
         throw new DomainError(e.kind, `record ${i + 1}${slug}: ${e.shortMessage}`, { code: e.code, cause: e });
       }
-    }),
-  );
+    }
+    return done;
+  }, { alone: true });
 }

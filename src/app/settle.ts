@@ -50,21 +50,21 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
   }
   let settled: boolean;
   try {
-    settled = await deps.uow.write(() => deps.store.payments.settleSigned(rowId, JSON.stringify(signed), deps.now(), submitsOnChain(deps, signed)));
+    settled = await deps.uow.write((tx) => tx.payments.settleSigned(rowId, JSON.stringify(signed), deps.now(), submitsOnChain(deps, signed)));
   } catch (err) {
     await endSigning(deps, rowId, 'Recording the signature failed; it was discarded unsent');
     throw err;
   }
   if (!settled) throw new DomainError('internal', 'Payment changed state while signing', { meta: { rowId } });
   // Writes succeed again: release what a failed write left behind.
-  releaseStranded(deps);
+  if (deps.stranded.size > 0) await releaseStranded(deps);
   return signed;
 }
 
 /** Ends a `signing` row that will not be signed now; on a failed write, leaves it to releaseStranded. */
 async function endSigning(deps: AppDeps, rowId: string, reason: string): Promise<void> {
   try {
-    await deps.uow.write(() => deps.store.payments.releaseSigning(rowId, reason, deps.now()));
+    await deps.uow.write((tx) => tx.payments.releaseSigning(rowId, reason, deps.now()));
   } catch (err) {
     // After a failed sync the service is stopping: the restart repairs the row.
     if (deps.store.failure()) return;
@@ -80,12 +80,30 @@ async function endSigning(deps: AppDeps, rowId: string, reason: string): Promise
  * sweep and after each successful settle. Returns how many it released; on another failed write
  * they stay for the next attempt.
  */
-export function releaseStranded(deps: AppDeps): number {
-  if (deps.stranded.size === 0 || deps.store.failure()) return 0;
+export function releaseStranded(deps: AppDeps): Promise<number> {
+  if (deps.stranded.size === 0 || deps.store.failure()) return Promise.resolve(0);
+  // One release at a time (the sweep, a dashboard read's sweep and a settle may ask together):
+  // a caller that comes while one runs waits for it rather than releasing the same rows twice.
+  let running = releasing.get(deps.stranded);
+  if (!running) {
+    running = releaseNow(deps).finally(() => releasing.delete(deps.stranded));
+    releasing.set(deps.stranded, running);
+  }
+  return running;
+}
+
+/** The release under way per stranded map (one per running app). */
+const releasing = new WeakMap<object, Promise<number>>();
+
+async function releaseNow(deps: AppDeps): Promise<number> {
   const rows = [...deps.stranded];
   let outcomes: Array<'approved' | 'failed' | undefined>;
   try {
-    outcomes = deps.uow.writeNow(() => rows.map(([id, reason]) => deps.store.payments.releaseSigning(id, reason, deps.now())));
+    outcomes = await deps.uow.write(async (tx) => {
+      const out: Array<'approved' | 'failed' | undefined> = [];
+      for (const [id, reason] of rows) out.push(await tx.payments.releaseSigning(id, reason, deps.now()));
+      return out;
+    }, { alone: true });
   } catch {
     return 0;
   }

@@ -37,12 +37,12 @@ function treasuryOf(deps: AppDeps, orgId: string): Address {
  */
 export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, input: PaymentRequestInput): Promise<SignResult> {
   const req = parsePaymentRequest(input, principal.mode);
-  const agent = requireAgentInOrg(deps, principal.orgId, req.agentId);
+  const agent = await requireAgentInOrg(deps, principal.orgId, req.agentId);
   const treasury = treasuryOf(deps, principal.orgId);
   if (req.payload.kind === 'paywall') checkUrl(req.payload.resourceUrl, deps.probe);
   if (req.dryRun) {
     const intent = await resolveIntent(deps, principal, agent, req);
-    const verdict = evaluatePolicy(intentFacts(deps, agent, intent));
+    const verdict = evaluatePolicy(await intentFacts(deps, agent, intent));
     return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: getAddress(intent.recipient), amountMicros: intent.amountMicros };
   }
   const requestHash = createHash('sha256').update(canonicalRequest(req)).digest('hex');
@@ -53,9 +53,12 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
   for (let running = deps.inflight.get(slot); running; running = deps.inflight.get(slot)) {
     await running.catch(() => undefined);
   }
-  // No await between this lookup and registering the promise: duplicates cannot slip in between.
-  const existing = deps.store.payments.findByIdempotencyKey(agent.id, key) ?? deps.store.payments.findKeylessById(agent.id, key);
-  const running = existing ? replayPayment(deps, existing, requestHash, treasury) : decidePayment(deps, principal, agent, req, requestHash, treasury);
+  // The lookup runs inside the promise registered here, with no await before the registration:
+  // duplicates cannot slip in between.
+  const running = (async () => {
+    const existing = (await deps.store.payments.findByIdempotencyKey(agent.id, key)) ?? (await deps.store.payments.findKeylessById(agent.id, key));
+    return existing ? replayPayment(deps, existing, requestHash, treasury) : decidePayment(deps, principal, agent, req, requestHash, treasury);
+  })();
   deps.inflight.set(slot, running);
   try {
     return await running;

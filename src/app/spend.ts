@@ -34,21 +34,25 @@ function sum(values: readonly bigint[]): bigint {
  * counts it (signing, signed, approved and pending approval; by when each began counting), so the 24-hour
  * figure is exactly what the next policy check will compare with the cap.
  */
-export function summarizeSpend(deps: AppDeps, principal: Principal, orgId: string): SpendSummary {
+export async function summarizeSpend(deps: AppDeps, principal: Principal, orgId: string): Promise<SpendSummary> {
   // Scope first: a refused caller must not even trigger the sweep's writes.
-  const own = listAgents(deps, principal, orgId);
+  const own = await listAgents(deps, principal, orgId);
   // Overdue approvals stop holding the cap the moment they expire; releasing them first keeps
   // these sums equal to what the cap check sees.
-  sweepExpiredApprovals(deps);
+  await sweepExpiredApprovals(deps);
   const now = deps.now();
   const since = now - 7 * DAY_MS;
   // One snapshot for every agent's sums, so the totals add up to the same ledger state.
-  const agents = deps.uow.read(() => own.map((agent): AgentSpend => {
-    const hours = deps.store.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
-    const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
-    const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
-    return { agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily };
-  }));
+  const agents = await deps.uow.read(async (tx) => {
+    const out: AgentSpend[] = [];
+    for (const agent of own) {
+      const hours = await tx.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
+      const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
+      const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
+      out.push({ agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily });
+    }
+    return out;
+  });
   const live = agents.filter((a) => a.agent.status !== 'revoked');
   return {
     now,

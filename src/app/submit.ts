@@ -34,8 +34,8 @@ export async function broadcastSettled(deps: AppDeps, rowId: string, signed: Sig
     deps.log.warn({ transactionId: rowId, chainId, reason: refusal.reason }, 'broadcasting a raw transaction failed; the background submitter retries it');
     return null;
   }
-  await deps.uow.write(() => {
-    if (deps.store.payments.markSubmitted(rowId, hash, deps.now())) deps.store.payments.startBroadcastTimer(rowId, deps.now());
+  await deps.uow.write(async (tx) => {
+    if (await tx.payments.markSubmitted(rowId, hash, deps.now())) await tx.payments.startBroadcastTimer(rowId, deps.now());
   });
   return hash;
 }
@@ -76,7 +76,7 @@ async function broadcast(deps: AppDeps, chainId: number, serialized: Hex, hash: 
  */
 export async function submitPending(deps: AppDeps, chainId: number, batch = 100, tracking: TrackingOptions = DEFAULT_TRACKING): Promise<number> {
   let submitted = 0;
-  const rows = deps.store.payments.unsubmitted(chainId, batch);
+  const rows = await deps.store.payments.unsubmitted(chainId, batch);
   if (rows.length === 0) return 0;
   // Read outside the write queue, a row may come from a group commit whose WAL sync is still
   // running: broadcast only after a sync that started after this read (invariant 2).
@@ -87,9 +87,9 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
   for (const row of rows) {
     const signed = JSON.parse(row.result) as SignedPayment;
     if (signed.type !== 'raw_transaction') continue;
-    const orgId = deps.store.payments.get(row.id)?.orgId;
+    const orgId = (await deps.store.payments.get(row.id))?.orgId;
     if (orgId === undefined || held.has(orgId)) continue;
-    const versions = versionsOf(deps, row.id, signed);
+    const versions = await versionsOf(deps, row.id, signed);
     if (deps.chainConflicts.has(pairKey(orgId, chainId))) {
       // Nothing is broadcast on a conflicted pair; a row whose nonce is used on chain keeps being
       // checked until nonceTaken settles it, else it would hold back every later nonce for good.
@@ -105,7 +105,7 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
     const newest = versions[versions.length - 1]!;
     const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
     if (refusal === undefined) {
-      await deps.uow.write(() => deps.store.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
+      await deps.uow.write((tx) => tx.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
       submitted++;
       continue;
     }
@@ -132,10 +132,10 @@ export const DEFAULT_TRACKING: TrackingOptions = { confirmations: 1, replaceAfte
 /** One broadcast version of a row: the original (the row's result) or a later attempt. */
 type Version = { hash: Hex; serialized: Hex; kind: 'original' | 'bump' | 'filler' };
 
-function versionsOf(deps: AppDeps, rowId: string, signed: Extract<SignedPayment, { type: 'raw_transaction' }>): Version[] {
+async function versionsOf(deps: AppDeps, rowId: string, signed: Extract<SignedPayment, { type: 'raw_transaction' }>): Promise<Version[]> {
   return [
     { hash: signed.rawTransaction.hash, serialized: signed.rawTransaction.serialized, kind: 'original' },
-    ...deps.store.payments.attempts(rowId).map((a) => ({ hash: a.hash as Hex, serialized: a.serialized as Hex, kind: a.kind })),
+    ...(await deps.store.payments.attempts(rowId)).map((a) => ({ hash: a.hash as Hex, serialized: a.serialized as Hex, kind: a.kind })),
   ];
 }
 
@@ -164,7 +164,7 @@ async function fillNonce(deps: AppDeps, chainId: number, orgId: string, rowId: s
     deps.log.warn({ transactionId: rowId, chainId, reason: again.reason }, 'broadcasting a nonce filler failed; retried on the next pass');
     return false;
   }
-  await deps.uow.write(() => deps.store.payments.markAccepted(rowId, version.hash, true, deps.now()));
+  await deps.uow.write((tx) => tx.payments.markAccepted(rowId, version.hash, true, deps.now()));
   return true;
 }
 
@@ -175,12 +175,12 @@ async function fillNonce(deps: AppDeps, chainId: number, orgId: string, rowId: s
 async function signVersion(deps: AppDeps, rowId: string, orgId: string, kind: 'bump' | 'filler', tx: Eip1559Fields, reason?: string): Promise<Version | undefined> {
   const out = await deps.signer.sign({ kind: 'eip1559', orgId, tx });
   if (!out.serialized || !out.hash) throw new Error('the signer returned no transaction');
-  const recorded = await deps.uow.write(() => {
+  const recorded = await deps.uow.write(async ({ payments }) => {
     const now = deps.now();
-    const ok = deps.store.payments.addAttempt(rowId, {
+    const ok = await payments.addAttempt(rowId, {
       hash: out.hash!, kind, serialized: out.serialized!, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas, createdAt: now,
     });
-    if (ok && reason) deps.store.payments.noteReason(rowId, reason, now);
+    if (ok && reason) await payments.noteReason(rowId, reason, now);
     return ok;
   });
   return recorded ? { hash: out.hash, serialized: out.serialized, kind } : undefined;
@@ -221,7 +221,7 @@ async function nonceTaken(deps: AppDeps, chainId: number, orgId: string, rowId: 
   if (now - first < tracking.replaceAfterMs) return;
   seen.delete(rowId);
   const reason = `Nonce ${nonce} of the treasury was used on chain by a transaction paypolicy did not sign: another process signs for this treasury on chain ${chainId}; nothing was paid`;
-  await deps.uow.write(() => deps.store.payments.markReverted(rowId, { hash, blockNumber: null, confirmations: null, networkFeeWei: null }, reason, deps.now()));
+  await deps.uow.write((tx) => tx.payments.markReverted(rowId, { hash, blockNumber: null, confirmations: null, networkFeeWei: null }, reason, deps.now()));
 }
 
 function markConflict(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number): void {
@@ -252,7 +252,7 @@ export function refuseIfConflicted(deps: AppDeps, orgId: string, chainId: number
  * longer than `replaceAfterMs` = a fee bump, within the policy's current network-fee ceiling.
  */
 export async function trackChain(deps: AppDeps, chainId: number, opts: TrackingOptions = DEFAULT_TRACKING): Promise<void> {
-  const rows = deps.store.payments.inFlight(chainId, opts.batch ?? 200);
+  const rows = await deps.store.payments.inFlight(chainId, opts.batch ?? 200);
   if (rows.length === 0) return;
   // The mined nonce is read before the receipts: a version mined in between shows in its receipt,
   // so "nonce used and no receipt of ours" really means someone else's transaction.
@@ -278,7 +278,7 @@ export async function trackChain(deps: AppDeps, chainId: number, opts: TrackingO
 async function trackRow(deps: AppDeps, chainId: number, row: InFlightRow, minedNonce: number, latest: bigint, opts: TrackingOptions): Promise<void> {
   const signed = JSON.parse(row.result) as SignedPayment;
   if (signed.type !== 'raw_transaction') return;
-  const versions = versionsOf(deps, row.id, signed);
+  const versions = await versionsOf(deps, row.id, signed);
   const receipts = await Promise.all(versions.map((v) => deps.chains.receipt(chainId, v.hash)));
   const at = receipts.findIndex((r) => r !== null);
   if (at >= 0) {
@@ -310,20 +310,20 @@ async function settleMined(deps: AppDeps, chainId: number, row: InFlightRow, ver
   const minedVersion = { hash: version.hash, blockNumber: Number(receipt.blockNumber), confirmations, networkFeeWei: (receipt.gasUsed * receipt.effectiveGasPrice).toString() };
   const now = deps.now();
   if (confirmations < opts.confirmations) {
-    await deps.uow.write(() => deps.store.payments.markMined(row.id, minedVersion, now));
+    await deps.uow.write((tx) => tx.payments.markMined(row.id, minedVersion, now));
     return;
   }
   if (version.kind === 'filler') {
     const reason = `${row.reason || 'The node refused the transaction for good'}; nonce ${row.nonce} was used by the no-op transfer in block ${receipt.blockNumber}; nothing was paid`;
-    await deps.uow.write(() => deps.store.payments.markReverted(row.id, minedVersion, reason, deps.now()));
+    await deps.uow.write((tx) => tx.payments.markReverted(row.id, minedVersion, reason, deps.now()));
   } else if (receipt.status === 'success') {
-    await deps.uow.write(() => deps.store.payments.markConfirmed(row.id, minedVersion, deps.now()));
+    await deps.uow.write((tx) => tx.payments.markConfirmed(row.id, minedVersion, deps.now()));
   } else {
     const tx = signedTx;
     const treasury = deps.vault.address(row.orgId) as Address;
     const why = tx.to && tx.data ? await deps.chains.revertReason(chainId, { from: treasury, to: tx.to, data: tx.data, gas: tx.gas ?? 0n }, receipt.blockNumber).catch(() => undefined) : undefined;
     const reason = `Reverted on chain in block ${receipt.blockNumber}${why ? `: ${why}` : ''}; nothing was paid and the hold on the spend cap is released`;
-    await deps.uow.write(() => deps.store.payments.markReverted(row.id, minedVersion, reason, deps.now()));
+    await deps.uow.write((tx) => tx.payments.markReverted(row.id, minedVersion, reason, deps.now()));
     deps.log.warn({ transactionId: row.id, chainId, txHash: version.hash, reason }, 'a submitted raw transaction reverted on chain');
   }
 }
@@ -331,7 +331,7 @@ async function settleMined(deps: AppDeps, chainId: number, row: InFlightRow, ver
 /** No version is known to the node and none is mined: broadcast the newest again (the same bytes). */
 async function rebroadcastDropped(deps: AppDeps, chainId: number, row: InFlightRow, versions: Version[]): Promise<void> {
   if (row.submitStatus !== 'dropped') {
-    await deps.uow.write(() => deps.store.payments.markDropped(row.id, deps.now()));
+    await deps.uow.write((tx) => tx.payments.markDropped(row.id, deps.now()));
     deps.log.warn({ transactionId: row.id, chainId, nonce: row.nonce }, 'the node no longer knows a submitted raw transaction; broadcasting it again');
   }
   const newest = versions[versions.length - 1]!;
@@ -340,7 +340,7 @@ async function rebroadcastDropped(deps: AppDeps, chainId: number, row: InFlightR
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a dropped raw transaction again failed; retried on the next pass');
     return;
   }
-  await deps.uow.write(() => deps.store.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
+  await deps.uow.write((tx) => tx.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
 }
 
 /** Rows (by id and fee level) whose bump was refused by the ceiling: logged once. */
@@ -359,14 +359,14 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
   const priority = tx.maxPriorityFeePerGas ?? 0n;
   const bumpedMax = maxFee + (maxFee + 7n) / 8n;
   const bumpedPriority = priority + (priority + 7n) / 8n;
-  const agent = deps.store.agents.get(row.agentId);
+  const agent = await deps.store.agents.get(row.agentId);
   const ceiling = agent?.policy.maxNetworkFeeWei ?? 0n;
   // A bump is a new signature: made only while the policy as it stands still allows the payment
   // (agent active, recipient allowed, cap with its own hold counted once; the threshold was
   // decided already), as an approved payment is re-checked when collected.
-  const payment = deps.store.payments.get(row.id);
+  const payment = await deps.store.payments.get(row.id);
   const own = payment && payment.createdAt > deps.now() - CAP_WINDOW_MS ? payment.amountMicros : 0n;
-  const verdict = agent && payment ? recheckApproved(deps, agent, payment, own) : undefined;
+  const verdict = agent && payment ? await recheckApproved(deps, agent, payment, own) : undefined;
   if (verdict?.outcome !== 'allowed') {
     const logged = ceilingLogged.get(deps) ?? new Set<string>();
     ceilingLogged.set(deps, logged);
@@ -397,7 +397,7 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a fee bump failed; retried on the next pass');
     return;
   }
-  await deps.uow.write(() => deps.store.payments.markAccepted(row.id, version.hash, true, deps.now()));
+  await deps.uow.write((tx) => tx.payments.markAccepted(row.id, version.hash, true, deps.now()));
   deps.log.info({ transactionId: row.id, chainId, replaced: newest.hash, by: version.hash, maxFeePerGas: String(bumpedMax) }, 'replaced a waiting raw transaction by a fee bump with the same nonce');
 }
 
@@ -461,18 +461,27 @@ export async function chainNonceFloor(deps: AppDeps, orgId: string, chainId: num
 /** How far ahead of the ledger's counter a node's pending nonce is believed (a treasury's own history). */
 export const MAX_NONCE_JUMP = 1_000_000;
 
-/** Applies a floor from chainNonceFloor, inside the write that reserves the nonce, and marks the pair reconciled. */
-export function applyNonceFloor(deps: AppDeps, orgId: string, chainId: number, floor: number | undefined): void {
-  if (floor === undefined) return;
+/**
+ * Applies a floor from chainNonceFloor, inside the write that reserves the nonce (`deps` of that
+ * write, withinWrite.ts). True when it was applied: once that write has committed, the caller marks
+ * the pair reconciled (markNonceSynced), never inside the write, which may be rolled back or run again.
+ */
+export async function applyNonceFloor(deps: AppDeps, orgId: string, chainId: number, floor: number | undefined): Promise<boolean> {
+  if (floor === undefined) return false;
   // The counter never goes down, so one wrong answer would make every later transaction of this
   // treasury unmineable: a floor implausibly far ahead of the ledger is not believed.
-  const counter = deps.store.payments.nonceCounter(orgId, chainId);
+  const counter = await deps.store.payments.nonceCounter(orgId, chainId);
   if (!Number.isSafeInteger(floor) || floor < 0 || floor > counter + MAX_NONCE_JUMP) {
     deps.log.warn({ orgId, chainId, nodeNonce: String(floor), ledgerNonce: counter }, 'the node reports a pending nonce implausibly far ahead of the ledger; not trusted, using the ledger');
-    return;
+    return false;
   }
-  deps.store.payments.raiseNonceFloor(orgId, chainId, floor);
-  deps.nonceSynced.add(`${orgId}\u0000${chainId}`);
+  await deps.store.payments.raiseNonceFloor(orgId, chainId, floor);
+  return true;
+}
+
+/** The (organization, chain) counter is reconciled with the node: later reservations there ask it no more. */
+export function markNonceSynced(deps: AppDeps, orgId: string, chainId: number): void {
+  deps.nonceSynced.add(pairKey(orgId, chainId));
 }
 
 /** A short reason for the log; viem's full message names the URL, which may carry a provider key. */

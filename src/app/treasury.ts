@@ -50,7 +50,7 @@ export type TreasuryBalances = {
  * the same 404 as an unknown one.
  */
 export async function getTreasuryBalances(deps: AppDeps, principal: Principal, orgId: string): Promise<TreasuryBalances> {
-  requireOrgAccess(deps, principal, 'read', orgId);
+  await requireOrgAccess(deps, principal, 'read', orgId);
   const address = deps.vault.address(orgId) as Address | undefined;
   if (!address) return { orgId, treasuryAddress: null, chains: [] };
   const chainIds = deps.chains.chainIds().sort((a, b) => a - b);
@@ -114,10 +114,10 @@ export function readFundsForSigning(deps: AppDeps, chainId: number, treasury: Ad
  * treasury cannot pay, which would either revert on chain (gas spent) or be refused by the node
  * and hold back every later nonce of the treasury on that chain.
  */
-export function treasuryFundsVerdict(
+export async function treasuryFundsVerdict(
   deps: AppDeps, orgId: string, chainId: number, reading: FundsReading | undefined,
   payment: { amountMicros: bigint; networkFee: NetworkFee | null }, verdict: Verdict,
-): Verdict {
+): Promise<Verdict> {
   if (verdict.outcome !== 'allowed' || reading === undefined) return verdict;
   if (!reading.ok) {
     throw new DomainError('treasury_unavailable', `The treasury balances could not be read from the RPC node for chain ${chainId} (${reading.reason}); nothing was signed, retry shortly`, {
@@ -127,7 +127,7 @@ export function treasuryFundsVerdict(
   const { funds } = reading;
   let unminedMicros = 0n;
   let unminedFeeWei = 0n;
-  for (const row of deps.store.treasuryFunds.unminedRaw(orgId, chainId, funds.minedNonce)) {
+  for (const row of await deps.store.treasuryFunds.unminedRaw(orgId, chainId, funds.minedNonce)) {
     unminedMicros += row.amountMicros;
     const fee = storedNetworkFee(row.request);
     if (fee) unminedFeeWei += maxNetworkFeeWei(fee);

@@ -30,8 +30,8 @@ export type Dashboard = {
 };
 
 /** Home is the approvals page while anything waits for a decision. */
-const home: Route['handle'] = (ctx) => {
-  const pending = listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'pending').length;
+const home: Route['handle'] = async (ctx) => {
+  const pending = (await listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'pending')).length;
   return { type: 'redirect', to: pending > 0 ? '/dashboard/approvals' : '/dashboard/agents' };
 };
 
@@ -44,8 +44,8 @@ const sessionRoutes: Route[] = [
     path: '/dashboard/sign-out',
     permission: 'read',
     body: 'form',
-    handle(ctx) {
-      signOut(ctx.deps, ctx.session);
+    async handle(ctx) {
+      await signOut(ctx.deps, ctx.session);
       return { type: 'redirect', to: '/dashboard/sign-in', headers: { 'set-cookie': clearedCookie(ctx.req, SESSION_COOKIE) } };
     },
   },
@@ -78,7 +78,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
     const file = method === 'GET' ? assets.byPath.get(path) : undefined;
     if (file) return sendAsset(req, res, file);
 
-    const session = authenticateSession(deps, readCookies(req).get(SESSION_COOKIE));
+    const session = await authenticateSession(deps, readCookies(req).get(SESSION_COOKIE));
     if (path === SIGN_IN_PATH) return serveSignIn(deps, req, res, log, session !== undefined, assets.version);
 
     const match = router.match(method, path);
@@ -107,7 +107,7 @@ export function createDashboard(deps: AppDeps): Dashboard {
         throw err;
       }
       // The body may have taken its time: a user disabled, removed or reset meanwhile acts no more.
-      if (!authenticateSession(deps, readCookies(req).get(SESSION_COOKIE))) return refuse(req, res, path, 401, 'Sign in first.', undefined);
+      if (!await authenticateSession(deps, readCookies(req).get(SESSION_COOKIE))) return refuse(req, res, path, 401, 'Sign in first.', undefined);
       if (!csrfPresented(req, session, form)) {
         log.warn({ userId: session.user.id, path }, 'dashboard post refused: missing or wrong CSRF token');
         return refuse(req, res, path, 403, 'This form has expired or did not come from the dashboard. Reload the page and try again.', session);
@@ -127,11 +127,11 @@ export function createDashboard(deps: AppDeps): Dashboard {
     const principal = sessionPrincipal(session);
     const ctx: RouteContext = {
       deps, req, res, log, url, params, form, files, session, principal,
-      page: () => ({
+      page: async () => ({
         session,
-        orgName: getOrganization(deps, principal, principal.orgId).name,
+        orgName: (await getOrganization(deps, principal, principal.orgId)).name,
         now: deps.now(),
-        pendingCount: listApprovals(deps, principal, principal.orgId, 'pending').length,
+        pendingCount: (await listApprovals(deps, principal, principal.orgId, 'pending')).length,
         flash: flashes.take(session),
         assetVersion: assets.version,
       }),

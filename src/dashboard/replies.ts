@@ -12,9 +12,9 @@ import type { Reply, RouteContext } from './routes.js';
 /** Turns what handlers answer, and the dashboard's own refusals, into responses. */
 export type Replies = {
   /** An error for people: a page (with the navigation when signed in) or, for data requests, `{"error": text}`. */
-  refuse: (req: NodeRequest, res: NodeResponse, path: string, status: number, text: string, session: SessionContext | undefined) => void;
+  refuse: (req: NodeRequest, res: NodeResponse, path: string, status: number, text: string, session: SessionContext | undefined) => Promise<void>;
   /** An error page, whatever the request wanted. */
-  errorPage: (res: NodeResponse, status: number, title: string, text: string, session: SessionContext | undefined) => void;
+  errorPage: (res: NodeResponse, status: number, title: string, text: string, session: SessionContext | undefined) => Promise<void>;
   write: (res: NodeResponse, ctx: RouteContext, reply: Reply) => Promise<void>;
 };
 
@@ -24,16 +24,16 @@ export function wantsJson(req: NodeRequest, path: string): boolean {
 }
 
 export function createReplies(deps: AppDeps, assetVersion: string, flashes: Flashes): Replies {
-  const errorPage: Replies['errorPage'] = (res, status, title, text, session) => {
+  const errorPage: Replies['errorPage'] = async (res, status, title, text, session) => {
     const content = html`<h1>${title}</h1><p>${text}</p><p><a href="/dashboard">Back to the dashboard</a></p>`;
     if (!session) return sendHtml(res, status, barePage(title, assetVersion, deps.now(), content));
     let orgName = '';
     let pendingCount = 0;
     try {
       const principal = sessionPrincipal(session);
-      orgName = getOrganization(deps, principal, session.user.orgId).name;
+      orgName = (await getOrganization(deps, principal, session.user.orgId)).name;
       // The navigation's badge, as on every other page: an error page is often where a link led.
-      pendingCount = listApprovals(deps, principal, session.user.orgId, 'pending').length;
+      pendingCount = (await listApprovals(deps, principal, session.user.orgId, 'pending')).length;
     } catch {
       // the page still renders without the organization's name or the count
     }
@@ -43,14 +43,14 @@ export function createReplies(deps: AppDeps, assetVersion: string, flashes: Flas
 
   return {
     errorPage,
-    refuse(req, res, path, status, text, session) {
+    async refuse(req, res, path, status, text, session) {
       if (wantsJson(req, path)) return sendJson(res, status, { error: text });
       return errorPage(res, status, status === 403 ? 'Not allowed' : 'Error', text, session);
     },
     async write(res, ctx, reply) {
       switch (reply.type) {
         case 'page':
-          return sendHtml(res, reply.status ?? 200, page(ctx.page(), reply.section, reply.title, reply.content));
+          return sendHtml(res, reply.status ?? 200, page(await ctx.page(), reply.section, reply.title, reply.content));
         case 'html':
           return sendHtml(res, reply.status, reply.html, reply.headers);
         case 'redirect':

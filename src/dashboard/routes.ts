@@ -41,7 +41,7 @@ export type RouteContext = {
   /** Who the use cases act for: the signed-in user; they check its organization and role. */
   principal: DashboardUserPrincipal;
   /** Shared page data, built lazily because JSON and CSV routes do not need it. */
-  page: () => PageContext;
+  page: () => Promise<PageContext>;
 };
 
 /** What a handler answers; replies.ts turns it into bytes (the security headers are already set). */

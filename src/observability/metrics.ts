@@ -102,15 +102,15 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
 
   new Gauge({
     name: 'paypolicy_pending_approvals', help: 'Approval requests waiting for a human', registers: [registry],
-    collect() {
-      if (deps.store.db.open && !deps.store.failure()) this.set(deps.store.approvals.countPending());
+    async collect() {
+      if (deps.store.isOpen() && !deps.store.failure()) this.set(await deps.store.approvals.countPending());
     },
   });
   const decisions = new Histogram({
     name: 'paypolicy_approval_decision_seconds', help: 'Time from an approval request to its human decision, by decision',
     labelNames: ['decision'] as const, buckets: [1, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600], registers: [registry],
   });
-  deps.store.approvals.onDecided((status, waitedMs) => decisions.labels(status).observe(waitedMs / 1000));
+  void deps.store.approvals.onDecided((status, waitedMs) => decisions.labels(status).observe(waitedMs / 1000));
 
   const walSync = new Histogram({
     name: 'paypolicy_wal_sync_seconds', help: 'Duration of each fdatasync of the SQLite WAL (group commit)',

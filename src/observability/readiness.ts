@@ -58,9 +58,9 @@ export function createReadiness(deps: AppDeps, options: ReadinessOptions = {}): 
 }
 
 function checkDatabase(deps: AppDeps): ReadinessReport['checks']['database'] {
-  const { db } = deps.store;
   if (deps.store.failure()) return { ok: false, detail: 'storage failed: a sync or write failed; the service is stopping' };
-  if (!db.open) return { ok: false, detail: 'database closed' };
+  if (!deps.store.isOpen()) return { ok: false, detail: 'database closed' };
+  const db = { name: deps.store.dataFile() };
   // Cheap proof that a write can still land: the file and its directory (where SQLite creates the
   // -wal and -shm files) are writable by this process, and the disk is not full.
   try {

@@ -41,11 +41,11 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       const body = await call.body();
       // A non-string agent_id is as unusable as a missing one: same missing-agent-id answer.
       const agentId = typeof body.agent_id === 'string' ? body.agent_id : '';
-      return { status: 200, body: pingJson(pingAgent(deps, call.principal, agentId)) };
+      return { status: 200, body: pingJson(await pingAgent(deps, call.principal, agentId)) };
     }),
-    route('GET', '/api/resolve', (call) => {
+    route('GET', '/api/resolve', async (call) => {
       const slugs = [...call.url.searchParams.getAll('slug'), ...call.url.searchParams.getAll('slugs')];
-      return { status: 200, body: resolveJson(resolveServices(deps, call.principal, slugs)) };
+      return { status: 200, body: resolveJson(await resolveServices(deps, call.principal, slugs)) };
     }),
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();
@@ -72,10 +72,10 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       return quoteJson(result);
     }),
     // Extension beyond the wire protocol: the agent's own remaining budget (README "API").
-    route('GET', '/api/agents/{id}/spend', (call) => ({ status: 200, body: agentSpendJson(getAgentSpend(deps, call.principal, call.params.id!)) })),
-    route('GET', '/api/approvals/{id}/status', (call) => {
+    route('GET', '/api/agents/{id}/spend', async (call) => ({ status: 200, body: agentSpendJson(await getAgentSpend(deps, call.principal, call.params.id!)) })),
+    route('GET', '/api/approvals/{id}/status', async (call) => {
       try {
-        return { status: 200, body: approvalStatusJson(getApprovalStatus(deps, call.principal, call.params.id!)) };
+        return { status: 200, body: approvalStatusJson(await getApprovalStatus(deps, call.principal, call.params.id!)) };
       } catch (err) {
         // The wire protocol wants this 404 empty of detail, so nothing leaks across organizations.
         if (err instanceof DomainError && err.kind === 'not_found') return { status: 404, body: undefined };
@@ -153,7 +153,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
         early = true;
       } else {
         const chosen = match.route;
-        const principal = authenticateApiKey(deps, req.headers.authorization);
+        const principal = await authenticateApiKey(deps, req.headers.authorization);
         // A malformed %-escape is just an id that matches nothing, not a server error.
         const params = Object.fromEntries(Object.entries(match.params).map(([k, v]) => [k, decodePathParam(v) ?? v]));
         const raw = chosen.method === 'POST' ? await readRestBody(req) : Buffer.alloc(0);

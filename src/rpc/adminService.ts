@@ -43,102 +43,102 @@ function registryScope(orgId: string | undefined): RegistryScope {
 export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer): ServiceImpl<typeof AdminService> {
   const admin = (ctx: HandlerContext): OperatorPrincipal => authenticateAdmin(adminTokenHash(), ctx.requestHeader.get('authorization'));
   return {
-    createOrganization(req, ctx) {
+    async createOrganization(req, ctx) {
       const op = admin(ctx);
-      return { organization: organizationToProto(createOrganization(deps, op, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+      return { organization: organizationToProto(await createOrganization(deps, op, { name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
-    updateOrganization(req, ctx) {
+    async updateOrganization(req, ctx) {
       const op = admin(ctx);
-      return { organization: organizationToProto(updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+      return { organization: organizationToProto(await updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
     },
-    listOrganizations(req, ctx) {
+    async listOrganizations(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(listOrganizations(deps, op), req, (o) => [o.createdAt, o.id], 'asc');
+      const { page, nextPageToken } = pageOf(await listOrganizations(deps, op), req, (o) => [o.createdAt, o.id], 'asc');
       return { organizations: page.map(organizationToProto), nextPageToken };
     },
-    provisionTreasury(req, ctx) {
+    async provisionTreasury(req, ctx) {
       const op = admin(ctx);
-      return { treasuryAddress: provisionTreasury(deps, op, req.orgId) };
+      return { treasuryAddress: await provisionTreasury(deps, op, req.orgId) };
     },
     async getTreasuryBalances(req, ctx) {
       const op = admin(ctx);
       return treasuryBalancesToProto(await getTreasuryBalances(deps, op, req.orgId));
     },
-    createApiKey(req, ctx) {
+    async createApiKey(req, ctx) {
       const op = admin(ctx);
       const mode = req.mode === ApiKeyMode.LIVE ? 'live' : req.mode === ApiKeyMode.TEST ? 'test' : undefined;
-      const r = createApiKey(deps, op, { orgId: req.orgId, mode, label: req.label });
+      const r = await createApiKey(deps, op, { orgId: req.orgId, mode, label: req.label });
       return { apiKey: apiKeyToProto(r.key), plaintextKey: r.plaintext };
     },
-    revokeApiKey(req, ctx) {
+    async revokeApiKey(req, ctx) {
       const op = admin(ctx);
-      return { apiKey: apiKeyToProto(revokeApiKey(deps, op, req.id)) };
+      return { apiKey: apiKeyToProto(await revokeApiKey(deps, op, req.id)) };
     },
-    listApiKeys(req, ctx) {
+    async listApiKeys(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(listApiKeys(deps, op, req.orgId), req, (k) => [k.createdAt, k.id], 'desc');
+      const { page, nextPageToken } = pageOf(await listApiKeys(deps, op, req.orgId), req, (k) => [k.createdAt, k.id], 'desc');
       return { apiKeys: page.map(apiKeyToProto), nextPageToken };
     },
-    createAgent(req, ctx) {
+    async createAgent(req, ctx) {
       const op = admin(ctx);
-      return { agent: agentToProto(createAgent(deps, op, { orgId: req.orgId, name: req.name })) };
+      return { agent: agentToProto(await createAgent(deps, op, { orgId: req.orgId, name: req.name })) };
     },
-    updateAgent(req, ctx) {
+    async updateAgent(req, ctx) {
       const op = admin(ctx);
-      return { agent: agentToProto(updateAgent(deps, op, { agentId: req.agentId, name: req.name, status: statusInput(agentStatus, req.status) })) };
+      return { agent: agentToProto(await updateAgent(deps, op, { agentId: req.agentId, name: req.name, status: statusInput(agentStatus, req.status) })) };
     },
-    getAgent(req, ctx) {
+    async getAgent(req, ctx) {
       const op = admin(ctx);
-      return { agent: agentToProto(getAgent(deps, op, req.agentId)) };
+      return { agent: agentToProto(await getAgent(deps, op, req.agentId)) };
     },
-    listAgents(req, ctx) {
+    async listAgents(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(listAgents(deps, op, req.orgId), req, (a) => [a.createdAt, a.id], 'asc');
+      const { page, nextPageToken } = pageOf(await listAgents(deps, op, req.orgId), req, (a) => [a.createdAt, a.id], 'asc');
       return { agents: page.map(agentToProto), nextPageToken };
     },
-    setPolicy(req, ctx) {
+    async setPolicy(req, ctx) {
       const op = admin(ctx);
-      const { policy, warnings } = setPolicy(deps, op, {
+      const { policy, warnings } = await setPolicy(deps, op, {
         agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
         maxNetworkFeeWei: req.maxNetworkFeeWei,
       });
       return { policy: policyToProto(policy), warnings };
     },
-    upsertService(req, ctx) {
+    async upsertService(req, ctx) {
       const op = admin(ctx);
       if (!req.service) throw invalidArgument('service is required');
-      return { service: serviceToProto(upsertService(deps, op, registryScope(req.orgId), serviceFromProto(req.service))) };
+      return { service: serviceToProto(await upsertService(deps, op, registryScope(req.orgId), serviceFromProto(req.service))) };
     },
-    deleteService(req, ctx) {
+    async deleteService(req, ctx) {
       const op = admin(ctx);
-      deleteService(deps, op, registryScope(req.orgId), req.slug);
+      await deleteService(deps, op, registryScope(req.orgId), req.slug);
       return {};
     },
-    listServices(req, ctx) {
+    async listServices(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(listServices(deps, op, registryScope(req.orgId)), req, (x) => [x.slug], 'asc');
+      const { page, nextPageToken } = pageOf(await listServices(deps, op, registryScope(req.orgId)), req, (x) => [x.slug], 'asc');
       return { services: page.map(serviceToProto), nextPageToken };
     },
-    listTransactions(req, ctx) {
+    async listTransactions(req, ctx) {
       const op = admin(ctx);
-      const r = listTransactions(deps, op, {
+      const r = await listTransactions(deps, op, {
         orgId: req.orgId, agentId: req.agentId, status: statusInput(transactionStatus, req.status),
         from: req.from ? timestampMs(req.from) : undefined, to: req.to ? timestampMs(req.to) : undefined,
         pageSize: req.pageSize, pageToken: req.pageToken,
       });
       return { transactions: r.transactions.map(transactionToProto), nextPageToken: r.nextPageToken };
     },
-    listApprovals(req, ctx) {
+    async listApprovals(req, ctx) {
       const op = admin(ctx);
-      const all = listApprovals(deps, op, req.orgId, statusInput(approvalStatus, req.status) ?? '');
+      const all = await listApprovals(deps, op, req.orgId, statusInput(approvalStatus, req.status) ?? '');
       const { page, nextPageToken } = pageOf(all, req, (a) => [a.createdAt, a.id], 'desc');
-      return { approvals: page.map((a) => approvalToProto(describeApproval(deps, a))), nextPageToken };
+      return { approvals: await Promise.all(page.map(async (a) => approvalToProto(await describeApproval(deps, a)))), nextPageToken };
     },
     async decideApproval(req, ctx) {
       const op = admin(ctx);
       const decision = req.decision === Decision.APPROVE ? 'approve' : req.decision === Decision.DENY ? 'deny' : undefined;
       const a = await decideApproval(deps, op, { id: req.id, decision, note: req.note, decidedBy: req.decidedBy });
-      return { approval: approvalToProto(describeApproval(deps, a)) };
+      return { approval: approvalToProto(await describeApproval(deps, a)) };
     },
     async createDashboardUser(req, ctx) {
       const op = admin(ctx);
@@ -146,18 +146,18 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       const user = await createDashboardUser(deps, op, { orgId: req.orgId, email: req.email, role, password: req.password });
       return { user: dashboardUserToProto(user) };
     },
-    listDashboardUsers(req, ctx) {
+    async listDashboardUsers(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(listDashboardUsers(deps, op, req.orgId), req, (u) => [u.createdAt, u.id], 'asc');
+      const { page, nextPageToken } = pageOf(await listDashboardUsers(deps, op, req.orgId), req, (u) => [u.createdAt, u.id], 'asc');
       return { users: page.map(dashboardUserToProto), nextPageToken };
     },
-    updateDashboardUser(req, ctx) {
+    async updateDashboardUser(req, ctx) {
       const op = admin(ctx);
-      return { user: dashboardUserToProto(updateDashboardUser(deps, op, { userId: req.userId, disabled: req.disabled })) };
+      return { user: dashboardUserToProto(await updateDashboardUser(deps, op, { userId: req.userId, disabled: req.disabled })) };
     },
-    deleteDashboardUser(req, ctx) {
+    async deleteDashboardUser(req, ctx) {
       const op = admin(ctx);
-      deleteDashboardUser(deps, op, req.userId);
+      await deleteDashboardUser(deps, op, req.userId);
       return {};
     },
     async resetDashboardUserPassword(req, ctx) {

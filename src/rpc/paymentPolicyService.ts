@@ -14,18 +14,18 @@ import { getApprovalStatus } from '../app/approvals.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
-  const principal = (ctx: HandlerContext): ApiKeyPrincipal => authenticateApiKey(deps, ctx.requestHeader.get('authorization'));
+  const principal = (ctx: HandlerContext): Promise<ApiKeyPrincipal> => authenticateApiKey(deps, ctx.requestHeader.get('authorization'));
 
   return {
-    ping(req, ctx) {
-      return pingResultToProto(pingAgent(deps, principal(ctx), req.agentId));
+    async ping(req, ctx) {
+      return pingResultToProto(await pingAgent(deps, await principal(ctx), req.agentId));
     },
-    resolve(req, ctx) {
-      return resolveResultToProto(resolveServices(deps, principal(ctx), req.slugs));
+    async resolve(req, ctx) {
+      return resolveResultToProto(await resolveServices(deps, await principal(ctx), req.slugs));
     },
     async sign(req, ctx) {
       const { type, payload } = typeAndPayload(req);
-      const result = await signPayment(deps, principal(ctx), {
+      const result = await signPayment(deps, await principal(ctx), {
         agentId: req.agentId,
         type,
         chainId: req.chainId,
@@ -38,10 +38,10 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
       return signResultToProto(result);
     },
     async quote(req, ctx) {
-      return quoteResultToProto(await quotePayment(deps, principal(ctx), { url: req.url, agentId: req.agentId, method: req.method }));
+      return quoteResultToProto(await quotePayment(deps, await principal(ctx), { url: req.url, agentId: req.agentId, method: req.method }));
     },
-    getApprovalStatus(req, ctx) {
-      return approvalStatusToProto(getApprovalStatus(deps, principal(ctx), req.id));
+    async getApprovalStatus(req, ctx) {
+      return approvalStatusToProto(await getApprovalStatus(deps, await principal(ctx), req.id));
     },
   };
 }

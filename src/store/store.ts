@@ -1,3 +1,7 @@
+import Database from 'better-sqlite3';
+import type { Agent, ApiKeyRecord, RegisteredService } from '../domain/types.js';
+import { asyncTables, type AppStore, type StoreTables, type SyncTables } from './asyncStore.js';
+import type { SharedCache } from './agents.js';
 import { failStop, onStorageFailure, openDatabase, storageFailure, type Db, type OpenOptions } from './db.js';
 import { createAgentStore } from './agents.js';
 import { createApiKeyStore } from './apiKeys.js';
@@ -5,7 +9,7 @@ import { createApprovalStore } from './approvals.js';
 import { createDashboardSessionStore } from './dashboardSessions.js';
 import { createDashboardUserStore } from './dashboardUsers.js';
 import { createLoginFailureStore } from './loginFailures.js';
-import { createOrganizationStore } from './organizations.js';
+import { createOrganizationStore, type OrganizationStore } from './organizations.js';
 import { createPaymentStore } from './payments.js';
 import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
@@ -16,23 +20,13 @@ import { createWriteQueue } from './writeQueue.js';
 import { createWalSync } from './walSync.js';
 import { startCheckpointer } from './checkpointer.js';
 
-/** All table groups over one connection: the single writer every transaction goes through. */
-export function openStore(file: string, options: OpenOptions = {}) {
-  const db: Db = openDatabase(file, options);
-  const wal = createWalSync(`${file}-wal`, undefined, (err) => failStop(db, err));
-  // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
-  const checkpointer = startCheckpointer(file, () => {
-    if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
-  });
-  onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
+/** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
+function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }): SyncTables {
   return {
-    db,
-    /** Group-committed writes for hot paths; see writeQueue.ts. */
-    writes: createWriteQueue(db, wal),
     organizations: createOrganizationStore(db),
-    apiKeys: createApiKeyStore(db),
-    agents: createAgentStore(db),
-    services: createServiceStore(db),
+    apiKeys: createApiKeyStore(db, caches?.apiKeys),
+    agents: createAgentStore(db, caches?.agents),
+    services: createServiceStore(db, caches?.services),
     transactions: createTransactionStore(db),
     payments: createPaymentStore(db),
     approvals: createApprovalStore(db),
@@ -42,13 +36,96 @@ export function openStore(file: string, options: OpenOptions = {}) {
     dashboardSessions: createDashboardSessionStore(db),
     loginFailures: createLoginFailureStore(db),
     treasuryFunds: createTreasuryFundsStore(db),
-    /** The error that stopped the store (fail-stop after a failed sync), if any. */
+  };
+}
+
+/** A read-only connection to the same file: in WAL mode it sees committed transactions only. */
+function openReader(file: string): Db {
+  const reader = new Database(file, { readonly: true, fileMustExist: true });
+  reader.pragma('busy_timeout = 5000');
+  return reader;
+}
+
+/**
+ * All table groups over the single writer connection every write transaction goes through, and a
+ * read-only connection for reads outside a write. A write function is asynchronous (the store
+ * interface, asyncStore.ts), so the group commit's transaction stays open across awaits on the
+ * writer; reads outside it go to the reader, which in WAL mode sees only committed data, never
+ * another request's open transaction. Read snapshots (unitOfWork.ts read) get a third connection,
+ * opened on first use, so an open snapshot never holds back what the plain reads see.
+ *
+ * The synchronous writer tables (`store.payments` …) are for start-up and maintenance code outside
+ * the use cases (paypolicy.ts, bootstrap, the ledger clock, tests); `store.app` is what the use
+ * cases get as `deps.store`, and `store.tx` the handle a write function gets.
+ */
+export function openStore(file: string, options: OpenOptions = {}) {
+  const db: Db = openDatabase(file, options);
+  const wal = createWalSync(`${file}-wal`, undefined, (err) => failStop(db, err));
+  // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
+  const checkpointer = startCheckpointer(file, () => {
+    if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
+  });
+  onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
+  const reader = openReader(file);
+  let snapshot: Db | undefined;
+  let snapshotTables: StoreTables | undefined;
+  // Rows cached from either connection: the writer drops entries inside its transaction, the reader
+  // keeps a row only while the writer has no transaction open (so none of its drops is pending).
+  const fromReader = () => !db.inTransaction && !reader.inTransaction;
+  const caches = {
+    agents: { records: new Map<string, Agent>(), cacheable: fromReader },
+    apiKeys: { records: new Map<string, ApiKeyRecord & { hash: Buffer }>(), cacheable: fromReader },
+    services: { records: new Map<string, RegisteredService[]>(), cacheable: fromReader },
+  };
+  const writer = tablesOver(db, {
+    agents: { ...caches.agents, cacheable: () => !db.inTransaction },
+    apiKeys: { ...caches.apiKeys, cacheable: () => !db.inTransaction },
+    services: { ...caches.services, cacheable: () => !db.inTransaction },
+  });
+  const tx = asyncTables(writer);
+  const readerSync = tablesOver(reader, caches);
+  const readerTables = asyncTables(readerSync);
+  const health = {
     failure: (): Error | undefined => storageFailure(db),
-    /** Runs once, on the first failed sync or I/O error under a commit. */
     onFailure: (listener: (err: Error) => void) => onStorageFailure(db, listener),
-    /** Seconds each WAL fdatasync took (one listener; the metrics histogram). */
     onWalSync: (listener: (seconds: number) => void) => wal.onSync(listener),
+    isOpen: () => db.open,
+    dataFile: () => db.name,
+  };
+  const app: AppStore = {
+    ...readerTables,
+    // Decisions are recorded by the writer's instance: the metrics listener goes there.
+    approvals: { ...readerTables.approvals, onDecided: async (listener) => writer.approvals.onDecided(listener) },
+    ...health,
+  };
+  return {
+    db,
+    /** Group-committed writes; see writeQueue.ts. */
+    writes: createWriteQueue(db, wal, tx),
+    ...writer,
+    /** The writer's tables as the store interface: the handle a write function gets (unitOfWork.ts). */
+    tx,
+    /** What the use cases get as deps.store: reads of committed data on the reader connection. */
+    app,
+    /**
+     * The organizations table as the treasury vault uses it (src/signing/treasury.ts, synchronous):
+     * treasury keys and addresses read from committed rows only, a new treasury inserted on the
+     * writer, inside the write transaction that provisions it (organizations.ts provisionTreasury).
+     */
+    treasuryKeys: { ...readerSync.organizations, insertTreasury: writer.organizations.insertTreasury } as OrganizationStore,
+    /** The connection for read snapshots, opened on first use. */
+    snapshot(): { db: Db; tables: StoreTables } {
+      if (!snapshot) {
+        snapshot = openReader(file);
+        snapshotTables = asyncTables(tablesOver(snapshot));
+      }
+      return { db: snapshot, tables: snapshotTables! };
+    },
+    ...health,
     async close(): Promise<void> {
+      // Readers first: the writer's close, as the last connection, checkpoints.
+      if (reader.open) reader.close();
+      if (snapshot?.open) snapshot.close();
       // After a failed sync nothing more is written: no last checkpoint of unknown state.
       await checkpointer.close({ checkpoint: storageFailure(db) === undefined });
       wal.close();

@@ -1,18 +1,34 @@
-import { writeTxn, type Db } from './db.js';
-import type { WriteQueue } from './writeQueue.js';
+import type { StoreTables } from './asyncStore.js';
+import type { Db } from './db.js';
+import type { WriteOptions, WriteQueue } from './writeQueue.js';
 
 /**
- * The app's unit of work (src/app/unitOfWork.ts has the contract) over the one SQLite connection:
- * `write` is the group commit (writeQueue.ts: one fsync shared by the writes of one event-loop
- * turn, each in its own savepoint), `writeNow` a BEGIN IMMEDIATE transaction committed with
- * synchronous=FULL (db.ts writeTxn), `read` a deferred transaction. `store.writes` is looked up
- * on every call, so a queue swapped in later (tests hold its syncs) is the one used.
+ * The app's unit of work (src/app/unitOfWork.ts has the contract) over SQLite: `write` is the
+ * group commit on the writer connection (writeQueue.ts: one fsync shared by the writes of one
+ * event-loop turn, each in its own savepoint, each awaited before the next starts), or with
+ * `alone` a transaction of its own committed with synchronous=FULL; `read` a
+ * deferred transaction on a read-only connection of its own (store.ts snapshot), one at a time,
+ * so the plain reads on the reader connection never see an old snapshot. `store.writes` is looked
+ * up on every call, so a queue swapped in later (tests hold its syncs) is the one used.
  */
-export function createUnitOfWork(store: { db: Db; writes: WriteQueue }) {
+export function createUnitOfWork(store: { writes: WriteQueue<StoreTables>; snapshot(): { db: Db; tables: StoreTables } }) {
+  let reading: Promise<unknown> = Promise.resolve();
   return {
-    write: <T>(fn: () => T): Promise<T> => store.writes.run(fn),
-    writeNow: <T>(fn: () => T): T => writeTxn(store.db, fn),
-    read: <T>(fn: () => T): T => (store.db.inTransaction ? fn() : store.db.transaction(fn).deferred()),
+    write: <T>(fn: (tx: StoreTables) => Promise<T>, options?: WriteOptions): Promise<T> => store.writes.run(fn, options),
+    read<T>(fn: (tx: StoreTables) => Promise<T>): Promise<T> {
+      const run = async (): Promise<T> => {
+        const { db, tables } = store.snapshot();
+        db.prepare('BEGIN DEFERRED').run();
+        try {
+          return await fn(tables);
+        } finally {
+          if (db.inTransaction) db.prepare('COMMIT').run();
+        }
+      };
+      const result = reading.then(run, run);
+      reading = result.catch(() => undefined);
+      return result;
+    },
     durable: (): Promise<void> => store.writes.durable(),
   };
 }

@@ -62,8 +62,8 @@ describe('fee bumps re-check the policy', () => {
 
     // More than two bump periods pass while the transaction waits in the pool.
     await new Promise((res) => setTimeout(res, 2_600));
-    expect(s.app.deps.store.payments.attempts(id)).toEqual([]);
-    const row = s.app.deps.store.payments.get(id)!;
+    expect(s.app.store.payments.attempts(id)).toEqual([]);
+    const row = s.app.store.payments.get(id)!;
     expect(row.submitStatus).toBe('submitted');
     expect(row.txHash).toBe(original);
     expect(await chain.rpc('eth_getTransactionByHash', [original])).not.toBeNull();
@@ -71,10 +71,10 @@ describe('fee bumps re-check the policy', () => {
 
     await chain.rpc('hardhat_mine', ['0x1']);
     await chain.rpc('evm_setAutomine', [true]);
-    for (const until = Date.now() + 10_000; s.app.deps.store.payments.get(id)!.submitStatus !== 'confirmed';) {
+    for (const until = Date.now() + 10_000; s.app.store.payments.get(id)!.submitStatus !== 'confirmed';) {
       if (Date.now() > until) throw new Error('not confirmed');
       await new Promise((res) => setTimeout(res, 25));
     }
-    expect(s.app.deps.store.payments.get(id)!.txHash).toBe(original);
+    expect(s.app.store.payments.get(id)!.txHash).toBe(original);
   });
 });

@@ -52,11 +52,11 @@ describe('fee bump durability', () => {
     expect(original).toBe(r.json.raw_transaction.hash);
 
     const held: Array<() => void> = [];
-    const store = s.app.deps.store;
+    const store = s.app.store;
     const writes = store.writes;
     store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), (fd, done) => {
       held.push(() => fdatasync(fd, done));
-    }));
+    }), store.tx);
     const knows = async (h: string) => (await chain.rpc('eth_getTransactionByHash', [h])) !== null;
     // Syncs asked for before the bump is committed (other writes of the server) are let through;
     // from the moment the bump is committed (visible to this process) every sync is held.

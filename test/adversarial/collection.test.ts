@@ -218,7 +218,7 @@ describe('the collection window', () => {
     const agentId = await agentWith();
     const { url } = await approved(agentId, 'swept');
     clock += COLLECTION_WINDOW_MS + 1;
-    expect(sweepExpiredApprovals(s.app.deps)).toBeGreaterThanOrEqual(1);
+    expect(await sweepExpiredApprovals(s.app.deps)).toBeGreaterThanOrEqual(1);
     expect(await statuses(agentId)).toEqual(['expired']);
     const r = await sign(agentId, url, 'swept');
     expect(r.status, r.text).toBe(403);

@@ -88,7 +88,7 @@ describe('start-up repair of approved payments cut off while signing (in-process
    * its nonce). These are the store calls of that commit, with no signing after them.
    */
   function decidedThenCrashed(s: TestServer, p: { transactionId: string; approvalId: string }): void {
-    const { store } = s.app.deps;
+    const { store } = s.app;
     writeTxn(store.db, () => {
       expect(store.approvals.decide(p.approvalId, 'approved', clock, 'operator', '')).toBe(true);
       expect(store.payments.startSigningApproved(p.transactionId, clock)).toBe(true);
@@ -104,11 +104,11 @@ describe('start-up repair of approved payments cut off while signing (in-process
     const agentId = await agent(s);
     const p = await pending(s, raw(agentId), 'raw-crash');
     decidedThenCrashed(s, p);
-    expect(s.app.deps.store.payments.get(p.transactionId)!.status).toBe('signing');
+    expect(s.app.store.payments.get(p.transactionId)!.status).toBe('signing');
     await s.close({ keepData: true });
 
     s = await start(dataDir);
-    const { payments, approvals } = s.app.deps.store;
+    const { payments, approvals } = s.app.store;
     expect(payments.get(p.transactionId)!.status).toBe('approved');
     expect(approvals.get(p.approvalId)!.status).toBe('approved');
     // Still held against the cap: $0.50 of the agent's $10.
@@ -140,7 +140,7 @@ describe('start-up repair of approved payments cut off while signing (in-process
     const repeat = await postSign(s.url, s.bootstrap.api_key, eip3009(agentId), 'paused');
     expect(repeat.status, repeat.text).toBe(403);
     expect(repeat.json.reason).toMatch(/^Policy re-check at collection refused the approved payment: /);
-    expect(s.app.deps.store.payments.committedSince(agentId, clock - 86_400_000, clock)).toBe(0n);
+    expect(s.app.store.payments.committedSince(agentId, clock - 86_400_000, clock)).toBe(0n);
   });
 
   test('behavior: rows an older build left failed are collectable within 15 minutes of the decision, else expired with a clear reason', async () => {
@@ -154,13 +154,13 @@ describe('start-up repair of approved payments cut off while signing (in-process
     clock += 10 * 60 * 1000;
     decidedThenCrashed(s, recent);
     // What the older build's start-up repair did to both: `failed`, hold and nonce released.
-    writeTxn(s.app.deps.store.db, () => s.app.deps.store.payments.failInterrupted(clock));
+    writeTxn(s.app.store.db, () => s.app.store.payments.failInterrupted(clock));
     await s.close({ keepData: true });
 
     // Restart 16 minutes after the first decision, 6 after the second.
     clock += 6 * 60 * 1000;
     s = await start(dataDir);
-    const { payments } = s.app.deps.store;
+    const { payments } = s.app.store;
     expect(payments.get(old.transactionId)).toMatchObject({ status: 'expired', reason: INTERRUPTED_EXPIRED });
     expect(payments.get(recent.transactionId)!.status).toBe('approved');
     expect(payments.committedSince(agentId, clock - 86_400_000, clock)).toBe(500_000n);
@@ -176,14 +176,14 @@ describe('start-up repair of approved payments cut off while signing (in-process
     decidedThenCrashed(s, idle);
     await s.close({ keepData: true });
     s = await start(dataDir);
-    expect(s.app.deps.store.payments.get(idle.transactionId)!.status).toBe('approved');
+    expect(s.app.store.payments.get(idle.transactionId)!.status).toBe('approved');
     clock += COLLECTION_WINDOW_MS + 1;
     const expired = await postSign(s.url, s.bootstrap.api_key, eip3009(agentId), 'never-collected');
     expect(expired.status, expired.text).toBe(403);
     expect(expired.json.reason).toBe('Approved payment was not collected within 15 minutes of the approval; send a new request');
-    expect(s.app.deps.store.payments.get(idle.transactionId)!.status).toBe('expired');
+    expect(s.app.store.payments.get(idle.transactionId)!.status).toBe('expired');
     // Only the collected $0.50 still counts.
-    expect(s.app.deps.store.payments.committedSince(agentId, clock - 86_400_000, clock)).toBe(500_000n);
+    expect(s.app.store.payments.committedSince(agentId, clock - 86_400_000, clock)).toBe(500_000n);
   });
 });
 

@@ -74,7 +74,7 @@ afterAll(async () => {
   await new Promise<void>((r) => (proxy ? proxy.close(() => r()) : r()));
 });
 
-const row = (id: string) => s.app.deps.store.payments.get(id)!;
+const row = (id: string) => s.app.store.payments.get(id)!;
 
 describe('receipts from a hostile node decide nothing', () => {
   test.each([
@@ -108,7 +108,7 @@ describe('receipts from a hostile node decide nothing', () => {
     rewrite = undefined;
     await waitFor('confirmed', () => row(id).submitStatus === 'confirmed');
     const receipt = await chain.rpc('eth_getTransactionReceipt', [hash]) as { gasUsed: Hex; effectiveGasPrice: Hex };
-    const stored = s.app.deps.store.db.prepare('SELECT network_fee_wei AS fee FROM transactions WHERE id = ?').get(id) as { fee: string };
+    const stored = s.app.store.db.prepare('SELECT network_fee_wei AS fee FROM transactions WHERE id = ?').get(id) as { fee: string };
     expect(stored.fee).toBe((BigInt(receipt.gasUsed) * BigInt(receipt.effectiveGasPrice)).toString());
   });
 });

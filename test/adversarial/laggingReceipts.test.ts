@@ -88,18 +88,18 @@ describe('a node that reports the nonce used but not (yet) the receipt', () => {
     }
     await new Promise((r) => setTimeout(r, 500));
     // …but the row still holds the cap: the same $0.50 again is refused by the cap, not signed.
-    expect(s.app.deps.store.payments.get(id)!.status).toBe('signed');
+    expect(s.app.store.payments.get(id)!.status).toBe('signed');
     const again = await sign('eip3009', 'lagging-2');
     expect(again.status, again.text).toBe(403);
     expect(again.json.reason).toMatch(/cap/i);
     expect(again.json.signature).toBeUndefined();
     // The receipt shows up: confirmed, with its hash, and the money moved once.
     hiding = false;
-    for (const until = Date.now() + 5_000; s.app.deps.store.payments.get(id)!.submitStatus !== 'confirmed';) {
-      if (Date.now() > until) throw new Error(`not confirmed: ${JSON.stringify(s.app.deps.store.payments.get(id))}`);
+    for (const until = Date.now() + 5_000; s.app.store.payments.get(id)!.submitStatus !== 'confirmed';) {
+      if (Date.now() > until) throw new Error(`not confirmed: ${JSON.stringify(s.app.store.payments.get(id))}`);
       await new Promise((r) => setTimeout(r, 25));
     }
-    expect(s.app.deps.store.payments.get(id)!.status).toBe('signed');
+    expect(s.app.store.payments.get(id)!.status).toBe('signed');
     expect(await balanceOf(RECIPIENT)).toBe(before + 500_000n);
   }, 20_000);
 });

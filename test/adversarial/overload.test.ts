@@ -62,8 +62,8 @@ function holdWalSync(s: TestServer) {
     if (open) fdatasync(fd, done);
     else parked.push(() => fdatasync(fd, done));
   };
-  const store = s.app.deps.store;
-  store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), sync));
+  const store = s.app.store;
+  store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), sync), store.tx);
   return {
     open() {
       open = true;
@@ -204,7 +204,7 @@ describe('small signing and probe bounds (4 in flight, signing stage 2, 1 probe)
     await expectHealthy(s);
     // Refused probes never reached the network, and the refused payment left no row.
     expect(held.parked()).toBe(1);
-    expect(s.app.deps.store.payments.findByIdempotencyKey(agentId, 'probe-refused')).toBeUndefined();
+    expect(s.app.store.payments.findByIdempotencyKey(agentId, 'probe-refused')).toBeUndefined();
 
     held.release();
     const quoted = await first;
@@ -240,7 +240,7 @@ describe('small signing and probe bounds (4 in flight, signing stage 2, 1 probe)
       ch.close();
     }
     await expectHealthy(s);
-    const payments = s.app.deps.store.payments;
+    const payments = s.app.store.payments;
     expect(payments.findByIdempotencyKey(agentId, 'stage-3')).toBeUndefined();
     expect(payments.findByIdempotencyKey(agentId, 'stage-grpc')).toBeUndefined();
     expect(payments.committedSince(agentId, 0, s.app.deps.now())).toBe(2_000_000n);
@@ -305,7 +305,7 @@ describe('admission bound on the agent surface (4 in flight)', () => {
       expect(answer).toContain('"code":"overloaded"');
     }
     await expectHealthy(s);
-    expect(s.app.deps.store.payments.findByIdempotencyKey(agentId, 'stalled')).toBeUndefined();
+    expect(s.app.store.payments.findByIdempotencyKey(agentId, 'stalled')).toBeUndefined();
 
     signer.release();
     for (const r of await Promise.all(inside)) expect(r.status, r.text).toBe(200);
@@ -338,7 +338,7 @@ describe('admission bound on the agent surface (4 in flight)', () => {
     expect(statuses.filter((st) => st === 200)).toHaveLength(4);
     expect(statuses.filter((st) => st === 503)).toHaveLength(N - 4);
     for (const { r } of results) if (r.status === 503) expectOverloaded(r);
-    const payments = s.app.deps.store.payments;
+    const payments = s.app.store.payments;
     for (const { i, r } of results) {
       const row = payments.findByIdempotencyKey(agentId, `flood-${i}`);
       if (r.status === 200) expect(row?.status).toBe('signed');
@@ -364,7 +364,7 @@ describe('deadline in the signing stage (max queue 300 ms)', () => {
     signer.release();
 
     expectOverloaded(await late);
-    const payments = s.app.deps.store.payments;
+    const payments = s.app.store.payments;
     expect(payments.findByIdempotencyKey(agentId, 'late')).toBeUndefined();
     expect(payments.committedSince(agentId, 0, s.app.deps.now())).toBe(0n);
     const retried = await postSign(s.url, key, body, 'late');

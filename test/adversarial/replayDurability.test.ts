@@ -56,9 +56,9 @@ describe('replay durability', () => {
     expect(first.status, first.text).toBe(202);
 
     // From here on every group commit waits for the test to let its WAL sync through.
-    const store = s.app.deps.store;
+    const store = s.app.store;
     const sync = heldSync();
-    store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), sync.sync));
+    store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), sync.sync), store.tx);
 
     let decided = false;
     const decision = admin.client

@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 function writesFail(on: boolean): void {
-  s.app.deps.store.db.pragma(`query_only = ${on ? 1 : 0}`);
+  s.app.store.db.pragma(`query_only = ${on ? 1 : 0}`);
 }
 
 /** Runs `fault` whenever the signer is handed a job; undone after each test. */
@@ -72,7 +72,7 @@ function raw(agentId: string, amount: string): SignBody {
 
 function committed(agentId: string): bigint {
   const now = s.app.deps.now();
-  return s.app.deps.store.payments.committedSince(agentId, now - DAY_MS, now);
+  return s.app.store.payments.committedSince(agentId, now - DAY_MS, now);
 }
 
 /** Signs a raw transaction that must be allowed; returns its nonce after checking its signer. */
@@ -97,7 +97,7 @@ async function strand(agentId: string, prefix: string, n: number): Promise<strin
     // The signature was made but never recorded: it does not leave.
     expect(r.status, r.text).toBe(500);
     expect(r.text).not.toMatch(/0x02[0-9a-f]{40}/);
-    const row = s.app.deps.store.payments.findByIdempotencyKey(agentId, `${prefix}-${i}`)!;
+    const row = s.app.store.payments.findByIdempotencyKey(agentId, `${prefix}-${i}`)!;
     expect(row.status).toBe('signing');
     ids.push(row.id);
   }
@@ -115,16 +115,16 @@ describe('rows a failed write left in signing', () => {
     const logsBefore = logCount('a write failed, leaving payments in signing; they are released once writes succeed again');
     const ids = await strand(agentId, 'full', 16);
     // Still failing: the sweep retries and keeps them; the repeat is told to come back.
-    expect(sweepExpiredApprovals(s.app.deps)).toBe(0);
-    expect(ids.map((id) => s.app.deps.store.payments.get(id)!.status)).toEqual(ids.map(() => 'signing'));
+    expect(await sweepExpiredApprovals(s.app.deps)).toBe(0);
+    expect(ids.map((id) => s.app.store.payments.get(id)!.status)).toEqual(ids.map(() => 'signing'));
     expect(committed(agentId)).toBe(800_000n);
     const busy = await postSign(s.url, s.bootstrap.api_key, raw(agentId, '0.05'), 'full-3');
     expect(busy.status, busy.text).toBe(409);
     expect(busy.json.code).toBe('in_progress');
 
     writesFail(false);
-    sweepExpiredApprovals(s.app.deps);
-    expect(ids.map((id) => s.app.deps.store.payments.get(id)!.status)).toEqual(ids.map(() => 'failed'));
+    await sweepExpiredApprovals(s.app.deps);
+    expect(ids.map((id) => s.app.store.payments.get(id)!.status)).toEqual(ids.map(() => 'failed'));
     expect(committed(agentId)).toBe(0n);
     // Logged once when it began, once when it was over.
     expect(logCount('a write failed, leaving payments in signing; they are released once writes succeed again') - logsBefore).toBe(1);
@@ -145,7 +145,7 @@ describe('rows a failed write left in signing', () => {
     const [id] = await strand(agentId, 'next', 1);
     writesFail(false);
     await signedNonce({ ...raw(agentId, '0.05'), chain_id: 8453 }, 'next-ok');
-    expect(s.app.deps.store.payments.get(id!)!.status).toBe('failed');
+    expect(s.app.store.payments.get(id!)!.status).toBe('failed');
     expect(committed(agentId)).toBe(50_000n);
   });
 
@@ -159,11 +159,11 @@ describe('rows a failed write left in signing', () => {
     const decided = await admin.client.decideApproval({ id: pending.json.approval_request_id, decision: Decision.APPROVE }, admin.auth);
     expect(decided.approval?.status).toBe(ApprovalStatus.APPROVED);
     restoreSigner!();
-    expect(s.app.deps.store.payments.get(pending.json.transaction_id)!.status).toBe('signing');
+    expect(s.app.store.payments.get(pending.json.transaction_id)!.status).toBe('signing');
 
     writesFail(false);
-    sweepExpiredApprovals(s.app.deps);
-    expect(s.app.deps.store.payments.get(pending.json.transaction_id)!.status).toBe('approved');
+    await sweepExpiredApprovals(s.app.deps);
+    expect(s.app.store.payments.get(pending.json.transaction_id)!.status).toBe('approved');
     expect(committed(agentId)).toBe(50_000n);
     const collected = await postSign(s.url, s.bootstrap.api_key, body, 'approved-full');
     expect(collected.status, collected.text).toBe(200);

@@ -69,12 +69,12 @@ describe('submission durability', () => {
 
     const held: Array<() => void> = [];
     let asked: (() => void) | undefined;
-    const store = s.app.deps.store;
+    const store = s.app.store;
     const original = store.writes;
     store.writes = createWriteQueue(store.db, createWalSync(join(s.dataDir, 'paypolicy.db-wal'), (fd, done) => {
       held.push(() => fdatasync(fd, done));
       asked?.();
-    }));
+    }), store.tx);
     const treasuryTxs = async () => Number(await chain.rpc('eth_getTransactionCount', [s.bootstrap.treasury_address, 'pending']));
     const before = await treasuryTxs();
     const admin = connectClient(AdminService, s.url);

@@ -33,7 +33,7 @@ beforeEach(async () => {
   store = openStore(join(dir, 'db.sqlite'));
   clock = Date.parse('2030-01-01T00:00:00Z');
   deps = testDeps(store, { now: () => clock });
-  orgId = createOrganization(deps, OPERATOR, { name: 'acme' }).id;
+  orgId = (await createOrganization(deps, OPERATOR, { name: 'acme' })).id;
   await createDashboardUser(deps, OPERATOR, { orgId, email: ' Owner@Example.COM ', role: 'owner', password: PASSWORD });
 });
 
@@ -54,7 +54,7 @@ async function refusal(p: Promise<unknown>): Promise<DomainError> {
 
 describe('createDashboardUser', () => {
   test('behavior: email lower-cased and trimmed; no password material in what comes back', async () => {
-    const [user] = listDashboardUsers(deps, OPERATOR, orgId);
+    const [user] = await listDashboardUsers(deps, OPERATOR, orgId);
     expect(user).toEqual({ id: expect.stringMatching(/^usr_[0-9a-f]{24}$/), orgId, email: 'owner@example.com', role: 'owner', createdAt: clock, disabled: false });
   });
 
@@ -80,7 +80,7 @@ describe('signIn', () => {
     const rows = store.db.prepare('SELECT token_hash FROM dashboard_sessions').all() as { token_hash: Buffer }[];
     expect(rows).toHaveLength(1);
     expect(rows[0]!.token_hash.equals(createHash('sha256').update(s.token).digest())).toBe(true);
-    expect(authenticateSession(deps, s.token)?.user.email).toBe('owner@example.com');
+    expect((await authenticateSession(deps, s.token))?.user.email).toBe('owner@example.com');
   });
 
   test('error: unknown email and wrong password get the same unauthenticated answer', async () => {
@@ -93,7 +93,7 @@ describe('signIn', () => {
   test('error: a disabled user cannot sign in, and their open session stops working', async () => {
     const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     store.db.prepare('UPDATE dashboard_users SET disabled = 1').run();
-    expect(authenticateSession(deps, s.token)).toBeUndefined();
+    expect(await authenticateSession(deps, s.token)).toBeUndefined();
     expect((await refusal(signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS }))).code).toBe('invalid_credentials');
   });
 
@@ -133,20 +133,20 @@ describe('authenticateSession', () => {
   test('behavior: valid until the TTL, then gone; malformed and unknown tokens are undefined', async () => {
     const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
     clock += SESSION_TTL_MS - 1;
-    expect(authenticateSession(deps, s.token)).toBeDefined();
+    expect(await authenticateSession(deps, s.token)).toBeDefined();
     clock += 1;
-    expect(authenticateSession(deps, s.token)).toBeUndefined();
-    expect(authenticateSession(deps, undefined)).toBeUndefined();
-    expect(authenticateSession(deps, 'short')).toBeUndefined();
-    expect(authenticateSession(deps, 'A'.repeat(43))).toBeUndefined();
+    expect(await authenticateSession(deps, s.token)).toBeUndefined();
+    expect(await authenticateSession(deps, undefined)).toBeUndefined();
+    expect(await authenticateSession(deps, 'short')).toBeUndefined();
+    expect(await authenticateSession(deps, 'A'.repeat(43))).toBeUndefined();
   });
 });
 
 describe('signOut', () => {
   test('behavior: deletes the session row; the token no longer authenticates', async () => {
     const s = await signIn(deps, { email: 'owner@example.com', password: PASSWORD, clientAddress: ADDRESS });
-    signOut(deps, s);
-    expect(authenticateSession(deps, s.token)).toBeUndefined();
+    await signOut(deps, s);
+    expect(await authenticateSession(deps, s.token)).toBeUndefined();
     expect(store.db.prepare('SELECT COUNT(*) AS n FROM dashboard_sessions').get()).toEqual({ n: 0 });
   });
 });

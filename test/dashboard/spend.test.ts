@@ -20,11 +20,11 @@ let deps: AppDeps;
 let orgId: string;
 let seq = 0;
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paypolicy-spend-'));
   store = openStore(join(dir, 'db.sqlite'));
   deps = testDeps(store, { now: () => NOW });
-  orgId = createOrganization(deps, OPERATOR, { name: 'acme' }).id;
+  orgId = (await createOrganization(deps, OPERATOR, { name: 'acme' })).id;
 });
 
 afterEach(async () => {
@@ -68,9 +68,9 @@ function row(agentId: string, ago: number, usd: bigint, status: keyof typeof PAT
 }
 
 describe('summarizeSpend', () => {
-  test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', () => {
-    const a = createAgent(deps, OPERATOR, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: NOW } });
-    const b = createAgent(deps, OPERATOR, { orgId, name: 'b' });
+  test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', async () => {
+    const a = await createAgent(deps, OPERATOR, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: NOW } });
+    const b = await createAgent(deps, OPERATOR, { orgId, name: 'b' });
     row(a.id, 0, 1n, 'signed'); // exactly now: in the last hourly bucket
     row(a.id, 2 * HOUR, 2n, 'signing');
     row(a.id, 23 * HOUR, 4n, 'pending_approval');
@@ -83,7 +83,7 @@ describe('summarizeSpend', () => {
     row(a.id, HOUR, 100n, 'reverted');
     row(b.id, 5 * HOUR, 3n, 'signed');
 
-    const s = summarizeSpend(deps, OPERATOR, orgId);
+    const s = await summarizeSpend(deps, OPERATOR, orgId);
     const sa = s.agents.find((x) => x.agent.id === a.id)!;
     expect(sa.last24hMicros).toBe(7_000_000n);
     expect(sa.hourly).toHaveLength(24);
@@ -95,23 +95,23 @@ describe('summarizeSpend', () => {
     expect(s.totals).toEqual({ last24hMicros: 10_000_000n, last7dMicros: 34_000_000n, daily: [0n, 0n, 0n, 16_000_000n, 0n, 8_000_000n, 10_000_000n], capMicros: 50_000_000n });
   });
 
-  test('behavior: the 24-hour figure equals what the cap check counts', () => {
-    const a = createAgent(deps, OPERATOR, { orgId, name: 'a' });
+  test('behavior: the 24-hour figure equals what the cap check counts', async () => {
+    const a = await createAgent(deps, OPERATOR, { orgId, name: 'a' });
     for (const ago of [0, 1, HOUR, 12 * HOUR, DAY - 1, DAY, DAY + 1, 2 * DAY]) row(a.id, ago, 1n, 'signed');
-    const s = summarizeSpend(deps, OPERATOR, orgId);
+    const s = await summarizeSpend(deps, OPERATOR, orgId);
     expect(s.agents[0]!.last24hMicros).toBe(store.payments.committedSince(a.id, NOW - DAY, NOW));
     expect(s.agents[0]!.last24hMicros).toBe(5_000_000n);
   });
 
-  test('behavior: a payment counts exactly while its state holds the cap, in every state', () => {
-    const a = createAgent(deps, OPERATOR, { orgId, name: 'a' });
+  test('behavior: a payment counts exactly while its state holds the cap, in every state', async () => {
+    const a = await createAgent(deps, OPERATOR, { orgId, name: 'a' });
     const states = TRANSACTION_STATES.filter((t): t is keyof typeof PATHS => t !== 'recorded');
     // One payment per state, each a distinct power of two: the sum names the states that count.
     // Five minutes ago: inside an approved payment's 15-minute collection window, so the sweep keeps it approved.
     states.forEach((status, i) => row(a.id, 5 * 60_000, 2n ** BigInt(i), status));
     const expected = states.reduce((sum, status, i) => (holdsCap(status) ? sum + 2n ** BigInt(i) * 1_000_000n : sum), 0n);
     expect(expected).toBe((1n + 2n + 8n + 16n) * 1_000_000n); // signing, signed, pending_approval, approved
-    expect(summarizeSpend(deps, OPERATOR, orgId).agents[0]!.last24hMicros).toBe(expected);
+    expect((await summarizeSpend(deps, OPERATOR, orgId)).agents[0]!.last24hMicros).toBe(expected);
     expect(store.payments.committedSince(a.id, NOW - DAY, NOW)).toBe(expected);
   });
 });

@@ -107,7 +107,7 @@ describe('dashboard users: requests and sign-ins in flight when a user is offboa
       await new Promise<void>((r) => setImmediate(r));
     }
     await Promise.all(attempts);
-    const rows = s.app.deps.store.db.prepare('SELECT count(*) AS n FROM dashboard_sessions WHERE user_id = ?').get(user.id) as { n: number };
+    const rows = s.app.store.db.prepare('SELECT count(*) AS n FROM dashboard_sessions WHERE user_id = ?').get(user.id) as { n: number };
     expect(rows.n).toBe(0);
   });
 

@@ -92,7 +92,7 @@ describe('AdminService dashboard users', () => {
     const post = await dashboardFetch(s.url, session, '/dashboard/agents', { form: { _csrf: session.csrf, name: 'after-disable' } });
     expect(post.status).toBe(401);
     expect(await signInStatus(approver.email, PASSWORD)).toBe(401);
-    const rows = s.app.deps.store.db.prepare('SELECT count(*) AS n FROM dashboard_sessions WHERE user_id = ?').get(approver.id) as { n: number };
+    const rows = s.app.store.db.prepare('SELECT count(*) AS n FROM dashboard_sessions WHERE user_id = ?').get(approver.id) as { n: number };
     expect(rows.n).toBe(0);
 
     const enabled = await admin.client.updateDashboardUser({ userId: approver.id, disabled: false }, admin.auth);

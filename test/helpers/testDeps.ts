@@ -34,9 +34,9 @@ export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDep
   const now = overrides.now ?? Date.now;
   const log = createLogger('silent', { write: () => {} });
   return {
-    store,
+    store: store.app,
     uow: createUnitOfWork(store),
-    vault: createTreasuryVault(store.organizations, randomBytes(32)),
+    vault: createTreasuryVault(store.treasuryKeys, randomBytes(32)),
     signer: NO_SIGNER,
     now,
     log,

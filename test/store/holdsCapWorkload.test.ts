@@ -62,7 +62,7 @@ describe('holds_cap follows the state machine', () => {
     await admin.client.listApprovals({ orgId }, admin.auth);
     for (const agentId of agents) expect((await postSign(s.url, key, pay(agentId, 'eip3009', '0.25'), `after-${agentId}`)).status).toBe(200);
 
-    const rows = s.app.deps.store.db.prepare('SELECT agent_id, status, holds_cap, amount_micros, cap_at FROM transactions WHERE org_id = ?')
+    const rows = s.app.store.db.prepare('SELECT agent_id, status, holds_cap, amount_micros, cap_at FROM transactions WHERE org_id = ?')
       .all(orgId) as Array<{ agent_id: string; status: string; holds_cap: number; amount_micros: number; cap_at: number }>;
     const seen = new Set(rows.map((r) => r.status));
     for (const state of ['signed', 'denied', 'expired', 'recorded'] as const) expect(seen, state).toContain(state);
@@ -73,7 +73,7 @@ describe('holds_cap follows the state machine', () => {
     for (const agentId of agents) {
       const expected = rows.filter((r) => r.agent_id === agentId && holdsCap(r.status as (typeof TRANSACTION_STATES)[number]) && r.cap_at > clock - 24 * HOUR)
         .reduce((sum, r) => sum + BigInt(r.amount_micros), 0n);
-      expect(s.app.deps.store.payments.committedSince(agentId, clock - 24 * HOUR, clock)).toBe(expected);
+      expect(s.app.store.payments.committedSince(agentId, clock - 24 * HOUR, clock)).toBe(expected);
       expect(expected).toBeGreaterThan(0n);
     }
   });

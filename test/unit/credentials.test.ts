@@ -29,6 +29,18 @@ function unauthenticated(fn: () => unknown): string {
   throw new Error('expected an unauthenticated DomainError');
 }
 
+/** The same for an async call (a lookup through the store interface): awaits its refusal. */
+async function unauthenticatedAsync(fn: () => Promise<unknown>): Promise<string> {
+  try {
+    await fn();
+  } catch (err) {
+    return unauthenticated(() => {
+      throw err;
+    });
+  }
+  throw new Error('expected an unauthenticated DomainError');
+}
+
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 describe('hashSecret', () => {
@@ -139,18 +151,18 @@ describe('authenticateApiKey', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('behavior: a stored key resolves to its organization, key id and mode', () => {
-    expect(authenticateApiKey(keyDeps(), `Bearer ${live.plaintext}`)).toEqual({ kind: 'api_key', orgId, keyId: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', mode: 'live' });
+  test('behavior: a stored key resolves to its organization, key id and mode', async () => {
+    expect(await authenticateApiKey(keyDeps(), `Bearer ${live.plaintext}`)).toEqual({ kind: 'api_key', orgId, keyId: 'key_aaaaaaaaaaaaaaaaaaaaaaaa', mode: 'live' });
   });
 
-  test('error: unauthenticated: unknown and revoked keys get the same answer', () => {
-    expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${revoked.plaintext}`))).toBe('Invalid or revoked API key');
-    expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${generateApiKey('live').plaintext}`))).toBe('Invalid or revoked API key');
+  test('error: unauthenticated: unknown and revoked keys get the same answer', async () => {
+    expect(await unauthenticatedAsync(() => authenticateApiKey(keyDeps(), `Bearer ${revoked.plaintext}`))).toBe('Invalid or revoked API key');
+    expect(await unauthenticatedAsync(() => authenticateApiKey(keyDeps(), `Bearer ${generateApiKey('live').plaintext}`))).toBe('Invalid or revoked API key');
   });
 
-  test('error: unauthenticated: a token that is not API-key shaped is refused before lookup', () => {
+  test('error: unauthenticated: a token that is not API-key shaped is refused before lookup', async () => {
     for (const t of [generateAdminToken(), 'ak_prod_' + 'a'.repeat(48), live.plaintext.toUpperCase(), live.plaintext.slice(0, -1)]) {
-      expect(unauthenticated(() => authenticateApiKey(keyDeps(), `Bearer ${t}`))).toBe('Malformed API key');
+      expect(await unauthenticatedAsync(() => authenticateApiKey(keyDeps(), `Bearer ${t}`))).toBe('Malformed API key');
     }
   });
 });

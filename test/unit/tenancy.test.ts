@@ -146,7 +146,7 @@ const USE_CASES: Record<string, UseCase> = {
   visibleServices: { call: (p) => visibleServices(deps, p, orgA), other: nf('organization_not_found'), allowed: () => visibleServices(deps, user(orgA, 'viewer'), orgA) },
   findVisibleService: {
     call: (p) => findVisibleService(deps, p, orgA, slugA), other: nf('service_not_found'),
-    allowed: () => expect(findVisibleService(deps, user(orgA, 'viewer'), orgA, slugA)?.slug).toBe(slugA),
+    allowed: async () => expect((await findVisibleService(deps, user(orgA, 'viewer'), orgA, slugA))?.slug).toBe(slugA),
   },
   // The agent-facing use cases: the key's organization is the only scope there is.
   signPayment: {
@@ -183,7 +183,8 @@ const NOT_USE_CASES: Record<string, string> = {
   applyNonceFloor: 'helper of sign/decideApproval', trackChain: 'background submitter', DEFAULT_TRACKING: 'constant',
   refuseIfConflicted: 'helper of sign/decideApproval',
   readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment', treasuryRefusal: 'pure',
-  signAndSettle: 'helper of sign/decideApproval', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
+  signAndSettle: 'helper of sign/decideApproval', markNonceSynced: 'helper of sign/decideApproval (after the reserving write)',
+  withinWrite: 'helper: the deps of a write function', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
   intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
@@ -208,20 +209,20 @@ beforeAll(async () => {
   deps = s.app.deps;
   orgA = s.bootstrap.org_id;
   agentA = s.bootstrap.agent_id;
-  apiKeyA = authenticateApiKey(deps, `Bearer ${s.bootstrap.api_key}`);
-  keyA = createApiKey(deps, OPERATOR, { orgId: orgA, mode: 'test', label: 'target' }).key.id;
+  apiKeyA = await authenticateApiKey(deps, `Bearer ${s.bootstrap.api_key}`);
+  keyA = (await createApiKey(deps, OPERATOR, { orgId: orgA, mode: 'test', label: 'target' })).key.id;
   userA = (await createDashboardUser(deps, OPERATOR, { orgId: orgA, email: 'target@example.com', role: 'viewer', password: 'correct horse battery' })).id;
-  upsertService(deps, OPERATOR, { orgId: orgA }, service(slugA));
-  setPolicy(deps, OPERATOR, { agentId: agentA, allowlist: [RECIPIENT], spendCapUsd: '100', approvalThresholdUsd: '1' });
+  await upsertService(deps, OPERATOR, { orgId: orgA }, service(slugA));
+  await setPolicy(deps, OPERATOR, { agentId: agentA, allowlist: [RECIPIENT], spendCapUsd: '100', approvalThresholdUsd: '1' });
   const pending = await signPayment(deps, apiKeyA, {
     agentId: agentA, type: 'eip3009', chainId: 84532, recipientAddress: RECIPIENT, amountUsd: '5', payload: undefined, dryRun: false, idempotencyKey: undefined,
   });
   if (pending.outcome !== 'pending_approval') throw new Error(`expected a pending approval, got ${pending.outcome}`);
   approvalA = pending.approvalRequestId;
 
-  orgB = createOrganization(deps, OPERATOR, { name: 'other' }).id;
+  orgB = (await createOrganization(deps, OPERATOR, { name: 'other' })).id;
   ownerB = user(orgB, 'owner');
-  apiKeyB = authenticateApiKey(deps, `Bearer ${createApiKey(deps, OPERATOR, { orgId: orgB, mode: 'test', label: 'b' }).plaintext}`);
+  apiKeyB = await authenticateApiKey(deps, `Bearer ${(await createApiKey(deps, OPERATOR, { orgId: orgB, mode: 'test', label: 'b' })).plaintext}`);
 });
 
 afterAll(async () => {
@@ -229,36 +230,36 @@ afterAll(async () => {
 });
 
 /** What organization A looks like to its operator; no refused call may change any of it. */
-function snapshotA() {
+async function snapshotA() {
   return {
-    org: getOrganization(deps, OPERATOR, orgA),
-    agents: listAgents(deps, OPERATOR, orgA),
-    keys: listApiKeys(deps, OPERATOR, orgA),
-    users: listDashboardUsers(deps, OPERATOR, orgA),
-    approvals: listApprovals(deps, OPERATOR, orgA, ''),
-    services: listServices(deps, OPERATOR, { orgId: orgA }),
-    ledger: listTransactions(deps, OPERATOR, { orgId: orgA, pageSize: 500 }).transactions.filter((t) => t.type !== 'ping'),
-    organizations: listOrganizations(deps, OPERATOR).length,
+    org: await getOrganization(deps, OPERATOR, orgA),
+    agents: await listAgents(deps, OPERATOR, orgA),
+    keys: await listApiKeys(deps, OPERATOR, orgA),
+    users: await listDashboardUsers(deps, OPERATOR, orgA),
+    approvals: await listApprovals(deps, OPERATOR, orgA, ''),
+    services: await listServices(deps, OPERATOR, { orgId: orgA }),
+    ledger: (await listTransactions(deps, OPERATOR, { orgId: orgA, pageSize: 500 })).transactions.filter((t) => t.type !== 'ping'),
+    organizations: (await listOrganizations(deps, OPERATOR)).length,
   };
 }
 
 describe('use-case tenancy', () => {
   test('error: not_found: every use case, called by another organization, answers exactly what an unknown id gets, and changes nothing', async () => {
-    const before = snapshotA();
+    const before = await snapshotA();
     for (const [name, u] of Object.entries(USE_CASES)) {
       expect([name, await refusal(() => u.call(ownerB))]).toEqual([name, u.other]);
     }
-    expect(snapshotA()).toEqual(before);
+    expect(await snapshotA()).toEqual(before);
   });
 
   test('error: permission_denied: a same-organization role below what the use case needs is refused, and changes nothing', async () => {
-    const before = snapshotA();
+    const before = await snapshotA();
     for (const [name, u] of Object.entries(USE_CASES)) {
       for (const role of u.refusedRoles ?? []) {
         expect([name, role, await refusal(() => u.call(user(orgA, role)))]).toEqual([name, role, denied]);
       }
     }
-    expect(snapshotA()).toEqual(before);
+    expect(await snapshotA()).toEqual(before);
   });
 
   test('error: permission_denied: an API key reaches no dashboard or operator use case, not even in its own organization', async () => {
@@ -277,9 +278,9 @@ describe('use-case tenancy', () => {
     expect([decided.status, decided.decidedBy]).toEqual(['denied', 'approver@example.com']);
   });
 
-  test('behavior: another organization\'s private slug resolves like an unregistered one', () => {
-    expect(resolveServices(deps, apiKeyB, [slugA]).results).toEqual([{ slug: slugA, service: null }]);
-    expect(resolveServices(deps, apiKeyA, [slugA]).results[0]!.service?.slug).toBe(slugA);
+  test('behavior: another organization\'s private slug resolves like an unregistered one', async () => {
+    expect((await resolveServices(deps, apiKeyB, [slugA])).results).toEqual([{ slug: slugA, service: null }]);
+    expect((await resolveServices(deps, apiKeyA, [slugA])).results[0]!.service?.slug).toBe(slugA);
   });
 
   test('behavior: every export of src/app is either a listed use case or listed with why it takes no principal', async () => {

@@ -37,10 +37,10 @@ function statusActions(session: SessionContext, a: Agent, from: 'list' | 'agent'
 <form method="post" action="${action}" data-confirm="Revoke agent ${a.name}? A revoked agent can never sign again.">${csrfField({ session })}${back}<input type="hidden" name="status" value="revoked"><button type="submit" class="danger">Revoke<span class="sr-only"> ${a.name}</span></button></form>`;
 }
 
-function agentsPage(ctx: RouteContext, createError?: { name: string; message: string }): Reply {
+async function agentsPage(ctx: RouteContext, createError?: { name: string; message: string }): Promise<Reply> {
   const { deps, session } = ctx;
   const now = deps.now();
-  const agents = listAgents(deps, ctx.principal, ctx.principal.orgId);
+  const agents = await listAgents(deps, ctx.principal, ctx.principal.orgId);
   const rows = agents.map((a) => html`<tr>
 <td><a href="/dashboard/agents/${a.id}">${a.name}</a><div class="mono small muted">${a.id}</div></td>
 <td>${statusBadge(a)}</td>
@@ -157,16 +157,16 @@ ${policy}</section>`,
 
 /** Agents: list, add, one agent's page, status changes and the policy form. */
 export const agentRoutes: Route[] = [
-  { method: 'GET', path: '/dashboard/agents', permission: 'read', handle: (ctx) => agentsPage(ctx) },
+  { method: 'GET', path: '/dashboard/agents', permission: 'read', handle: async (ctx) => agentsPage(ctx) },
   {
     method: 'POST',
     path: '/dashboard/agents',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
+    async handle(ctx) {
       const name = ctx.form.get('name');
       try {
-        const agent = createAgent(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, name });
+        const agent = await createAgent(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, name });
         return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Agent ${agent.name} added. Its policy allows nothing until you set one below.` } };
       } catch (err) {
         const e = errorText(err);
@@ -179,18 +179,18 @@ export const agentRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/agents/{id}',
     permission: 'read',
-    handle: (ctx) => agentPage(ctx, getAgent(ctx.deps, ctx.principal, ctx.params.id!)),
+    handle: async (ctx) => agentPage(ctx, await getAgent(ctx.deps, ctx.principal, ctx.params.id!)),
   },
   {
     method: 'POST',
     path: '/dashboard/agents/{id}/status',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
-      const agent = getAgent(ctx.deps, ctx.principal, ctx.params.id!);
+    async handle(ctx) {
+      const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const back = ctx.form.get('back') === 'list' ? '/dashboard/agents' : `/dashboard/agents/${agent.id}`;
       try {
-        const updated = updateAgent(ctx.deps, ctx.principal, { agentId: agent.id, status: ctx.form.get('status') });
+        const updated = await updateAgent(ctx.deps, ctx.principal, { agentId: agent.id, status: ctx.form.get('status') });
         const verb = { active: 'resumed', paused: 'paused', revoked: 'revoked' }[updated.status];
         return { type: 'redirect', to: back, flash: { kind: 'ok', text: `Agent ${updated.name} ${verb}.` } };
       } catch (err) {
@@ -205,15 +205,15 @@ export const agentRoutes: Route[] = [
     path: '/dashboard/agents/{id}/policy',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
-      const agent = getAgent(ctx.deps, ctx.principal, ctx.params.id!);
+    async handle(ctx) {
+      const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const values = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
         fee: ctx.form.has('max_network_fee_wei') ? ctx.form.get('max_network_fee_wei') : undefined,
       };
       const errors = policyErrors(values);
       if (errors.allowlist || errors.cap || errors.threshold || errors.fee) return agentPage(ctx, agent, { values, errors });
-      const { warnings } = setPolicy(ctx.deps, ctx.principal, {
+      const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee,
       });

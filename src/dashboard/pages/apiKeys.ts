@@ -5,9 +5,9 @@ import { html } from '../html.js';
 import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
 
-function keysPage(ctx: RouteContext, createError?: { label: string; message: string }): Reply {
+async function keysPage(ctx: RouteContext, createError?: { label: string; message: string }): Promise<Reply> {
   const { deps, session } = ctx;
-  const keys = listApiKeys(deps, ctx.principal, ctx.principal.orgId);
+  const keys = await listApiKeys(deps, ctx.principal, ctx.principal.orgId);
   const manage = roleAllows(session.user.role, 'manage');
   const rows = keys.map((k) => html`<tr>
 <td class="mono">${k.prefix}…</td>
@@ -46,17 +46,17 @@ ${keys.length === 0 ? html`<p class="empty">No API keys.</p>` : tableWrap('API k
 
 /** API keys: list, create (shown once) and revoke. */
 export const apiKeyRoutes: Route[] = [
-  { method: 'GET', path: '/dashboard/keys', permission: 'read', handle: (ctx) => keysPage(ctx) },
+  { method: 'GET', path: '/dashboard/keys', permission: 'read', handle: async (ctx) => keysPage(ctx) },
   {
     method: 'POST',
     path: '/dashboard/keys',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
+    async handle(ctx) {
       const label = ctx.form.get('label');
       const mode = ctx.form.get('mode');
       try {
-        const r = createApiKey(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, mode: mode === 'live' || mode === 'test' ? mode : undefined, label });
+        const r = await createApiKey(ctx.deps, ctx.principal, { orgId: ctx.principal.orgId, mode: mode === 'live' || mode === 'test' ? mode : undefined, label });
         // The plaintext rides in the one-time flash of this session and is gone after one page view.
         return { type: 'redirect', to: '/dashboard/keys', flash: { kind: 'ok', text: `Key ${r.key.prefix}… created.`, secret: r.plaintext } };
       } catch (err) {
@@ -71,8 +71,8 @@ export const apiKeyRoutes: Route[] = [
     path: '/dashboard/keys/{id}/revoke',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
-      const key = revokeApiKey(ctx.deps, ctx.principal, ctx.params.id!);
+    async handle(ctx) {
+      const key = await revokeApiKey(ctx.deps, ctx.principal, ctx.params.id!);
       return { type: 'redirect', to: '/dashboard/keys', flash: { kind: 'ok', text: `Key ${key.prefix}… revoked.` } };
     },
   },

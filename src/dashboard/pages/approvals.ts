@@ -13,10 +13,10 @@ import { errorText, type Route, type RouteContext } from '../routes.js';
 /** Names to show instead of ids: agents of the organization and registry services by slug. */
 type Names = { agents: Map<string, string>; services: Map<string, string> };
 
-function loadNames(deps: AppDeps, principal: DashboardUserPrincipal): Names {
+async function loadNames(deps: AppDeps, principal: DashboardUserPrincipal): Promise<Names> {
   return {
-    agents: new Map(listAgents(deps, principal, principal.orgId).map((a) => [a.id, a.name])),
-    services: new Map(visibleServices(deps, principal, principal.orgId).map((s) => [s.slug, s.name])),
+    agents: new Map((await listAgents(deps, principal, principal.orgId)).map((a) => [a.id, a.name])),
+    services: new Map((await visibleServices(deps, principal, principal.orgId)).map((s) => [s.slug, s.name])),
   };
 }
 
@@ -92,10 +92,10 @@ function decidedAt(v: ApprovalView): number {
   return v.decidedAt ?? v.expiresAt;
 }
 
-function approvalsPage(ctx: RouteContext) {
+async function approvalsPage(ctx: RouteContext) {
   const { deps, session } = ctx;
-  const all = listApprovals(deps, ctx.principal, ctx.principal.orgId, '').map((a) => describeApproval(deps, a));
-  const names = loadNames(deps, ctx.principal);
+  const all = await Promise.all((await listApprovals(deps, ctx.principal, ctx.principal.orgId, '')).map((a) => describeApproval(deps, a)));
+  const names = await loadNames(deps, ctx.principal);
   const now = deps.now();
   const pending = all.filter((a) => a.status === 'pending');
   // Latest decision first: a request asked for long ago may have been decided a minute ago.
@@ -122,10 +122,10 @@ export const approvalRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/approvals.json',
     permission: 'read',
-    handle(ctx) {
+    async handle(ctx) {
       const { deps, session } = ctx;
-      const pending = listApprovals(deps, ctx.principal, ctx.principal.orgId, 'pending').map((a) => describeApproval(deps, a));
-      const names = loadNames(deps, ctx.principal);
+      const pending = await Promise.all((await listApprovals(deps, ctx.principal, ctx.principal.orgId, 'pending')).map((a) => describeApproval(deps, a)));
+      const names = await loadNames(deps, ctx.principal);
       const now = deps.now();
       return {
         type: 'json',
@@ -148,7 +148,7 @@ export const approvalRoutes: Route[] = [
       }
       const decision = choices[0];
       try {
-        const a = describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params.id!, decision, note: form.get('note') }));
+        const a = await describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params.id!, decision, note: form.get('note') }));
         const text = a.status === 'approved'
           ? `Approved ${usd(a.amountMicros)} to ${checksum(a.recipient)}; the agent collects the signature by repeating its request.`
           : `Denied ${usd(a.amountMicros)} to ${checksum(a.recipient)}.`;

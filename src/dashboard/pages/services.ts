@@ -11,8 +11,8 @@ import { endpointFromWireJson, endpointsToWireJson, serviceFromWireJson } from '
 /** Largest import the dashboard accepts, as uploaded file or pasted text. */
 export const MAX_IMPORT_BYTES = 1024 * 1024;
 
-function registered(ctx: RouteContext, slug: string): RegisteredService | undefined {
-  return findVisibleService(ctx.deps, ctx.principal, ctx.principal.orgId, slug);
+async function registered(ctx: RouteContext, slug: string): Promise<RegisteredService | undefined> {
+  return await findVisibleService(ctx.deps, ctx.principal, ctx.principal.orgId, slug);
 }
 
 /** Every write from the dashboard goes to the user's organization's private records, never the shared ones. */
@@ -24,9 +24,9 @@ function scopeLabel(s: RegisteredService): Html {
   return s.orgId === null ? html`<span class="muted">shared</span>` : html`private`;
 }
 
-function servicesPage(ctx: RouteContext, importError?: { text: string; status: number; pasted: string }): Reply {
+async function servicesPage(ctx: RouteContext, importError?: { text: string; status: number; pasted: string }): Promise<Reply> {
   const { deps, session } = ctx;
-  const services = visibleServices(deps, ctx.principal, ctx.principal.orgId);
+  const services = await visibleServices(deps, ctx.principal, ctx.principal.orgId);
   const manage = roleAllows(session.user.role, 'manage');
   const rows = services.map((s) => html`<tr>
 <td><a href="/dashboard/services/${s.slug}"><code>${s.slug}</code></a></td>
@@ -192,19 +192,19 @@ function importText(ctx: RouteContext): { text: string; pasted: string } {
  * organization's scope, so no form field can reach a shared record or another organization's.
  */
 export const serviceRoutes: Route[] = [
-  { method: 'GET', path: '/dashboard/services', permission: 'read', handle: (ctx) => servicesPage(ctx) },
+  { method: 'GET', path: '/dashboard/services', permission: 'read', handle: async (ctx) => servicesPage(ctx) },
   {
     method: 'GET',
     path: '/dashboard/services/new',
     permission: 'manage',
-    handle: (ctx) => serviceFormPage(ctx, 'new', { slug: '', name: '', description: '', category: '', logoUrl: '', docsUrl: '', methods: '', endpoints: '' }),
+    handle: async (ctx) => serviceFormPage(ctx, 'new', { slug: '', name: '', description: '', category: '', logoUrl: '', docsUrl: '', methods: '', endpoints: '' }),
   },
   {
     method: 'GET',
     path: '/dashboard/services/{slug}',
     permission: 'read',
-    handle(ctx) {
-      const s = registered(ctx, ctx.params.slug!);
+    async handle(ctx) {
+      const s = await registered(ctx, ctx.params.slug!);
       if (!s) throw new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
       // Shared records are the operator's: every organization sees them read-only.
       return s.orgId !== null && roleAllows(ctx.session.user.role, 'manage') ? serviceFormPage(ctx, 'edit', formFromRecord(s)) : serviceView(s);
@@ -215,12 +215,12 @@ export const serviceRoutes: Route[] = [
     path: '/dashboard/services',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
+    async handle(ctx) {
       const v = readServiceForm(ctx);
       const mode = ctx.form.get('mode') === 'edit' ? 'edit' : 'new';
       try {
         // A shared slug is refused by upsertService (conflict, shown below); this is about our own records.
-        const existing = v.slug.trim() === '' ? undefined : registered(ctx, v.slug.trim());
+        const existing = v.slug.trim() === '' ? undefined : await registered(ctx, v.slug.trim());
         if (mode === 'new' && existing && existing.orgId !== null) {
           // A new-service form must not silently replace an existing record with the same slug.
           return serviceFormPage(ctx, mode, v, { field: 'slug', text: 'slug is already registered; edit that service instead' });
@@ -237,7 +237,7 @@ export const serviceRoutes: Route[] = [
         } catch (err) {
           return serviceFormPage(ctx, mode, v, { field: 'endpoints', text: errorText(err).text });
         }
-        const saved = upsertService(ctx.deps, ctx.principal, ownScope(ctx), {
+        const saved = await upsertService(ctx.deps, ctx.principal, ownScope(ctx), {
           id: '', slug: v.slug, name: v.name, description: v.description, category: v.category, logoUrl: v.logoUrl, docsUrl: v.docsUrl,
           paymentMethods: methods, endpoints,
         });
@@ -255,7 +255,7 @@ export const serviceRoutes: Route[] = [
     path: '/dashboard/services/import',
     permission: 'manage',
     body: 'multipart',
-    handle(ctx) {
+    async handle(ctx) {
       const { text, pasted } = importText(ctx);
       try {
         if (text.trim() === '') throw invalidArgument('choose a JSON file or paste JSON');
@@ -266,7 +266,7 @@ export const serviceRoutes: Route[] = [
           throw invalidArgument('the import is not valid JSON');
         }
         const list = Array.isArray(value) ? value : [value];
-        const saved = importServices(ctx.deps, ctx.principal, ownScope(ctx), list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
+        const saved = await importServices(ctx.deps, ctx.principal, ownScope(ctx), list.map((r, i) => serviceFromWireJson(r, `record ${i + 1}`)));
         return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Imported ${saved.length} ${saved.length === 1 ? 'service' : 'services'}.` } };
       } catch (err) {
         const e = errorText(err);
@@ -280,8 +280,8 @@ export const serviceRoutes: Route[] = [
     path: '/dashboard/services/{slug}/delete',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
-      deleteService(ctx.deps, ctx.principal, ownScope(ctx), ctx.params.slug!);
+    async handle(ctx) {
+      await deleteService(ctx.deps, ctx.principal, ownScope(ctx), ctx.params.slug!);
       return { type: 'redirect', to: '/dashboard/services', flash: { kind: 'ok', text: `Service ${ctx.params.slug!} deleted.` } };
     },
   },

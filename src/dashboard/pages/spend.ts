@@ -42,7 +42,7 @@ export const spendRoutes: Route[] = [
     path: '/dashboard/spend',
     permission: 'read',
     async handle(ctx) {
-      const summary = summarizeSpend(ctx.deps, ctx.principal, ctx.principal.orgId);
+      const summary = await summarizeSpend(ctx.deps, ctx.principal, ctx.principal.orgId);
       // Read from the nodes while the page renders; a node that is down costs its RPC timeout at most.
       const balances = await getTreasuryBalances(ctx.deps, ctx.principal, ctx.principal.orgId);
       const { totals } = summary;

@@ -64,17 +64,17 @@ function chainCell(c: ChainTracking | undefined) {
   return html`<span class="badge ${c.status === 'confirmed' ? 'badge-ok' : c.status === 'reverted' ? 'badge-bad' : 'badge-warn'}">${c.status}</span>${hash}${confirmations}`;
 }
 
-function transactionsPage(ctx: RouteContext): Reply {
+async function transactionsPage(ctx: RouteContext): Promise<Reply> {
   const { deps, url } = ctx;
   const filters = readFilters(url);
   const token = url.searchParams.get('page') ?? '';
-  const agents = listAgents(deps, ctx.principal, ctx.principal.orgId);
+  const agents = await listAgents(deps, ctx.principal, ctx.principal.orgId);
   const names = new Map(agents.map((a) => [a.id, a.name]));
   let rows: TransactionRecord[] = [];
   let next = '';
   let problem: string | undefined;
   try {
-    const r = listTransactions(deps, ctx.principal, { ...toQuery(ctx.principal.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
+    const r = await listTransactions(deps, ctx.principal, { ...toQuery(ctx.principal.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
     rows = r.transactions;
     next = r.nextPageToken;
   } catch (err) {
@@ -127,7 +127,7 @@ const CSV_HEADER = [
 
 /** Writes the CSV page by page, waiting for the socket when it is full. */
 async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: NodeResponse): Promise<void> {
-  const names = new Map(listAgents(ctx.deps, ctx.principal, ctx.principal.orgId).map((a) => [a.id, a.name]));
+  const names = new Map((await listAgents(ctx.deps, ctx.principal, ctx.principal.orgId)).map((a) => [a.id, a.name]));
   // Both response types have these two members; their union is not callable as declared.
   const out = res as unknown as { write(chunk: string): boolean; once(event: 'drain' | 'close', f: () => void): unknown };
   const write = (chunk: string) => new Promise<void>((resolve) => {
@@ -139,7 +139,7 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
   let token = '';
   let written = 0;
   do {
-    const page = listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 500, pageToken: token });
+    const page = await listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 500, pageToken: token });
     let chunk = '';
     for (const t of page.transactions) {
       chunk += csvRow([
@@ -162,12 +162,12 @@ export const transactionRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/transactions.csv',
     permission: 'read',
-    handle(ctx): Reply {
+    async handle(ctx): Promise<Reply> {
       let query: ListTransactionsInput;
       try {
         query = toQuery(ctx.principal.orgId, readFilters(ctx.url));
         // Checks the filters (and the organization) before the 200 header commits to a CSV.
-        listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 1 });
+        await listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 1 });
       } catch (err) {
         if (err instanceof FilterError) return { type: 'json', status: 400, body: { error: err.message } };
         throw err;

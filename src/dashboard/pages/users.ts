@@ -26,9 +26,9 @@ function userActions(ctx: RouteContext, u: DashboardUser): Renderable {
 <form method="post" action="${action}/remove" data-confirm="Remove ${u.email}? They are signed out at once; approvals they decided keep their email.">${csrfField({ session })}<button type="submit" class="danger">Remove<span class="sr-only"> ${u.email}</span></button></form>`;
 }
 
-function usersPage(ctx: RouteContext): Reply {
+async function usersPage(ctx: RouteContext): Promise<Reply> {
   const { deps, session } = ctx;
-  const users = listDashboardUsers(deps, ctx.principal, ctx.principal.orgId);
+  const users = await listDashboardUsers(deps, ctx.principal, ctx.principal.orgId);
   const rows = users.map((u) => html`<tr>
 <td>${u.email}${u.id === session.user.id ? html` <span class="muted small">(you)</span>` : ''}</td>
 <td>${u.role} <span class="muted small">${ROLE_TEXT[u.role]}</span></td>
@@ -68,22 +68,22 @@ ${fieldError('new-password', error)}</div>
 }
 
 /** The user a path names, as the signed-in owner may manage them (404 otherwise). */
-function managedUser(ctx: RouteContext): DashboardUser {
-  return getDashboardUser(ctx.deps, ctx.principal, ctx.params.id!);
+async function managedUser(ctx: RouteContext): Promise<DashboardUser> {
+  return await getDashboardUser(ctx.deps, ctx.principal, ctx.params.id!);
 }
 
 /** Users of the signed-in organization: list for everyone; disable, enable, remove, reset for owners. */
 export const userRoutes: Route[] = [
-  { method: 'GET', path: '/dashboard/users', permission: 'read', handle: (ctx) => usersPage(ctx) },
+  { method: 'GET', path: '/dashboard/users', permission: 'read', handle: async (ctx) => usersPage(ctx) },
   {
     method: 'POST',
     path: '/dashboard/users/{id}/status',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
+    async handle(ctx) {
       const disabled = ctx.form.get('disabled') === 'true';
       try {
-        const user = updateDashboardUser(ctx.deps, ctx.principal, { userId: ctx.params.id!, disabled });
+        const user = await updateDashboardUser(ctx.deps, ctx.principal, { userId: ctx.params.id!, disabled });
         return { type: 'redirect', to: '/dashboard/users', flash: { kind: 'ok', text: `${user.email} ${user.disabled ? 'disabled and signed out' : 'enabled'}.` } };
       } catch (err) {
         const e = errorText(err);
@@ -97,9 +97,9 @@ export const userRoutes: Route[] = [
     path: '/dashboard/users/{id}/remove',
     permission: 'manage',
     body: 'form',
-    handle(ctx) {
+    async handle(ctx) {
       try {
-        const user = deleteDashboardUser(ctx.deps, ctx.principal, ctx.params.id!);
+        const user = await deleteDashboardUser(ctx.deps, ctx.principal, ctx.params.id!);
         return { type: 'redirect', to: '/dashboard/users', flash: { kind: 'ok', text: `${user.email} removed.` } };
       } catch (err) {
         const e = errorText(err);
@@ -108,14 +108,14 @@ export const userRoutes: Route[] = [
       }
     },
   },
-  { method: 'GET', path: '/dashboard/users/{id}/password', permission: 'manage', handle: (ctx) => passwordPage(ctx, managedUser(ctx)) },
+  { method: 'GET', path: '/dashboard/users/{id}/password', permission: 'manage', handle: async (ctx) => passwordPage(ctx, await managedUser(ctx)) },
   {
     method: 'POST',
     path: '/dashboard/users/{id}/password',
     permission: 'manage',
     body: 'form',
     async handle(ctx) {
-      const user = managedUser(ctx);
+      const user = await managedUser(ctx);
       try {
         await resetDashboardUserPassword(ctx.deps, ctx.principal, { userId: user.id, password: ctx.form.get('password') });
       } catch (err) {
