@@ -8,11 +8,14 @@ const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L]
         [--replace-after-ms MS] [--max-connections N]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
         [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
-        [--metrics-token T] [--metrics-agent-labels]
+        [--metrics-token T] [--metrics-agent-labels] [--database-url postgres://…]
+        [--database-pool-size N] [--database-statement-timeout-ms MS] [--stale-signing-ms MS]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
       PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
 
 const OWN_COMMANDS = `  ${SERVE_LINE}
+  migrate-store --from DATA_DIR --to postgres://…
+      Copy a stopped SQLite deployment into an empty PostgreSQL database, verified, in one transaction.
   version [--json]
       Print the version, and whether this is the single executable.
   help [COMMAND]
@@ -51,6 +54,10 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --skip-integrity-check     PAYPOLICY_SKIP_INTEGRITY_CHECK=1  skip PRAGMA quick_check at start
   --metrics-token T          PAYPOLICY_METRICS_TOKEN     bearer token for /metrics (default: loopback clients only)
   --metrics-agent-labels     PAYPOLICY_METRICS_AGENT_LABELS=1  also count sign outcomes per agent id
+  --database-url URL         PAYPOLICY_DATABASE_URL      postgres://… : PostgreSQL shared by replicas (default: SQLite in the data dir)
+  --database-pool-size N     PAYPOLICY_DATABASE_POOL_SIZE  PostgreSQL connections of this process (default 10)
+  --database-statement-timeout-ms MS  PAYPOLICY_DATABASE_STATEMENT_TIMEOUT_MS  per statement (default 5000)
+  --stale-signing-ms MS      PAYPOLICY_STALE_SIGNING_MS  PostgreSQL: a payment left signing this long by a stopped replica is failed (default 60000)
   --help                     print this text
 
   Environment only: PAYPOLICY_ADMIN_TOKEN (admin token, 24+ characters; default: generated on the
@@ -99,7 +106,7 @@ function help(argv: string[]): Promise<number> | number {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  if (command === 'serve' || command === 'version' || command === 'help') return main([command, '--help']);
+  if (command === 'serve' || command === 'version' || command === 'help' || command === 'migrate-store') return main([command, '--help']);
   return runAdminCommand(command, action === undefined ? ['--help'] : [action, '--help']);
 }
 
@@ -168,5 +175,6 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (command === 'version' || command === '--version') return version(rest);
   if (command === 'help' || isHelp(command)) return help(rest);
+  if (command === 'migrate-store') return (await import('./cli/migrateStoreCommand.js')).migrateStoreCommand(rest);
   return runAdminCommand(command, rest);
 }

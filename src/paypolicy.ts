@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DestinationStream, Logger } from 'pino';
@@ -24,6 +25,11 @@ import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
 import { createMetrics } from './observability/metrics.js';
+import type { LedgerClock } from './store/ledgerClock.js';
+import type { UnitOfWork } from './app/unitOfWork.js';
+import type { AppStore } from './store/asyncStore.js';
+import type { PgBackend } from './store/pg/appStore.js';
+import { DEFAULT_STALE_SIGNING_MS, repairStaleSigning, type ClusterJobs } from './store/pg/cluster.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
@@ -34,8 +40,13 @@ const SUBMIT_INTERVAL_MS = 5_000;
 
 export type Paypolicy = RunningServer & {
   deps: AppDeps;
-  /** The SQLite store behind deps.store and deps.uow: its connections and write queue (tests, maintenance). */
+  /**
+   * The SQLite store behind deps.store and deps.uow: its connections and write queue (tests,
+   * maintenance). With --database-url there is none: every use throws (the PostgreSQL store is `pg`).
+   */
   store: Store;
+  /** The PostgreSQL store with --database-url, else undefined. */
+  pg: PgBackend | undefined;
   log: Logger;
   /** Secrets created by a first start, for the banner; undefined on later starts. */
   bootstrap: BootstrapFile | undefined;
@@ -73,35 +84,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   let master = config.masterKey || existsSync(join(config.dataDir, 'master.key')) ? loadMasterKey(config.masterKey, config.dataDir) : undefined;
   // One process per data directory, taken before anything in it is created or written.
   const lock = lockDataDir(config.dataDir);
-  let store: ReturnType<typeof openStore>;
+  let opened: Opened;
   try {
-    store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+    opened = config.databaseUrl ? await openPostgres(config, log, master) : await openSqlite(config, log, dbFile, master, options);
   } catch (err) {
     lock.release();
     throw err;
   }
-  let vault: ReturnType<typeof createTreasuryVault>;
-  try {
-    // A database that already holds sealed treasury keys never gets a freshly generated key.
-    const sealed = store.organizations.list().some((org) => org.treasuryAddress);
-    master ??= loadMasterKey(config.masterKey, config.dataDir, !sealed);
-    if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
-    vault = createTreasuryVault(store.treasuryKeys, master.key);
-    vault.verifyMasterKey();
-  } catch (err) {
-    await store.close();
-    lock.release();
-    throw err;
-  }
-  store.onFailure((err) => {
-    log.fatal({ err, file: dbFile }, 'storage failed: a sync or write of the database failed, so what is on disk is unknown; refusing every request and stopping (restart recovers from the disk)');
-    options.onStorageFailure?.(err);
-  });
+  const { store, appStore, uow, vault, clock, pgBackend, closeStore } = opened;
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue, config.maxQueueMs);
-  // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
-  const uow = createUnitOfWork(store);
-  // Start-up, before anything else runs: the synchronous writer tables, one FULL-synced commit.
-  const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
   const now = options.now ?? clock.now;
   if (config.probeAllowHosts.length > 0) {
@@ -110,7 +101,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
   const chains = createChainRpc(config.rpcUrls);
   const deps: AppDeps = {
-    store: store.app, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
+    store: appStore, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
@@ -123,12 +114,37 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
-  const repaired = await repairInterrupted(deps);
-  if (Object.values(repaired).some((n) => n > 0)) log.warn(repaired, 'repaired payments interrupted while signing');
+  // On PostgreSQL other replicas may be signing right now: only rows older than --stale-signing-ms
+  // are repaired, by one replica at a time, at start and then periodically (store/pg/cluster.ts).
+  const staleSigningMs = config.staleSigningMs ?? DEFAULT_STALE_SIGNING_MS;
+  const repairStale = async (cluster: ClusterJobs, pool: PgBackend['pool']) => {
+    const repaired = await cluster.once('repair-stale-signing', () => repairStaleSigning(pool, deps.now() - staleSigningMs, deps.now()));
+    if (repaired && (repaired.failed > 0 || repaired.reapproved > 0)) log.warn(repaired, 'repaired payments left in signing by a replica that stopped');
+  };
+  try {
+    if (pgBackend) {
+      await repairStale(pgBackend.cluster, pgBackend.pool);
+    } else {
+      const repaired = await repairInterrupted(deps);
+      if (Object.values(repaired).some((n) => n > 0)) log.warn(repaired, 'repaired payments interrupted while signing');
+    }
+  } catch (err) {
+    await signer.close();
+    await closeStore();
+    lock.release();
+    throw err;
+  }
   let server: RunningServer;
   let bootstrap: BootstrapFile | undefined;
   try {
-    bootstrap = await bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
+    // Once per cluster: replicas starting together take turns, and the later ones find it done.
+    bootstrap = pgBackend
+      ? await pgBackend.cluster.exclusive('bootstrap', async () => {
+        const file = await bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
+        await pgBackend.refreshTreasuries();
+        return file;
+      })
+      : await bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
     const tokenHash = await adminTokenHash(deps, config.adminToken);
     server = await startServer({
       deps, log, host: config.host, port: config.port, adminTokenHash: () => tokenHash,
@@ -141,18 +157,25 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     });
   } catch (err) {
     await signer.close();
-    await store.close();
+    await closeStore();
     lock.release();
     throw err;
   }
   // Expiry also happens on every read; the sweep releases holds nobody reads. One sweep at a time.
+  // On PostgreSQL it also repairs stale signing rows, so it runs at least twice per bound.
+  const sweepEveryMs = pgBackend ? Math.min(APPROVAL_SWEEP_MS, Math.floor(staleSigningMs / 2)) : APPROVAL_SWEEP_MS;
   let sweeping = false;
   const sweep = setInterval(() => {
     if (sweeping) return;
     sweeping = true;
     void (async () => {
       try {
-        const expired = await sweepExpiredApprovals(deps);
+        // On PostgreSQL the sweeps run on one replica per period, the repair of rows a dead
+        // replica left in signing first (their approved ones may then expire right here).
+        if (pgBackend) await repairStale(pgBackend.cluster, pgBackend.pool);
+        const expired = pgBackend
+          ? await pgBackend.cluster.oncePer('approval-sweep', sweepEveryMs, () => sweepExpiredApprovals(deps)) ?? 0
+          : await sweepExpiredApprovals(deps);
         if (expired > 0) log.info({ expired }, 'expired approval requests');
         const skewMs = clock.skewMs();
         if (Math.abs(skewMs) > CLOCK_SKEW_WARN_MS) log.warn({ skewMs }, 'the wall clock differs from the ledger clock; cap windows and expiries follow the ledger clock');
@@ -162,12 +185,12 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         sweeping = false;
       }
     })();
-  }, APPROVAL_SWEEP_MS);
+  }, sweepEveryMs);
   sweep.unref();
   // Raw transactions the first broadcast did not get accepted (node down or slow) are retried here.
   const submitter = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS, {
     confirmations: config.confirmations ?? DEFAULT_TRACKING.confirmations, replaceAfterMs: config.replaceAfterMs ?? DEFAULT_TRACKING.replaceAfterMs,
-  });
+  }, pgBackend ? async (job, fn) => void await pgBackend.cluster.once(job, fn) : undefined);
   if (config.rpcUrls && config.rpcUrls.size > 0) log.info({ chains: [...config.rpcUrls.keys()] }, 'raw transactions on these chains are submitted on chain');
   log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
   let stopping: Promise<void> | undefined;
@@ -175,6 +198,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     ...server,
     deps,
     store,
+    pg: pgBackend,
     log,
     bootstrap,
     stop(graceMs) {
@@ -184,7 +208,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         await server.close(graceMs);
         await signer.close();
         try {
-          await store.close();
+          await closeStore();
         } finally {
           lock.release();
         }
@@ -194,4 +218,88 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       return stopping;
     },
   };
+}
+
+/** What the composition root needs of a store, SQLite's or PostgreSQL's. */
+type Opened = {
+  /** SQLite's store; on PostgreSQL an object whose every use throws (Paypolicy.store). */
+  store: Store;
+  appStore: AppStore;
+  uow: UnitOfWork;
+  vault: ReturnType<typeof createTreasuryVault>;
+  clock: LedgerClock;
+  pgBackend: PgBackend | undefined;
+  closeStore: () => Promise<void>;
+};
+
+/** The embedded SQLite store in the data directory (the default). */
+async function openSqlite(config: Config, log: Logger, dbFile: string, master: ReturnType<typeof loadMasterKey> | undefined, options: StartOptions): Promise<Opened> {
+  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  let vault: ReturnType<typeof createTreasuryVault>;
+  try {
+    // A database that already holds sealed treasury keys never gets a freshly generated key.
+    const sealed = store.organizations.list().some((org) => org.treasuryAddress);
+    master ??= loadMasterKey(config.masterKey, config.dataDir, !sealed);
+    if (master.source === 'file-created') log.info({ file: join(config.dataDir, 'master.key') }, 'created master key file (mode 0600); back it up with the database');
+    vault = createTreasuryVault(store.treasuryKeys, master.key);
+    vault.verifyMasterKey();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  store.onFailure((err) => {
+    log.fatal({ err, file: dbFile }, 'storage failed: a sync or write of the database failed, so what is on disk is unknown; refusing every request and stopping (restart recovers from the disk)');
+    options.onStorageFailure?.(err);
+  });
+  // Cap windows, expiries and validity windows run on the ledger clock, not the wall clock.
+  const uow = createUnitOfWork(store);
+  // Start-up, before anything else runs: the synchronous writer tables, one FULL-synced commit.
+  const clock = openLedgerClock(store, (fn) => writeTxn(store.db, fn));
+  return { store, appStore: store.app, uow, vault, clock, pgBackend: undefined, closeStore: () => store.close() };
+}
+
+/** settings key of the master key's fingerprint: every replica of one database must hold the same key. */
+const MASTER_KEY_CHECK = 'master_key_check';
+
+/**
+ * The shared PostgreSQL store (--database-url). The master key is never generated here: every
+ * replica must be given the same one (PAYPOLICY_MASTER_KEY, or master.key copied into each data
+ * directory), and the first replica records its fingerprint so a replica started with another key
+ * refuses to start instead of sealing keys the others cannot open.
+ */
+async function openPostgres(config: Config, log: Logger, master: ReturnType<typeof loadMasterKey> | undefined): Promise<Opened> {
+  if (!master) {
+    throw new ConfigError('with --database-url the master key must be given: set PAYPOLICY_MASTER_KEY (64 hex characters, e.g. from `openssl rand -hex 32`) or put master.key in the data directory; every replica needs the same key');
+  }
+  const { openPgBackend, openPgLedgerClock } = await import('./store/pg/appStore.js');
+  const pg = await openPgBackend({
+    connectionString: config.databaseUrl!, poolSize: config.databasePoolSize, statementTimeoutMs: config.databaseStatementTimeoutMs,
+    onError: (err) => log.warn({ reason: err.message }, 'a pooled PostgreSQL connection failed; it is replaced on demand'),
+  });
+  try {
+    const key = master.key;
+    const fingerprint = createHmac('sha256', key).update('paypolicy master key check').digest('hex');
+    await pg.cluster.exclusive('master-key', async () => {
+      const stored = await pg.tables.settings.get(MASTER_KEY_CHECK);
+      if (stored === undefined) await pg.uow.write(async (tx) => tx.settings.set(MASTER_KEY_CHECK, fingerprint));
+      else if (stored !== fingerprint) throw new Error('this master key is not the one the other replicas of this database use (its fingerprint differs); give every replica the same PAYPOLICY_MASTER_KEY or master.key');
+    });
+    const vault = createTreasuryVault(pg.treasuryKeys, key, { refresh: pg.refreshTreasuries });
+    vault.verifyMasterKey();
+    const clock = await openPgLedgerClock(pg.tables, pg.uow);
+    log.info({ poolSize: config.databasePoolSize ?? 10 }, 'store: PostgreSQL');
+    return { store: noSqliteStore(), appStore: pg.app, uow: pg.uow, vault, clock, pgBackend: pg, closeStore: () => pg.close() };
+  } catch (err) {
+    await pg.close();
+    throw err;
+  }
+}
+
+/** Paypolicy.store on PostgreSQL: SQLite's handles do not exist; any use is a bug, said plainly. */
+function noSqliteStore(): Store {
+  return new Proxy({}, {
+    get(_t, name) {
+      throw new Error(`Paypolicy.store.${String(name)} is SQLite's; this instance runs on PostgreSQL (use deps.store, deps.uow or Paypolicy.pg)`);
+    },
+  }) as Store;
 }

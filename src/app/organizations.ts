@@ -73,9 +73,16 @@ export async function listOrganizations(deps: AppDeps, principal: Principal): Pr
  * committed rows only, so a treasury written earlier in the same write is looked for here.
  */
 export async function provisionTreasury(deps: AppDeps, principal: Principal, orgId: string): Promise<string> {
-  return deps.uow.write(async (tx) => {
+  const address = await deps.uow.write(async (tx) => {
     await requireOrgAccess(withinWrite(deps, tx), principal, 'operate', orgId);
     if (await tx.organizations.treasuryKey(orgId)) throw new DomainError('conflict', 'Treasury already provisioned', { code: 'treasury_exists' });
-    return deps.vault.provision(orgId, deps.now());
+    // Sealed here, inserted by this write's own handle: on PostgreSQL the vault has no connection
+    // of the transaction, and a rolled-back write leaves no key behind.
+    const sealed = deps.vault.seal(orgId);
+    await tx.organizations.insertTreasury(orgId, sealed.address, sealed.ciphertext, deps.now());
+    return sealed.address;
   }, { alone: true });
+  // PostgreSQL's vault reads keys from memory: load the one just committed (a no-op on SQLite).
+  await deps.vault.refresh();
+  return address;
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { getAddress, type Address } from 'viem';
+import { isIdempotencyKeyTaken } from '../store/pg/errors.js';
 import { DomainError } from '../domain/errors.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequestInput } from '../domain/paymentRequest.js';
@@ -57,7 +58,17 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
   // duplicates cannot slip in between.
   const running = (async () => {
     const existing = (await deps.store.payments.findByIdempotencyKey(agent.id, key)) ?? (await deps.store.payments.findKeylessById(agent.id, key));
-    return existing ? replayPayment(deps, existing, requestHash, treasury) : decidePayment(deps, principal, agent, req, requestHash, treasury);
+    if (existing) return replayPayment(deps, existing, requestHash, treasury);
+    try {
+      return await decidePayment(deps, principal, agent, req, requestHash, treasury);
+    } catch (err) {
+      // Another replica on the same PostgreSQL recorded this key first (the in-flight map above
+      // only sees this process): nothing of ours was written; answer the winner's outcome.
+      if (!isIdempotencyKeyTaken(err)) throw err;
+      const winner = await deps.store.payments.findByIdempotencyKey(agent.id, key);
+      if (!winner) throw err;
+      return replayPayment(deps, winner, requestHash, treasury);
+    }
   })();
   deps.inflight.set(slot, running);
   try {

@@ -409,13 +409,17 @@ const SUBMIT_BATCH = 100;
  * track what was submitted (trackChain). One pass at a time per chain, chains independent, so a
  * slow node holds back only its own chain; every RPC call is bounded. `stop` ends it.
  */
-export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: TrackingOptions = DEFAULT_TRACKING): { stop: () => void } {
+export function startSubmitter(
+  deps: AppDeps, intervalMs: number, tracking: TrackingOptions = DEFAULT_TRACKING,
+  /** Several replicas on one database: a chain's pass runs on one replica at a time (store/pg/cluster.ts once). */
+  exclusive: (job: string, fn: () => Promise<void>) => Promise<void> = (_job, fn) => fn(),
+): { stop: () => void } {
   const running = new Set<number>();
   const pass = () => {
     for (const chainId of deps.chains.chainIds()) {
       if (running.has(chainId)) continue;
       running.add(chainId);
-      (async () => {
+      exclusive(`submit:${chainId}`, async () => {
         // A full batch means more may wait (a backlog after an outage): keep going in this pass
         // rather than 100 rows per interval.
         let n = 0;
@@ -426,7 +430,7 @@ export function startSubmitter(deps: AppDeps, intervalMs: number, tracking: Trac
         }
         if (n > 0) deps.log.info({ chainId, submitted: n }, 'submitted raw transactions waiting for broadcast');
         await trackChain(deps, chainId, tracking);
-      })()
+      })
         .catch((err: unknown) => deps.log.error({ chainId, reason: rpcReason(err) }, 'background submission failed'))
         .finally(() => running.delete(chainId));
     }

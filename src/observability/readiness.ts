@@ -60,6 +60,8 @@ export function createReadiness(deps: AppDeps, options: ReadinessOptions = {}): 
 function checkDatabase(deps: AppDeps): ReadinessReport['checks']['database'] {
   if (deps.store.failure()) return { ok: false, detail: 'storage failed: a sync or write failed; the service is stopping' };
   if (!deps.store.isOpen()) return { ok: false, detail: 'database closed' };
+  // PostgreSQL: no file of ours to check; the database must answer (a background ping).
+  if (deps.store.database) return deps.store.database();
   const db = { name: deps.store.dataFile() };
   // Cheap proof that a write can still land: the file and its directory (where SQLite creates the
   // -wal and -shm files) are writable by this process, and the disk is not full.

@@ -8,7 +8,11 @@ import { open, seal } from './secretBox.js';
  * Owns the organizations' signing keys. Private keys exist in plaintext only inside this closure
  * (and the signing workers it hands them to); callers see addresses and signatures, nothing else.
  */
-export function createTreasuryVault(organizations: OrganizationStore, masterKey: Buffer) {
+export function createTreasuryVault(
+  organizations: OrganizationStore, masterKey: Buffer,
+  /** A store read by others (PostgreSQL): reads treasuries provisioned since the last look (refresh()). */
+  options: { refresh?: () => Promise<void> } = {},
+) {
   const accounts = new Map<string, { account: PrivateKeyAccount; privateKey: Hex }>();
   // A treasury address never changes once provisioned, so it is read from the database once.
   const addresses = new Map<string, string>();
@@ -46,6 +50,10 @@ export function createTreasuryVault(organizations: OrganizationStore, masterKey:
     seal(orgId: string): { address: string; ciphertext: Buffer } {
       const privateKey = generatePrivateKey();
       return { address: privateKeyToAccount(privateKey).address, ciphertext: seal(masterKey, Buffer.from(privateKey.slice(2), 'hex'), orgId) };
+    },
+    /** After a treasury was provisioned: make sure this vault sees it (PostgreSQL keeps keys in memory). */
+    async refresh(): Promise<void> {
+      await options.refresh?.();
     },
     /** Creates and stores a new encrypted key; the caller runs this inside a write transaction. */
     provision(orgId: string, now: number): string {

@@ -55,6 +55,8 @@ export type AppStore = StoreTables & {
   isOpen(): boolean;
   /** The database file (readiness checks its disk). */
   dataFile(): string;
+  /** A store behind a network (PostgreSQL): whether the database answered its last ping; readiness uses it instead of dataFile. */
+  database?(): { ok: boolean; detail: string };
 };
 
 /**
