@@ -1,12 +1,33 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The suites that must pass on both stores run a second time on PostgreSQL (the `pg` project:
+ * PAYPOLICY_TEST_STORE=pg makes test/helpers/server.ts start each test server on a fresh database
+ * of the test PostgreSQL). Tests that reach into SQLite's own handles (Paypolicy.store) stay
+ * SQLite-only; so do the fault tests, which inject file-system faults under SQLite.
+ */
+const BOTH_STORES = [
+  'test/sign-concurrency.test.ts',
+  'test/sign-golden.test.ts',
+  'test/sign-transports.test.ts',
+  'test/approvals.test.ts',
+  'test/quote.e2e.test.ts',
+  'test/adversarial/tenancy.test.ts',
+  'test/dashboard/sessions.test.ts',
+  'test/dashboard/spend.test.ts',
+  'test/dashboard/dashboard.e2e.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['./test/globalSetup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
     reporters: ['default', './test/summaryReporter.ts'],
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'pg', include: BOTH_STORES, env: { PAYPOLICY_TEST_STORE: 'pg' } } },
+    ],
   },
 });

@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BootstrapFile } from '../../src/bootstrap.js';
 import type { Config } from '../../src/config.js';
 import { startPaypolicy, type Paypolicy } from '../../src/paypolicy.js';
+import { createTestDatabase } from './pgDatabase.js';
 
 export type TestServer = {
   app: Paypolicy;
@@ -41,14 +43,28 @@ export type TestServerOptions = {
   metrics?: Pick<Config, 'metricsToken' | 'metricsAgentLabels'>;
 };
 
+/**
+ * Which store the test servers run on: SQLite (default), or with PAYPOLICY_TEST_STORE=pg a fresh
+ * PostgreSQL database per server (dropped at close), as the `pg` vitest project runs the suites
+ * that must pass on both stores.
+ */
+export const TEST_STORE = process.env.PAYPOLICY_TEST_STORE === 'pg' ? 'pg' : 'sqlite';
+
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'paypolicy-test-'));
   const logs: string[] = [];
+  // PostgreSQL: a database of its own, and a master key (never generated on PostgreSQL).
+  const pgdb = TEST_STORE === 'pg' ? await createTestDatabase() : undefined;
   const app = await startPaypolicy(
     {
+      ...(pgdb ? { databaseUrl: pgdb.url, databasePoolSize: 6 } : {}),
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
+      masterKey: pgdb ? opts.masterKey ?? randomBytes(32).toString('hex') : opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
+      // On PostgreSQL one agent's writes take turns on its cap at the database's round trip: a
+      // 500-request burst on one agent outlasts the default 1 s signing-queue bound and is shed
+      // with 503 overloaded. The suites check correctness under such bursts, so the bounds are wide.
+      ...(pgdb ? { maxInFlight: 2000, maxSignQueue: 2000, maxQueueMs: 60_000 } : {}),
       ...opts.limits,
       ...opts.metrics,
       ...opts.tracking,
@@ -67,6 +83,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     async close({ keepData = false } = {}) {
       await app.stop(1000);
       if (!keepData) rmSync(dataDir, { recursive: true, force: true });
+      if (!keepData) await pgdb?.drop();
     },
   };
 }
