@@ -264,7 +264,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
       [['policy', 'set', '--agent', 'agt_x', '--cap', '1', '--threshold', '1'], "paypolicy: missing required option --allow (use --allow '' to allow nothing)"],
       [['service', 'upsert', '--file', 'x.json', '--slug', 'x'], 'paypolicy: --file cannot be combined with --slug'],
       [['service', 'upsert', '--slug', 'x', '--name', 'X', '--base-url', 'https://x.example'], 'paypolicy: --base-url and --protocol must be given together'],
-      [['tx', 'list', '--org', 'org_x', '--status', 'pending'], 'paypolicy: --status must be one of signing, signed, failed, pending_approval, approved, denied, expired, recorded, got "pending"'],
+      [['tx', 'list', '--org', 'org_x', '--status', 'pending'], 'paypolicy: --status must be one of signing, signed, failed, pending_approval, approved, denied, expired, recorded, reverted, got "pending"'],
       [['tx', 'list', '--org', 'org_x', '--from', 'yesterday'], 'paypolicy: --from must be an ISO 8601 date or date-time with zone, e.g. 2025-01-31 or 2025-01-31T12:00:00Z, got "yesterday"'],
       [['approval', 'decide', '--id', 'x', '--approve', '--deny'], 'paypolicy: approval decide needs exactly one of --approve and --deny'],
       [['org', 'list', '--url', 'ftp://example.com'], 'paypolicy: the server URL (--url or PAYPOLICY_URL) must use http or https, not ftp'],

@@ -97,12 +97,12 @@ describe('background submission is per treasury', () => {
     const before = await balanceOf(RECIPIENT);
     refusing = false;
 
-    for (const until = Date.now() + 5_000; s.app.deps.store.payments.get(b1.json.transaction_id)!.submitStatus === 'pending';) {
+    for (const until = Date.now() + 5_000; s.app.store.payments.get(b1.json.transaction_id)!.submitStatus === 'pending';) {
       if (Date.now() > until) throw new Error('organization B\'s payment was never broadcast');
       await new Promise((r) => setTimeout(r, 25));
     }
     expect(await balanceOf(RECIPIENT)).toBe(before + 200_000n);
-    expect(s.app.deps.store.payments.get(a.json.transaction_id)!.submitStatus).toBe('pending');
+    expect(s.app.store.payments.get(a.json.transaction_id)!.submitStatus).toBe('pending');
   });
 
   test('error: a newer organization with a batch\'s worth of stuck rows at low nonces does not starve an older organization\'s row at a high nonce', async () => {
@@ -128,7 +128,7 @@ describe('background submission is per treasury', () => {
     await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x0']);
     const before = await balanceOf(RECIPIENT);
     refusing = false;
-    for (const until = Date.now() + 5_000; s.app.deps.store.payments.get(cPay.json.transaction_id)!.submitStatus === 'pending';) {
+    for (const until = Date.now() + 5_000; s.app.store.payments.get(cPay.json.transaction_id)!.submitStatus === 'pending';) {
       if (Date.now() > until) throw new Error('organization C\'s payment was never broadcast');
       await new Promise((r) => setTimeout(r, 25));
     }
