@@ -306,8 +306,16 @@ async function runGrpc(base: string, spec: { apiKey: string; agents: string[]; r
   return { rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.failed, errors: 0, total: r.total };
 }
 
+/** Issue 14's lines (bench/pgPhases.ts): sign on SQLite, PostgreSQL with one and with two replicas. */
+async function pgPhases(): Promise<void> {
+  const { runPgPhases, formatPgLine } = await import('./pgPhases.js');
+  const lines = await runPgPhases(DURATION_S);
+  process.stdout.write(`\nPostgreSQL (BENCH_ONLY=pg):\n${lines.map((l) => `  ${formatPgLine(l)}`).join('\n')}\n`);
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'flood2k') return flood2k();
+  if (process.env.BENCH_ONLY === 'pg') return pgPhases();
   const dataDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-'));
   const paywall = await startPaywall();
   // The submit phase's node is up before the server, which is started with --rpc-url for it.
@@ -506,6 +514,7 @@ async function main(): Promise<void> {
     rmSync(dataDir, { recursive: true, force: true });
   }
   if (!process.env.BENCH_ONLY) await flood2k();
+  if (!process.env.BENCH_ONLY) await pgPhases();
 }
 
 await main();
