@@ -12,10 +12,13 @@ export type Gate = {
   readonly what: string;
   /** Work inside the gate right now. */
   inFlight: () => number;
-  /** Enters, returning the release (idempotent), or throws `overloaded` naming `what` is full. */
-  enter: () => () => void;
-  /** Enters, returning the release, or undefined when the gate is full. */
-  tryEnter: () => (() => void) | undefined;
+  /**
+   * Enters, returning the release (idempotent), or throws `overloaded` naming `what` is full. With
+   * a `tenant` (an organization id), also refuses once that tenant holds its share (ownShare).
+   */
+  enter: (tenant?: string) => () => void;
+  /** Enters, returning the release, or undefined when the gate (or the tenant's share) is full. */
+  tryEnter: (tenant?: string) => (() => void) | undefined;
   /** True while the next `enter` would be refused: a cheap look, for refusing before any other work. */
   full: () => boolean;
 };
@@ -51,16 +54,33 @@ export function shedIfLate(deadline: number): void {
   if (performance.now() > deadline) throw overloaded('waited too long to be signed');
 }
 
-export function createGate(limit: number, what: string): Gate {
+/**
+ * The most of a gate one tenant may hold: three quarters, so that whatever one organization's
+ * requests wait on (a hung RPC node, a slow paywall, a flood of its own) at least a quarter of the
+ * gate stays open to every other organization. A gate of one is all one tenant's.
+ */
+export function tenantShare(limit: number): number {
+  return Math.max(1, Math.floor((limit * 3) / 4));
+}
+
+export function createGate(limit: number, what: string, share = tenantShare(limit)): Gate {
   let inFlight = 0;
-  const tryEnter = () => {
+  const byTenant = new Map<string, number>();
+  const tryEnter = (tenant?: string) => {
     if (inFlight >= limit) return undefined;
+    const held = tenant === undefined ? 0 : byTenant.get(tenant) ?? 0;
+    if (tenant !== undefined && held >= share) return undefined;
     inFlight++;
+    if (tenant !== undefined) byTenant.set(tenant, held + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       inFlight--;
+      if (tenant === undefined) return;
+      const left = (byTenant.get(tenant) ?? 1) - 1;
+      if (left === 0) byTenant.delete(tenant);
+      else byTenant.set(tenant, left);
     };
   };
   return {
@@ -69,10 +89,10 @@ export function createGate(limit: number, what: string): Gate {
     inFlight: () => inFlight,
     full: () => inFlight >= limit,
     tryEnter,
-    enter() {
-      const release = tryEnter();
-      if (!release) throw overloaded(what);
-      return release;
+    enter(tenant) {
+      const release = tryEnter(tenant);
+      if (release) return release;
+      throw overloaded(inFlight >= limit || tenant === undefined ? what : `${what} for this organization`);
     },
   };
 }

@@ -40,6 +40,7 @@ export type Config = {
   requestTimeoutMs?: number;
   /** Requests in flight on REST /api/* and PaymentPolicyService beyond which new ones get 503 overloaded (default 128). */
   maxInFlight?: number;
+  maxInFlightPerOrg?: number;
   /** Payments in the signing stage beyond which a new payment is refused before anything is written (default 256). */
   maxSignQueue?: number;
   /** A payment that waited longer than this (ms) in the signing stage is refused before its decision is written (default 1000). */
@@ -81,6 +82,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--idle-timeout-ms': { env: 'PAYPOLICY_IDLE_TIMEOUT_MS', key: 'idleTimeoutMs' },
   '--request-timeout-ms': { env: 'PAYPOLICY_REQUEST_TIMEOUT_MS', key: 'requestTimeoutMs' },
   '--max-in-flight': { env: 'PAYPOLICY_MAX_IN_FLIGHT', key: 'maxInFlight' },
+  '--max-in-flight-per-org': { env: 'PAYPOLICY_MAX_IN_FLIGHT_PER_ORG', key: 'maxInFlightPerOrg' },
   '--max-sign-queue': { env: 'PAYPOLICY_MAX_SIGN_QUEUE', key: 'maxSignQueue' },
   '--max-queue-ms': { env: 'PAYPOLICY_MAX_QUEUE_MS', key: 'maxQueueMs' },
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
@@ -142,6 +144,7 @@ export function loadConfig(argv: string[], env: Env): Config {
     idleTimeoutMs: optionalInteger(raw.idleTimeoutMs, '--idle-timeout-ms', 100, 3_600_000),
     requestTimeoutMs: optionalInteger(raw.requestTimeoutMs, '--request-timeout-ms', 100, 600_000),
     maxInFlight: optionalInteger(raw.maxInFlight, '--max-in-flight', 1, 1_000_000),
+    maxInFlightPerOrg: optionalInteger(raw.maxInFlightPerOrg, '--max-in-flight-per-org', 1, 1_000_000),
     maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
     maxQueueMs: optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000),
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),

@@ -6,7 +6,7 @@ import { isSingleExecutable } from './sea/runtime.js';
 const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
         [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--rpc-url CHAIN_ID=URL]… [--confirmations N]
         [--replace-after-ms MS] [--max-connections N]
-        [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N]
+        [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N] [--max-in-flight-per-org N]
         [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels] [--database-url postgres://…]
         [--database-pool-size N] [--database-statement-timeout-ms MS] [--stale-signing-ms MS]
@@ -48,6 +48,7 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --idle-timeout-ms MS       PAYPOLICY_IDLE_TIMEOUT_MS   idle HTTP/2 session lifetime (default 60000)
   --request-timeout-ms MS    PAYPOLICY_REQUEST_TIMEOUT_MS  headers and body must arrive within this (default 30000)
   --max-in-flight N          PAYPOLICY_MAX_IN_FLIGHT     agent requests at once; more get 503 (default 128)
+  --max-in-flight-per-org N  PAYPOLICY_MAX_IN_FLIGHT_PER_ORG  of those, one organization's at most (default 3/4)
   --max-sign-queue N         PAYPOLICY_MAX_SIGN_QUEUE    payments in the signing stage at once (default 256)
   --max-queue-ms MS          PAYPOLICY_MAX_QUEUE_MS      a payment waiting longer to be signed gets 503 (default 1000)
   --max-probes N             PAYPOLICY_MAX_PROBES        outbound paywall probes at once (default 32)

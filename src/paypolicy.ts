@@ -151,7 +151,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       // The dashboard for humans is served by the same listener, under /dashboard.
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
-      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxInFlight: config.maxInFlight },
+      limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxInFlight: config.maxInFlight, maxInFlightPerOrg: config.maxInFlightPerOrg },
       metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels }), token: config.metricsToken },
       readiness: { tempoRpcUrl: config.tempoRpcUrl },
     });

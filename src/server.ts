@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
 import { createGate, type Gate } from './admission.js';
+import { authenticateApiKey } from './app/apiKeys.js';
 import { requestHeader, send, sendJson, type NodeRequest, type NodeResponse } from './http/io.js';
 import { createRouter } from './http/router.js';
 import { DomainError } from './domain/errors.js';
@@ -69,7 +70,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // The agent surface (REST /api/*, PaymentPolicyService) shares one bound on requests in flight;
   // health checks, the dashboard and AdminService (operators, who must be able to suspend a
   // flooding agent) stay outside it.
-  const admission = createGate(limits.maxInFlight, 'too many requests in flight');
+  const admission = createGate(limits.maxInFlight, 'too many requests in flight', limits.maxInFlightPerOrg);
   const metrics = opts.metrics?.metrics;
   const restRoutes = createRestRoutes(deps, metrics);
   const restHandler = createRestHandler(deps, restRoutes, admission);
@@ -101,7 +102,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const connect = connectNodeAdapter({
     routes: createRoutes(deps, opts.adminTokenHash),
-    interceptors: [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission), failStopInterceptor(deps)],
+    interceptors: [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission, deps), failStopInterceptor(deps)],
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
     contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
     fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
@@ -320,10 +321,18 @@ function metricsInterceptor(metrics: Metrics): Interceptor {
 }
 
 /** Agent RPCs enter the admission gate after decoding (beyond it: Unavailable, `overloaded`); AdminService does not. */
-function admissionInterceptor(gate: Gate): Interceptor {
+function admissionInterceptor(gate: Gate, deps: AppDeps): Interceptor {
   return (next) => async (req) => {
     if (req.service.typeName !== PaymentPolicyService.typeName) return next(req);
-    const release = gate.enter();
+    // The caller's organization, for its share of the gate; a credential that does not
+    // authenticate enters without one and gets its 401 from the handler.
+    let orgId: string | undefined;
+    try {
+      orgId = (await authenticateApiKey(deps, req.header.get('authorization'))).orgId;
+    } catch {
+      orgId = undefined;
+    }
+    const release = gate.enter(orgId);
     try {
       return await next(req);
     } finally {

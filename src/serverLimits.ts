@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import http2, { type Http2Server, type Http2SecureServer, type ServerHttp2Stream } from 'node:http2';
 import type { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
-import { DEFAULT_MAX_IN_FLIGHT } from './admission.js';
+import { DEFAULT_MAX_IN_FLIGHT, tenantShare } from './admission.js';
 
 /**
  * The bounds one listener keeps so that no client, whatever it opens and however slowly it writes,
@@ -22,6 +22,11 @@ export type ServerLimits = {
   maxConcurrentStreams: number;
   /** Requests in flight on the agent surface (REST /api/*, PaymentPolicyService) beyond which new ones are refused at once. */
   maxInFlight: number;
+  /**
+   * The part of maxInFlight one organization may hold (default three quarters, admission.ts
+   * tenantShare), so one tenant's slow or flooding requests leave room for the others.
+   */
+  maxInFlightPerOrg: number;
 };
 
 /** Default stream limit: gRPC clients multiplex well below it; a flood of half-open streams stops here. */
@@ -55,6 +60,7 @@ export function resolveServerLimits(partial: Partial<ServerLimits> = {}): Server
     requestTimeoutMs: partial.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     maxConcurrentStreams: partial.maxConcurrentStreams ?? MAX_CONCURRENT_STREAMS,
     maxInFlight: partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+    maxInFlightPerOrg: Math.min(partial.maxInFlightPerOrg ?? tenantShare(partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT), partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT),
   };
 }
 

@@ -159,7 +159,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
         const raw = chosen.method === 'POST' ? await readRestBody(req) : Buffer.alloc(0);
         // In flight from here (authenticated, request read in full) until the answer is computed,
         // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
-        release = admission?.enter();
+        release = admission?.enter(principal.orgId);
         result = await chosen.handle({
           principal, url, params, log,
           body: async () => parseJsonObject(raw),

@@ -145,7 +145,8 @@ function boundedServer(limits: TestServerOptions['limits']): Bounded {
   const ctx = {} as Bounded;
   beforeAll(async () => {
     ctx.held = await heldPaywall();
-    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits });
+    // One organization fills these gates: its share is the whole gate (the per-organization share has its own test).
+    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits: { maxInFlightPerOrg: limits?.maxInFlight, ...limits } });
     ctx.admin = adminFor(ctx.s);
   });
   afterAll(async () => {
