@@ -1,3 +1,4 @@
+import type { AsyncTable } from '../asyncStore.js';
 import type { AgentStore } from '../agents.js';
 import type { ApiKeyStore } from '../apiKeys.js';
 import type { ApprovalStore } from '../approvals.js';
@@ -13,14 +14,11 @@ import type { TransactionStore } from '../transactions.js';
 import type { TreasuryFundsStore } from '../treasuryFunds.js';
 
 /**
- * A SQLite table group's API made asynchronous: the same method names, parameters and results,
- * each result behind a Promise. Every PostgreSQL table group is typed as the AsyncTable of its
- * SQLite twin (type-only imports), so the compiler proves the two stores have the same shape.
- * (A local copy of the store interface's mapped type, kept identical in meaning.)
+ * A SQLite table group's API made asynchronous: the store interface's own mapped type
+ * (../asyncStore.ts). Every PostgreSQL table group is typed as the AsyncTable of its SQLite twin
+ * (type-only imports), so the compiler proves the two stores have the same shape.
  */
-export type AsyncTable<T> = {
-  [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never;
-};
+export type { AsyncTable };
 
 /** Every table group of the store, bound to one connection (a transaction) or to the pool. */
 export type PgTables = {
