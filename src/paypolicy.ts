@@ -30,6 +30,7 @@ import type { UnitOfWork } from './app/unitOfWork.js';
 import type { AppStore } from './store/asyncStore.js';
 import type { PgBackend } from './store/pg/appStore.js';
 import { DEFAULT_STALE_SIGNING_MS, repairStaleSigning, type ClusterJobs } from './store/pg/cluster.js';
+import { createConflictSync } from './store/pg/conflicts.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
@@ -192,6 +193,17 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     confirmations: config.confirmations ?? DEFAULT_TRACKING.confirmations, replaceAfterMs: config.replaceAfterMs ?? DEFAULT_TRACKING.replaceAfterMs,
   }, pgBackend ? async (job, fn) => void await pgBackend.cluster.once(job, fn) : undefined);
   if (config.rpcUrls && config.rpcUrls.size > 0) log.info({ chains: [...config.rpcUrls.keys()] }, 'raw transactions on these chains are submitted on chain');
+  // PostgreSQL: a chain conflict one replica saw stops raw transactions on every replica (store/pg/conflicts.ts).
+  let conflictTimer: NodeJS.Timeout | undefined;
+  if (pgBackend) {
+    const conflicts = createConflictSync(pgBackend.pool, deps.chainConflicts, (pair, reason) => {
+      deps.nonceSynced.delete(pair);
+      log.warn({ pair, reason: reason ?? null }, reason ? 'chain conflict reported by another replica: raw transactions refused there' : 'chain conflict cleared by a replica\'s restart');
+    });
+    await conflicts.clear().catch((err: Error) => log.warn({ reason: err.message }, 'clearing recorded chain conflicts failed'));
+    conflictTimer = setInterval(() => void conflicts.sync().catch((err: Error) => log.warn({ reason: err.message }, 'sharing chain conflicts failed')), 1000);
+    conflictTimer.unref();
+  }
   log.info({ url: server.url, dataDir: config.dataDir }, 'paypolicy listening');
   let stopping: Promise<void> | undefined;
   return {
@@ -204,6 +216,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     stop(graceMs) {
       stopping ??= (async () => {
         clearInterval(sweep);
+        clearInterval(conflictTimer);
         submitter.stop();
         await server.close(graceMs);
         await signer.close();

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createClusterJobs, repairStaleSigning } from '../../../src/store/pg/cluster.js';
+import { createConflictSync } from '../../../src/store/pg/conflicts.js';
 import { migratePg } from '../../../src/store/pg/migrate.js';
 import { TYPES } from '../../../src/store/pg/sql.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
@@ -127,5 +128,28 @@ describe('repairStaleSigning', () => {
     ]);
     // Both stale nonces handed back exactly once; the live row's nonce stays its own.
     expect((await q('SELECT nonce FROM released_nonces ORDER BY nonce')).rows).toEqual([{ nonce: 7n }, { nonce: 9n }]);
+  });
+});
+
+describe('chain conflicts shared by the replicas', () => {
+  test('a conflict one replica saw reaches the others at the next sync; a restart clears it on all', async () => {
+    const maps = pools.map(() => new Map<string, string>());
+    const changes: Array<[number, string, string | undefined]> = [];
+    const syncs = pools.map((p, i) => createConflictSync(p, maps[i]!, (pair, reason) => changes.push([i, pair, reason])));
+    const pair = 'org_a\u000084532'; // app/submit.ts pairKey: NUL-separated, stored base64url
+    maps[0]!.set(pair, 'nonce 3 used by a transaction paypolicy did not sign');
+    await syncs[0]!.sync();
+    await Promise.all(syncs.slice(1).map((x) => x.sync()));
+    for (const m of maps) expect(m.get(pair)).toBe('nonce 3 used by a transaction paypolicy did not sign');
+    expect(changes.map(([i]) => i).sort()).toEqual([1, 2]);
+    // A replica restarts (the operator stopped the other signer): every replica drops it.
+    await syncs[2]!.clear();
+    await Promise.all(syncs.map((x) => x.sync()));
+    for (const m of maps) expect(m.has(pair)).toBe(false);
+    // A new conflict after the clear is shared again.
+    maps[1]!.set(pair, 'again');
+    await syncs[1]!.sync();
+    await syncs[0]!.sync();
+    expect(maps[0]!.get(pair)).toBe('again');
   });
 });
