@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import type { UnitOfWork } from '../../app/unitOfWork.js';
 import type { Organization } from '../../domain/types.js';
 import type { AppStore, StoreTables } from '../asyncStore.js';
@@ -21,16 +21,30 @@ export type PgBackend = Awaited<ReturnType<typeof openPgBackend>>;
 
 /** How often the database is pinged for /readyz, and how long one ping may take. */
 const PING_EVERY_MS = 1_000;
+const PING_TIMEOUT_MS = 2_000;
+/** Connections for the cluster jobs' advisory locks (one per job running at once: submitter per chain, sweeps). */
+const UPKEEP_CONNECTIONS = 8;
 
 export async function openPgBackend(options: PgStoreOptions) {
   const store = await createPgStore(options);
   const tables: StoreTables = store;
-  const cluster: ClusterJobs = createClusterJobs(store.pool);
+  // Pools of their own for the cluster jobs' lock sessions (a submitter pass holds its lock across
+  // RPC calls of seconds) and for /readyz's ping, so neither waits behind, nor takes slots from,
+  // the requests' pool: readiness says whether the database answers, not whether this replica is busy.
+  const side = { connectionString: options.connectionString, connectionTimeoutMillis: options.connectTimeoutMs ?? 2000, keepAlive: true };
+  const upkeep = new pg.Pool({ ...side, max: UPKEEP_CONNECTIONS, application_name: 'paypolicy upkeep', idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 10_000 });
+  const pingPool = new pg.Pool({ ...side, max: 1, application_name: 'paypolicy ping', statement_timeout: PING_TIMEOUT_MS, query_timeout: PING_TIMEOUT_MS });
+  for (const p of [upkeep, pingPool]) p.on('error', (err) => options.onError?.(err));
+  const cluster: ClusterJobs = createClusterJobs(upkeep);
   const treasury = createPgTreasuryKeys(store.pool);
+  const closeAll = async () => {
+    await Promise.allSettled([upkeep.end(), pingPool.end()]);
+    await store.close();
+  };
   try {
     await treasury.refresh();
   } catch (err) {
-    await store.close();
+    await closeAll();
     throw err;
   }
 
@@ -40,7 +54,7 @@ export async function openPgBackend(options: PgStoreOptions) {
   const ping = () => {
     if (pinging || !store.isOpen()) return;
     pinging = true;
-    void store.ping().then(
+    void pingPool.query('SELECT 1').then(
       () => (health = { ok: true, detail: 'answering', at: Date.now() }),
       (err: Error) => (health = { ok: false, detail: `database unavailable (${err.message})`, at: Date.now() }),
     ).finally(() => (pinging = false));
@@ -57,7 +71,7 @@ export async function openPgBackend(options: PgStoreOptions) {
     dataFile: () => '',
     database: () => {
       // A ping older than two periods (the database stopped answering mid-ping) counts as down.
-      if (Date.now() - health.at > 3 * PING_EVERY_MS + (options.statementTimeoutMs ?? 5000)) return { ok: false, detail: 'database not answering' };
+      if (Date.now() - health.at > 3 * PING_EVERY_MS + PING_TIMEOUT_MS) return { ok: false, detail: 'database not answering' };
       return { ok: health.ok, detail: health.detail };
     },
   };
@@ -78,7 +92,7 @@ export async function openPgBackend(options: PgStoreOptions) {
     async close(): Promise<void> {
       clearInterval(pinger);
       treasury.stop();
-      await store.close();
+      await closeAll();
     },
   };
 }
