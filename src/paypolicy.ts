@@ -175,7 +175,10 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         // replica left in signing first (their approved ones may then expire right here).
         if (pgBackend) await repairStale(pgBackend.cluster, pgBackend.pool);
         const expired = pgBackend
-          ? await pgBackend.cluster.oncePer('approval-sweep', sweepEveryMs, () => sweepExpiredApprovals(deps)) ?? 0
+          ? await pgBackend.cluster.oncePer('approval-sweep', sweepEveryMs, () => {
+            log.debug({ job: 'approval-sweep' }, 'cluster job ran');
+            return sweepExpiredApprovals(deps);
+          }) ?? 0
           : await sweepExpiredApprovals(deps);
         if (expired > 0) log.info({ expired }, 'expired approval requests');
         const skewMs = clock.skewMs();
