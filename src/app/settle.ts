@@ -50,7 +50,7 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
   }
   let settled: boolean;
   try {
-    settled = await deps.uow.write((tx) => tx.payments.settleSigned(rowId, JSON.stringify(signed), deps.now(), submitsOnChain(deps, signed)));
+    settled = await deps.uow.write((tx) => tx.payments.settleSigned(rowId, JSON.stringify(signed), deps.now(), submitsOnChain(deps, signed), nonce));
   } catch (err) {
     await endSigning(deps, rowId, 'Recording the signature failed; it was discarded unsent');
     throw err;

@@ -84,7 +84,8 @@ export function createPaymentStore(db: Db) {
     holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
     VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @createdAt, @reason, @serviceSlug,
     @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
-  const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ?'));
+  // A raw transaction's nonce must still be the row's: see pg/payments.ts SETTLE.
+  const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ? AND (? IS NULL OR nonce = ?)'));
   // Submission is a column of a signed row, not a state (migration 0007).
   const submitted = db.prepare(`UPDATE transactions SET submit_status = 'submitted', tx_hash = ?, updated_at = ?
     WHERE id = ? AND status = 'signed' AND submit_status = 'pending'`);
@@ -188,8 +189,8 @@ export function createPaymentStore(db: Db) {
       insert.run({ ...row, holdsCap: holdsCap(row.status) ? 1 : 0 });
     },
     /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
-    settleSigned(id: string, result: string, now: number, submit = false): boolean {
-      return settle.run(result, submit ? 'pending' : null, now, id).changes === 1;
+    settleSigned(id: string, result: string, now: number, submit = false, nonce?: number): boolean {
+      return settle.run(result, submit ? 'pending' : null, now, id, nonce ?? null, nonce ?? null).changes === 1;
     },
     /** A node accepted the row's transaction: record its hash. False when it was already recorded. */
     markSubmitted(id: string, txHash: string, now: number): boolean {

@@ -54,7 +54,12 @@ const BY_ID = statement('pay.byId', `SELECT ${COLUMNS} FROM transactions WHERE i
 const INSERT = statement('pay.insert', `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
   holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10)`);
-const SETTLE = move('settle', 'signing', 'signed', 'result = $1, submit_status = $2, updated_at = $3', 'id = $4');
+// A raw transaction settles only while the row still holds the nonce it was signed with, not just
+// while it is `signing`: another replica's stale-signing repair may have taken the row back (its
+// nonce handed back, maybe to another payment) and a repeat reserved it again with a new nonce;
+// the first signature must not settle that reservation (test/replicas/staleRepairRace.test.ts).
+const SETTLE = move('settle', 'signing', 'signed', 'result = $1, submit_status = $2, updated_at = $3',
+  'id = $4 AND ($5::bigint IS NULL OR nonce = $5::bigint)');
 const SUBMITTED = statement('pay.submitted', `UPDATE transactions SET submit_status = 'submitted', tx_hash = $1, updated_at = $2
   WHERE id = $3 AND status = 'signed' AND submit_status = 'pending'`);
 const UNSUBMITTED = statement('pay.unsubmitted', `SELECT id, result FROM transactions WHERE submit_status = 'pending' AND chain_id = $1
@@ -149,8 +154,8 @@ export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
         holdsCap(row.status) ? 1 : 0, row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey,
         row.requestHash, row.request, row.result, row.approvalId]);
     },
-    async settleSigned(id, result, now, submit = false) {
-      return (await sql.run(SETTLE, [result, submit ? 'pending' : null, now, id])) === 1;
+    async settleSigned(id, result, now, submit = false, nonce) {
+      return (await sql.run(SETTLE, [result, submit ? 'pending' : null, now, id, nonce ?? null])) === 1;
     },
     async markSubmitted(id, txHash, now) {
       return (await sql.run(SUBMITTED, [txHash, now, id])) === 1;
