@@ -3,6 +3,7 @@ import { evaluatePolicy } from '../domain/policy.js';
 import type { PaymentRequest } from '../domain/paymentRequest.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import { shedIfLate } from '../admission.js';
+import { unauthenticated } from '../auth/credentials.js';
 import { newUuid } from '../store/ids.js';
 import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
@@ -59,6 +60,10 @@ async function decide(
     // Thrown before any insert: the transaction's savepoint rolls back empty.
     shedIfLate(deadline);
     const { payments, approvals, agents, organizations } = tx;
+    // The key was checked when the request came in, which may be a whole signing queue ago: a
+    // revocation committed since (on any replica) binds this write, as the agent's status does.
+    const key = await tx.apiKeys.get(principal.keyId);
+    if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
     const inTx = withinWrite(deps, tx);
     const current = (await agents.get(agent.id)) ?? agent;
     const now = deps.now();
