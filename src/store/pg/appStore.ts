@@ -32,7 +32,14 @@ export async function openPgBackend(options: PgStoreOptions) {
   // RPC calls of seconds) and for /readyz's ping, so neither waits behind, nor takes slots from,
   // the requests' pool: readiness says whether the database answers, not whether this replica is busy.
   const side = { connectionString: options.connectionString, connectionTimeoutMillis: options.connectTimeoutMs ?? 2000, keepAlive: true };
-  const upkeep = new pg.Pool({ ...side, max: UPKEEP_CONNECTIONS, application_name: 'paypolicy upkeep', idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 10_000 });
+  // The jobs' own statements (lock, the settings row of their last start) are bounded like the
+  // requests' ones: behind a lock nobody releases, a sweep must fail and come back next period, not
+  // hang and stop that job on every replica. Waiting for the bootstrap lock is bounded the same way.
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5000;
+  const upkeep = new pg.Pool({
+    ...side, max: UPKEEP_CONNECTIONS, application_name: 'paypolicy upkeep', idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 10_000,
+    statement_timeout: statementTimeoutMs, query_timeout: statementTimeoutMs + 1000,
+  });
   const pingPool = new pg.Pool({ ...side, max: 1, application_name: 'paypolicy ping', statement_timeout: PING_TIMEOUT_MS, query_timeout: PING_TIMEOUT_MS });
   for (const p of [upkeep, pingPool]) p.on('error', (err) => options.onError?.(err));
   const cluster: ClusterJobs = createClusterJobs(upkeep);
