@@ -4,6 +4,7 @@ import { UsageError } from './cli/errors.js';
 import { parseFlags, type Flags, type FlagSpecs } from './cli/parseFlags.js';
 import { LOG_LEVELS, type LogLevel } from './logger.js';
 import { validateAdminToken } from './auth/credentials.js';
+import { DEFAULT_MAX_QUEUE_MS } from './admission.js';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export type Config = {
@@ -133,11 +134,18 @@ export function loadConfig(argv: string[], env: Env): Config {
   const databaseUrl = raw.databaseUrl;
   // Never echo the URL: it may hold a password.
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(databaseUrl)) throw new ConfigError('--database-url must be a postgres:// URL');
+  const staleSigningMs = optionalInteger(raw.staleSigningMs, '--stale-signing-ms', 1_000, 86_400_000);
+  const maxQueueMs = optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000);
+  // A payment may wait up to --max-queue-ms to be signed: a repair threshold below that would let
+  // another replica fail rows a live one is still signing (500s, and work thrown away).
+  if (staleSigningMs !== undefined && staleSigningMs < (maxQueueMs ?? DEFAULT_MAX_QUEUE_MS)) {
+    throw new ConfigError(`--stale-signing-ms (${staleSigningMs}) must be at least --max-queue-ms (${maxQueueMs ?? DEFAULT_MAX_QUEUE_MS}): a live replica's payment may wait that long to be signed`);
+  }
   return {
     databaseUrl,
     databasePoolSize: optionalInteger(raw.databasePoolSize, '--database-pool-size', 2, 1_000),
     databaseStatementTimeoutMs: optionalInteger(raw.databaseStatementTimeoutMs, '--database-statement-timeout-ms', 100, 600_000),
-    staleSigningMs: optionalInteger(raw.staleSigningMs, '--stale-signing-ms', 1_000, 86_400_000),
+    staleSigningMs,
     metricsToken,
     metricsAgentLabels,
     maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),
@@ -146,7 +154,7 @@ export function loadConfig(argv: string[], env: Env): Config {
     maxInFlight: optionalInteger(raw.maxInFlight, '--max-in-flight', 1, 1_000_000),
     maxInFlightPerOrg: optionalInteger(raw.maxInFlightPerOrg, '--max-in-flight-per-org', 1, 1_000_000),
     maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
-    maxQueueMs: optionalInteger(raw.maxQueueMs, '--max-queue-ms', 1, 600_000),
+    maxQueueMs,
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
     confirmations: optionalInteger(raw.confirmations, '--confirmations', 1, 1_000),
     replaceAfterMs: optionalInteger(raw.replaceAfterMs, '--replace-after-ms', 1_000, 86_400_000),
