@@ -55,7 +55,14 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
     await endSigning(deps, rowId, 'Recording the signature failed; it was discarded unsent');
     throw err;
   }
-  if (!settled) throw new DomainError('internal', 'Payment changed state while signing', { meta: { rowId } });
+  // Another replica's upkeep took the row over meanwhile (it repairs rows it believes a dead replica
+  // left in `signing`): this signature is dropped unseen, and the caller's repeat answers what the
+  // ledger holds now. Not a server error: the outcome is known, just not this one.
+  if (!settled) {
+    throw new DomainError('conflict', 'The payment changed state while it was being signed; this signature was discarded unsent. Repeat the request to get its current outcome', {
+      code: 'payment_state_changed', meta: { rowId },
+    });
+  }
   // Writes succeed again: release what a failed write left behind.
   if (deps.stranded.size > 0) await releaseStranded(deps);
   return signed;
