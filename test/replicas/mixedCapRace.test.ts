@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { type Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { createLocalChain, installMiniUsdc, type LocalChain } from '../helpers/localChain.js';
+import { createAgent } from '../helpers/admin.js';
+import { listAllTransactions, postSign, setPolicy, usdToMicros, type SignBody } from '../helpers/payments.js';
+import { startCluster, type Cluster } from '../helpers/replicas.js';
+
+/**
+ * Red team (issue 14), second pass: a 500-way cap race over three replicas with mixed types,
+ * EIP-3009 authorizations and raw transactions on a real EDR chain: the cap is exact and the raw
+ * transactions' nonces are unique and gap-free, whichever replica reserved them.
+ */
+
+const CHAIN = 84532;
+const USDC_84532: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+const RECIPIENT: Address = '0x2222222222222222222222222222222222222222';
+
+let chain: LocalChain;
+let node: Awaited<ReturnType<LocalChain['listen']>>;
+let c: Cluster;
+
+beforeAll(async () => {
+  const deployerKey = generatePrivateKey();
+  chain = await createLocalChain({ chainId: CHAIN, accounts: [{ address: privateKeyToAccount(deployerKey).address, balance: 10n ** 20n }] });
+  node = await chain.listen();
+  c = await startCluster({ replicas: 3, args: ['--rpc-url', `${CHAIN}=${node.url}`, '--max-in-flight', '1000', '--max-sign-queue', '1000', '--max-queue-ms', '60000'] });
+  const treasury = c.bootstrap.treasury_address as Address;
+  await chain.rpc('hardhat_setBalance', [treasury, '0x56bc75e2d63100000']);
+  await installMiniUsdc(chain, USDC_84532, deployerKey, [{ to: treasury, amount: 1_000_000_000n }]);
+}, 120_000);
+afterAll(async () => {
+  await c?.close();
+  await node?.close();
+}, 60_000);
+
+test('500 mixed payments over three replicas: the cap exact, raw nonces unique and gap-free', async () => {
+  const agentId = await createAgent(c.admin(0), c.bootstrap.org_id, 'mixed');
+  await setPolicy(c.admin(1), agentId, { allowlist: [RECIPIENT], capUsd: '10.00', thresholdUsd: '5' });
+  const body = (i: number): SignBody => i % 2 === 0
+    ? { agent_id: agentId, type: 'eip3009', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.03' }
+    : { agent_id: agentId, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.03' };
+  const answers = await Promise.all(Array.from({ length: 500 }, (_, i) => postSign(c.replicas[i % 3]!.url, c.bootstrap.api_key, body(i), `mixed-${i}`)));
+  expect(answers.filter((a) => a.status !== 200 && a.status !== 403).map((a) => a.text).slice(0, 3)).toEqual([]);
+  const ok = answers.filter((a) => a.status === 200);
+  expect(ok).toHaveLength(333);
+  const raw = ok.filter((a) => a.json.raw_transaction);
+  expect(raw.length).toBeGreaterThan(0);
+  expect(ok.length - raw.length).toBeGreaterThan(0);
+  const nonces = raw.map((a) => Number(a.json.raw_transaction.nonce)).sort((x, y) => x - y);
+  expect(nonces).toEqual(Array.from({ length: raw.length }, (_, i) => i));
+  const rows = await listAllTransactions(c.admin(2), c.bootstrap.org_id, agentId);
+  const signed = rows.filter((t) => t.status === 'signed' || (t.status as string) === 'submitted' || (t.status as string) === 'confirmed');
+  expect(rows.filter((t) => t.status === 'signing' || t.status === 'approved')).toEqual([]);
+  expect(rows.filter((t) => t.status !== 'denied').reduce((s, t) => s + usdToMicros(t.amountUsd), 0n)).toBe(9_990_000n);
+  expect(signed.length).toBeLessThanOrEqual(333);
+}, 180_000);
