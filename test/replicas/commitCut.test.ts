@@ -1,4 +1,4 @@
-import { createServer, connect, type Server, type Socket, type AddressInfo } from 'node:net';
+import { createServer, connect, type Server, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
