@@ -19,8 +19,11 @@ export type Gate = {
   enter: (tenant?: string) => () => void;
   /** Enters, returning the release, or undefined when the gate (or the tenant's share) is full. */
   tryEnter: (tenant?: string) => (() => void) | undefined;
-  /** True while the next `enter` would be refused: a cheap look, for refusing before any other work. */
-  full: () => boolean;
+  /**
+   * True while the next `enter` (by `tenant`, when given) would be refused: a cheap look, for
+   * refusing before any other work.
+   */
+  full: (tenant?: string) => boolean;
 };
 
 /**
@@ -87,7 +90,7 @@ export function createGate(limit: number, what: string, share = tenantShare(limi
     limit,
     what,
     inFlight: () => inFlight,
-    full: () => inFlight >= limit,
+    full: (tenant) => inFlight >= limit || (tenant !== undefined && (byTenant.get(tenant) ?? 0) >= share),
     tryEnter,
     enter(tenant) {
       const release = tryEnter(tenant);

@@ -137,6 +137,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
   const router = createRouter(routes);
   // Built once: a refusal under overload costs no allocation of an error and its stack.
   const refusal = admission && errorResponse(overloaded(admission.what), undefined);
+  const tenantRefusal = admission && errorResponse(overloaded(`${admission.what} for this organization`), undefined);
   return async (req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> => {
     let result: RestResponse;
     let release: (() => void) | undefined;
@@ -154,17 +155,25 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
       } else {
         const chosen = match.route;
         const principal = await authenticateApiKey(deps, req.headers.authorization);
-        // A malformed %-escape is just an id that matches nothing, not a server error.
-        const params = Object.fromEntries(Object.entries(match.params).map(([k, v]) => [k, decodePathParam(v) ?? v]));
-        const raw = chosen.method === 'POST' ? await readRestBody(req) : Buffer.alloc(0);
-        // In flight from here (authenticated, request read in full) until the answer is computed,
-        // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
-        release = admission?.enter(principal.orgId);
-        result = await chosen.handle({
-          principal, url, params, log,
-          body: async () => parseJsonObject(raw),
-          header: (name) => requestHeader(req, name),
-        });
+        // The organization's share of the gate is full: refused like a full gate (before the body
+        // is read, the connection held for Retry-After), or its flood would be served refusals as
+        // fast as it can send and starve everything else, health checks included.
+        if (tenantRefusal && admission?.full(principal.orgId)) {
+          result = tenantRefusal;
+          early = true;
+        } else {
+          // A malformed %-escape is just an id that matches nothing, not a server error.
+          const params = Object.fromEntries(Object.entries(match.params).map(([k, v]) => [k, decodePathParam(v) ?? v]));
+          const raw = chosen.method === 'POST' ? await readRestBody(req) : Buffer.alloc(0);
+          // In flight from here (authenticated, request read in full) until the answer is computed,
+          // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
+          release = admission?.enter(principal.orgId);
+          result = await chosen.handle({
+            principal, url, params, log,
+            body: async () => parseJsonObject(raw),
+            header: (name) => requestHeader(req, name),
+          });
+        }
       }
     } catch (err) {
       result = errorResponse(err, log);
