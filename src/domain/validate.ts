@@ -27,9 +27,14 @@ export function requireId(value: string, pattern: RegExp, field: string): string
   return value;
 }
 
-/** Optional free text of at most `max` characters. */
+/**
+ * Optional free text of at most `max` characters. Line breaks and tabs are fine; a NUL is not:
+ * PostgreSQL's TEXT cannot hold one (SQLSTATE 22021, a 500 there), and a SQLite deployment that
+ * stored one could never be moved to PostgreSQL with migrate-store.
+ */
 export function optionalText(value: string, field: string, max: number): string {
   if (value.length > max) throw invalidArgument(`${field} must be at most ${max} characters`);
+  if (value.includes('\u0000')) throw invalidArgument(`${field} must not contain a NUL character`);
   return value;
 }
 
