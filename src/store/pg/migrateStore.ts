@@ -193,7 +193,12 @@ async function copyTable(db: Database.Database, client: pg.Client, t: Table, bat
     if (batch.length === 0) return;
     const values: unknown[] = [];
     const tuples = batch.map((row) => `(${row.map((v) => { values.push(toPg(v)); return `$${values.length}`; }).join(', ')})`);
-    await client.query(`INSERT INTO ${ident(t.name)} (${names.map(ident).join(', ')}) VALUES ${tuples.join(', ')}`, values);
+    try {
+      await client.query(`INSERT INTO ${ident(t.name)} (${names.map(ident).join(', ')}) VALUES ${tuples.join(', ')}`, values);
+    } catch (err) {
+      // A value SQLite held that PostgreSQL refuses (a NUL in text, say): name the table, not just the SQLSTATE.
+      throw new MigrateStoreError(`copying ${t.name} failed: PostgreSQL refused a row (${(err as Error).message}); nothing was written`, { cause: err });
+    }
     batch = [];
   };
   for (const row of select.iterate() as Iterable<unknown[]>) {
