@@ -1,5 +1,6 @@
 import type { Address } from 'viem';
 import { DomainError } from '../domain/errors.js';
+import { unauthenticated } from '../auth/credentials.js';
 import type { PaymentRow } from '../store/payments.js';
 import { expireCollectionIfDue, expireIfDue } from './approvalExpiry.js';
 import type { AppDeps } from './deps.js';
@@ -31,10 +32,10 @@ import type { Offer } from '../probe/offer.js';
  * threshold) and the collection window, like a direct approval is re-checked when decided.
  * Otherwise the approval cannot be used: 403 with the reason, and the hold is released.
  */
-async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address): Promise<SignResult> {
+async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address, keyId?: string): Promise<SignResult> {
   const paywall = isPaywallRequest(row.request);
   // An expired collection costs no probe.
-  if (paywall && await expireCollectionIfDue(deps, row.id)) return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury);
+  if (paywall && await expireCollectionIfDue(deps, row.id)) return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury, keyId);
   const probed = paywall ? await probeApproved(deps, row) : undefined;
   const request = probed?.request ?? row.request;
   // A raw transaction's treasury balances are read beside its nonce floor and compared in the write (treasury.ts).
@@ -43,6 +44,12 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     : [undefined, undefined];
   const step = await deps.uow.write(async (tx) => {
     const { payments, agents } = tx;
+    // The collecting key was checked when the repeat came in, which may be a paywall probe and
+    // node reads ago: a revocation committed since (on any replica) binds this write.
+    if (keyId !== undefined) {
+      const key = await tx.apiKeys.get(keyId);
+      if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
+    }
     const inTx = withinWrite(deps, tx);
     const now = deps.now();
     if (await expireCollectionIfDue(inTx, row.id)) return { kind: 'over' as const };
@@ -72,7 +79,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     return { kind: 'sign' as const, nonce, floored };
   });
   // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
-  if (step.kind === 'over') return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury);
+  if (step.kind === 'over') return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury, keyId);
   if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
   // Only once the floor is committed: the pair needs no more asking of the node.
   if (step.floored) markNonceSynced(deps, row.orgId, row.chainId);
@@ -90,7 +97,7 @@ async function probeApproved(deps: AppDeps, row: PaymentRow): Promise<Probed> {
 }
 
 /** Replays the stored outcome of an earlier request with the same key. */
-export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash: string, treasury: Address): Promise<SignResult> {
+export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash: string, treasury: Address, keyId?: string): Promise<SignResult> {
   if (row.requestHash !== requestHash) {
     throw new DomainError('conflict', 'Idempotency-Key was already used for a different request', { code: 'idempotency_key_reused' });
   }
@@ -109,7 +116,7 @@ export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash:
     case 'pending_approval':
       return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason };
     case 'approved':
-      return collectApproved(deps, current, treasury);
+      return collectApproved(deps, current, treasury, keyId);
     case 'denied':
     case 'expired':
       return { outcome: 'denied', ...base, reason: current.reason };

@@ -58,7 +58,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
   // duplicates cannot slip in between.
   const running = (async () => {
     const existing = (await deps.store.payments.findByIdempotencyKey(agent.id, key)) ?? (await deps.store.payments.findKeylessById(agent.id, key));
-    if (existing) return replayPayment(deps, existing, requestHash, treasury);
+    if (existing) return replayPayment(deps, existing, requestHash, treasury, principal.keyId);
     try {
       return await decidePayment(deps, principal, agent, req, requestHash, treasury);
     } catch (err) {
@@ -67,7 +67,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
       if (!isIdempotencyKeyTaken(err)) throw err;
       const winner = await deps.store.payments.findByIdempotencyKey(agent.id, key);
       if (!winner) throw err;
-      return replayPayment(deps, winner, requestHash, treasury);
+      return replayPayment(deps, winner, requestHash, treasury, principal.keyId);
     }
   })();
   deps.inflight.set(slot, running);
