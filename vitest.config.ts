@@ -16,6 +16,17 @@ const BOTH_STORES = [
   'test/dashboard/sessions.test.ts',
   'test/dashboard/spend.test.ts',
   'test/dashboard/dashboard.e2e.test.ts',
+  'test/adversarial/collection.test.ts',
+  'test/adversarial/fees.test.ts',
+  'test/adversarial/neverPaysUnallowed.test.ts',
+  'test/adversarial/redirects.test.ts',
+  'test/adversarial/pathConfusion.test.ts',
+  'test/bad-input.test.ts',
+  'test/garbage.test.ts',
+  'test/pagination.test.ts',
+  'test/admin.test.ts',
+  'test/agent-spend.test.ts',
+  'test/auth.test.ts',
 ];
 
 export default defineConfig({
