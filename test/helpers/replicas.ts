@@ -9,6 +9,8 @@ import type { Admin } from './admin.js';
 import { CLI } from './cli.js';
 import { connectClient } from './clients.js';
 import { createTestDatabase, type TestDatabase } from './pgDatabase.js';
+import { postSign, type SignBody } from './payments.js';
+import type { RestResult } from './server.js';
 
 /**
  * Several real `paypolicy serve` processes (node bin/paypolicy.js, from dist/) sharing one
@@ -155,4 +157,18 @@ export function spread(cluster: Cluster): (i: number) => string {
     const live = cluster.replicas.filter((r) => r.child.exitCode === null && r.child.signalCode === null);
     return live[i % live.length]!.url;
   };
+}
+
+/**
+ * POST /api/sign as an agent does against a cluster: a 503 (overloaded, database busy or out of
+ * pooled connections on a loaded machine) wrote nothing, so the same request is sent again, to
+ * the next replica, up to `tries` times. The last answer is returned.
+ */
+export async function postSignRetrying(urls: string[], start: number, key: string, body: SignBody, idempotencyKey?: string, tries = 20): Promise<RestResult> {
+  let r = await postSign(urls[start % urls.length]!, key, body, idempotencyKey);
+  for (let i = 1; i < tries && r.status === 503; i++) {
+    await new Promise((res) => setTimeout(res, 50 * i));
+    r = await postSign(urls[(start + i) % urls.length]!, key, body, idempotencyKey);
+  }
+  return r;
 }
