@@ -56,8 +56,8 @@ describe('three replicas on one PostgreSQL', () => {
     const ok = answers.filter((a) => a.status === 200);
     expect(ok).toHaveLength(333);
     expect(answers.filter((a) => a.status === 403)).toHaveLength(667);
-    // Each replica signed some of them.
-    for (let r = 0; r < 3; r++) expect(answers.filter((a, i) => i % 3 === r && a.status === 200).length).toBeGreaterThan(0);
+    // Which replica signed how many is up to the scheduler (on a loaded machine one replica's share
+    // can all arrive after the cap is spent, and a retried request may land elsewhere): not checked.
     // Every 200 is in the ledger, signed; nothing else holds the cap; the sum is exactly $9.99.
     const rows = await listAllTransactions(c.admin(2), c.bootstrap.org_id, agentId);
     const signed = rows.filter((t) => t.status === 'signed');
