@@ -1,5 +1,5 @@
 import { BaseError, HttpRequestError, parseTransaction, TimeoutError, type Address, type Hex } from 'viem';
-import type { ChainReceipt } from '../chain/rpc.js';
+import { rpcReason, type ChainReceipt } from '../chain/rpc.js';
 import { DomainError } from '../domain/errors.js';
 import type { Eip1559Fields } from '../signing/signJobs.js';
 import type { InFlightRow } from '../store/payments.js';
@@ -486,10 +486,4 @@ export async function applyNonceFloor(deps: AppDeps, orgId: string, chainId: num
 /** The (organization, chain) counter is reconciled with the node: later reservations there ask it no more. */
 export function markNonceSynced(deps: AppDeps, orgId: string, chainId: number): void {
   deps.nonceSynced.add(pairKey(orgId, chainId));
-}
-
-/** A short reason for the log; viem's full message names the URL, which may carry a provider key. */
-function rpcReason(err: unknown): string {
-  const e = err as { shortMessage?: string; details?: string; message?: string };
-  return [e.shortMessage ?? e.message, e.details].filter(Boolean).join(' ').replace(/https?:\/\/\S+/g, '<rpc-url>').replace(/\s+/g, ' ').slice(0, 200);
 }

@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import type { TreasuryFunds } from '../chain/balances.js';
-import type { ChainRpc } from '../chain/rpc.js';
+import { rpcReason, type ChainRpc } from '../chain/rpc.js';
 import { DomainError } from '../domain/errors.js';
 import { formatUsd } from '../domain/money.js';
 import { maxNetworkFeeWei, type NetworkFee } from '../domain/networkFee.js';
@@ -62,7 +62,7 @@ export async function getTreasuryBalances(deps: AppDeps, principal: Principal, o
       const funds = await deps.chains.treasuryFunds(chainId, address, token.address);
       return { ...empty, tokenBalanceMicros: funds.tokenBalance, nativeBalanceWei: funds.nativeBalanceWei, blockNumber: funds.blockNumber, error: null };
     } catch (err) {
-      return { ...empty, error: `could not read from the node: ${nodeReason(err)}` };
+      return { ...empty, error: `could not read from the node: ${rpcReason(err)}` };
     }
   }));
   return { orgId, treasuryAddress: address, chains };
@@ -96,7 +96,7 @@ export function readFundsForSigning(deps: AppDeps, chainId: number, treasury: Ad
   const shared = reads.get(key);
   if (shared) return shared;
   const read = deps.chains.treasuryFunds(chainId, treasury, token.address)
-    .then((funds): FundsReading => ({ ok: true, funds }), (err: unknown): FundsReading => ({ ok: false, reason: nodeReason(err) }));
+    .then((funds): FundsReading => ({ ok: true, funds }), (err: unknown): FundsReading => ({ ok: false, reason: rpcReason(err) }));
   reads.set(key, read);
   void read.then(() => reads.delete(key));
   return read;
@@ -160,12 +160,6 @@ function treasuryShortfall(
   }
   if (reasons.length === 0) return null;
   return { rule: funds.tokenBalance < neededMicros ? 'treasury_funds' : 'treasury_gas', reason: reasons.join('. ') };
-}
-
-/** A short reason for a node that failed; viem's full message names the URL, which may carry a provider key. */
-function nodeReason(err: unknown): string {
-  const e = err as { shortMessage?: string; details?: string; message?: string };
-  return [e.shortMessage ?? e.message, e.details].filter(Boolean).join(' ').replace(/https?:\/\/\S+/g, '<rpc-url>').replace(/\s+/g, ' ').slice(0, 200);
 }
 
 /**

@@ -166,3 +166,12 @@ export function createChainRpc(urls: ReadonlyMap<number, string> = new Map(), ti
 export function createBoundedClient(url: string, timeoutMs = 2_000, maxResponseBytes = MAX_RPC_RESPONSE_BYTES): PublicClient {
   return createPublicClient({ transport: transportFor(url, timeoutMs, maxResponseBytes) });
 }
+
+/**
+ * A short reason for logs and answers from a failed RPC call: viem's full message names the URL,
+ * which may carry a provider key or credentials, so any URL is replaced.
+ */
+export function rpcReason(err: unknown): string {
+  const e = err as { shortMessage?: string; details?: string; message?: string };
+  return [e.shortMessage ?? e.message, e.details].filter(Boolean).join(' ').replace(/https?:\/\/\S+/g, '<rpc-url>').replace(/\s+/g, ' ').slice(0, 200);
+}
