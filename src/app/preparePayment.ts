@@ -5,7 +5,7 @@ import { DEFAULT_TEMPO_FEES, prepareMppPayment, type TempoFees } from '../signin
 import { prepareX402Payment } from '../signing/x402Payment.js';
 import type { AppDeps } from './deps.js';
 import { offerFromJson } from './paywall.js';
-import { loadRequest, prepareSignature, type PreparedSignature, type StoredRequest } from './signedPayment.js';
+import { prepareSignature, storedRequestOf, type PreparedSignature, type StoredRequest } from './signedPayment.js';
 
 /** A paywall payment as kept in the ledger: the request plus the offer it was decided on. */
 export type StoredPaywallRequest = {
@@ -17,9 +17,15 @@ export type StoredPaywallRequest = {
   offer: unknown;
 };
 
+/** A ledger `request` column parsed once, for the steps of one signing that each read it. */
+export type ParsedStored = StoredPaywallRequest | StoredRequest;
+
+export function parseStored(stored: string): ParsedStored {
+  return JSON.parse(stored) as ParsedStored;
+}
+
 /** The offer of a stored MPP request, whose Tempo fees must be looked up before signing. */
-export function storedMppOffer(stored: string) {
-  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
+export function storedMppOffer(parsed: ParsedStored) {
   return parsed.payload.kind === 'paywall' && parsed.type === 'mpp' ? offerFromJson((parsed as StoredPaywallRequest).offer) : undefined;
 }
 
@@ -32,7 +38,7 @@ export function isPaywallRequest(stored: string): boolean {
  * mpp from the offer parsed out of the live challenge. Every job's validity window is checked
  * against the one bound (MAX_SIGNED_VALIDITY_SECONDS) before it can reach the signer.
  */
-export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
+export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: ParsedStored, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
   // One reading of the clock anchors both the window and its check.
   const nowMs = deps.now();
   const prepared = buildPayment(orgId, treasury, stored, nowMs, nonce, fees);
@@ -40,9 +46,8 @@ export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, 
   return prepared;
 }
 
-function buildPayment(orgId: string, treasury: Address, stored: string, nowMs: number, nonce: number | undefined, fees: TempoFees): PreparedSignature {
-  const parsed = JSON.parse(stored) as StoredPaywallRequest | StoredRequest;
-  if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, loadRequest(stored), Math.floor(nowMs / 1000), nonce);
+function buildPayment(orgId: string, treasury: Address, parsed: ParsedStored, nowMs: number, nonce: number | undefined, fees: TempoFees): PreparedSignature {
+  if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, storedRequestOf(parsed as StoredRequest), Math.floor(nowMs / 1000), nonce);
   const offer = offerFromJson((parsed as StoredPaywallRequest).offer);
   if (parsed.type === 'x402') {
     const p = prepareX402Payment(orgId, treasury, offer, Math.floor(nowMs / 1000));

@@ -1,7 +1,7 @@
 import { getAddress, type Address } from 'viem';
 import { DomainError } from '../domain/errors.js';
 import type { AppDeps } from './deps.js';
-import { preparePayment, storedMppOffer } from './preparePayment.js';
+import { parseStored, preparePayment, storedMppOffer } from './preparePayment.js';
 import type { SignedPayment } from './signedPayment.js';
 import { submitsOnChain } from './submit.js';
 
@@ -14,11 +14,12 @@ import { submitsOnChain } from './submit.js';
 
 /** Signs a stored request; a challenge the builders refuse is the caller's 400, anything else an internal error. */
 export async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
-  const mppOffer = storedMppOffer(stored);
+  const parsed = parseStored(stored);
+  const mppOffer = storedMppOffer(parsed);
   const fees = mppOffer ? await deps.tempoFees.feesFor(mppOffer, getAddress(treasury)) : undefined;
   let prepared;
   try {
-    prepared = preparePayment(deps, orgId, getAddress(treasury), stored, nonce, fees);
+    prepared = preparePayment(deps, orgId, getAddress(treasury), parsed, nonce, fees);
   } catch (err) {
     // A challenge the builders refuse (expired, bad splits) is the caller's 400, not our failure.
     if (err instanceof DomainError && err.kind === 'invalid_argument') throw err;

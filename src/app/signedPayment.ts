@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { bytesToHex, encodeFunctionData, erc20Abi, getAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, getAddress, type Address, type Hex } from 'viem';
 import { DomainError } from '../domain/errors.js';
 import { microsToAtomic } from '../domain/money.js';
 import type { DirectPayload, PaymentRequest, PaymentType } from '../domain/paymentRequest.js';
 import type { SignJob, SignOutput } from '../signing/signJobs.js';
 import type { PaymentHeader } from '../probe/offer.js';
+import { randomHex32 } from '../signing/randomNonce.js';
 import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../signing/tokens.js';
 
 /**
@@ -41,7 +41,12 @@ export function storeRequest(r: PaymentRequest): string {
 }
 
 export function loadRequest(json: string): StoredRequest {
-  const r = JSON.parse(json) as StoredRequest;
+  return storedRequestOf(JSON.parse(json) as StoredRequest);
+}
+
+/** A parsed `request` column with its big integers restored (raw transaction fees are JSON strings). */
+export function storedRequestOf(parsed: StoredRequest): StoredRequest {
+  const r = { ...parsed };
   if (r.payload.kind === 'raw_transaction') {
     r.payload = { kind: 'raw_transaction', gas: BigInt(r.payload.gas), maxFeePerGas: BigInt(r.payload.maxFeePerGas), maxPriorityFeePerGas: BigInt(r.payload.maxPriorityFeePerGas) };
   }
@@ -52,7 +57,7 @@ export function loadRequest(json: string): StoredRequest {
 export type PreparedSignature = { job: SignJob; finish: (out: SignOutput) => SignedPayment };
 
 function randomUint256(): bigint {
-  return BigInt(bytesToHex(randomBytes(32)));
+  return BigInt(randomHex32());
 }
 
 /**
@@ -66,7 +71,7 @@ export function prepareSignature(orgId: string, treasury: Address, r: StoredRequ
   const value = microsToAtomic(BigInt(r.amountMicros), token.decimals);
   const p = r.payload;
   if (r.type === 'eip3009' && p.kind === 'authorization') {
-    const message = { from: treasury, to, value, validAfter: 0n, validBefore: BigInt(nowSeconds + p.validForSeconds), nonce: bytesToHex(randomBytes(32)) };
+    const message = { from: treasury, to, value, validAfter: 0n, validBefore: BigInt(nowSeconds + p.validForSeconds), nonce: randomHex32() };
     const domain = { name: token.name, version: token.version, chainId: token.chainId, verifyingContract: token.address };
     return {
       job: { kind: 'eip3009', orgId, domain, message },

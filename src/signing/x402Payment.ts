@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { bytesToHex, isAddressEqual, type Address, type Hex } from 'viem';
+import { randomHex32 } from './randomNonce.js';
+import { isAddressEqual, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { Offer, PaymentHeader } from '../probe/offer.js';
 import { MAX_SIGNED_VALIDITY_SECONDS } from './boundedValidity.js';
@@ -71,7 +71,7 @@ export function prepareX402Payment(orgId: string, treasury: Address, offer: Offe
   // 2.27.0 v2 clients send 0; the v1 client backdates. Both satisfy validAfter ≤ now.
   const validAfter = details.version === 2 ? 0n : BigInt(Math.max(0, nowSeconds - V1_VALID_AFTER_BACKDATE_SECONDS));
   const domain = { name: details.domainName, version: details.domainVersion, chainId: offer.chainId, verifyingContract: offer.asset };
-  const message = { from: treasury, to: offer.payTo, value: offer.amountAtomic, validAfter, validBefore, nonce: bytesToHex(randomBytes(32)) };
+  const message = { from: treasury, to: offer.payTo, value: offer.amountAtomic, validAfter, validBefore, nonce: randomHex32() };
 
   return {
     job: { kind: 'eip3009', orgId, domain, message },
