@@ -200,8 +200,8 @@ const NOT_USE_CASES: Record<string, string> = {
   DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
-  isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure',
-  loadRequest: 'pure', prepareSignature: 'pure', signatureOf: 'pure', storeRequest: 'pure',
+  isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure', parseStored: 'pure',
+  loadRequest: 'pure', storedRequestOf: 'pure', prepareSignature: 'pure', signatureOf: 'pure', storeRequest: 'pure',
 };
 
 beforeAll(async () => {
