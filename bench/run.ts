@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -260,6 +260,37 @@ function memoryOf(pid: number): Memory {
   return { rssMb: Math.round(kb('VmRSS') / 1024), hwmMb: Math.round(kb('VmHWM') / 1024) };
 }
 
+/** CPU ticks (user + system, 1/100 s) each thread of a process has used so far, by thread name. */
+function threadTicks(pid: number): Map<string, number> {
+  const ticks = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    // The name sits in parentheses and may contain spaces; the fields after it are fixed.
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    // BENCH_THREADS=1 keeps each thread apart (Node's worker, libuv and V8 helper threads share names).
+    const name = Number(tid) === pid ? 'main' : process.env.BENCH_THREADS ? `${comm}#${tid}` : comm;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks.set(name, (ticks.get(name) ?? 0) + Number(fields[11]) + Number(fields[12]));
+  }
+  return ticks;
+}
+
+/** Runs `work` (one load phase) and reports the process's CPU per answered request, in µs, per thread name. */
+async function cpuPerRequest(pid: number, work: () => Promise<Load>): Promise<{ load: Load; cpu: string }> {
+  const before = threadTicks(pid);
+  const load = await work();
+  const after = threadTicks(pid);
+  const us = (t: number) => Math.round((t * 10_000) / Math.max(1, load.total));
+  const parts = [...after].map(([name, t]) => [name, us(t - (before.get(name) ?? 0))] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+  const total = parts.reduce((sum, [, v]) => sum + v, 0);
+  return { load, cpu: `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')})` };
+}
+
 const HISTORY_ROWS = 1_000_000;
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -377,13 +408,15 @@ async function main(): Promise<void> {
     process.stderr.write('warming up…\n');
     await run(base!, signSpec, 3);
     process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
-    const sign = await run(base!, signSpec, only === 'quote' ? 1 : DURATION_S);
+    const measuredSign = await cpuPerRequest(server.pid!, () => run(base!, signSpec, only === 'quote' ? 1 : DURATION_S));
+    const sign = measuredSign.load;
     // The floor right after sign, so both see the machine in the same state (same bodies, same load).
     let floorLoad: Load | undefined;
+    let floorCpu: string | undefined;
     if (phase('floor')) {
       process.stderr.write('floor: minimal durable sign server (bench/floorServer.ts), same load…\n');
       await run(`http://127.0.0.1:${floorPort}`, signSpec, 3);
-      floorLoad = await run(`http://127.0.0.1:${floorPort}`, signSpec);
+      ({ load: floorLoad, cpu: floorCpu } = await cpuPerRequest(floor.pid!, () => run(`http://127.0.0.1:${floorPort}`, signSpec)));
     }
     process.stderr.write('bare node:http JSON echo, same load…\n');
     const bare = only ? sign : await run(`http://127.0.0.1:${echoPort}`, echoSpec);
@@ -414,11 +447,12 @@ async function main(): Promise<void> {
       flooded = { sign: during, flood: await flood.stop() };
     }
     let quote: Load | undefined;
+    let quoteCpu: string | undefined;
     if (phase('quote')) {
       // One miss fills the cache; everything measured afterwards is a cache hit.
       await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
       process.stderr.write('POST /api/quote (cache hits), same load…\n');
-      quote = await run(base!, quoteSpec);
+      ({ load: quote, cpu: quoteCpu } = await cpuPerRequest(server.pid!, () => run(base!, quoteSpec)));
     }
     // Raw transactions broadcast to the local node before the 200 (each answered with its tx_hash
     // unless the node was too slow: then the background submitter sends it).
@@ -480,6 +514,9 @@ async function main(): Promise<void> {
       ...rows.map((r) => `| ${r.join(' | ')} |`),
       '',
       ...(only ? [] : [target('sign vs reference client', sign.rps / reference, 2, 'x', '>=', 3)]),
+      `server CPU per request, sign: ${measuredSign.cpu}`,
+      ...(floorCpu ? [`floor CPU per request: ${floorCpu}`] : []),
+      ...(quoteCpu ? [`server CPU per request, quote: ${quoteCpu}`] : []),
       target('sign p99', sign.p99, 1, ' ms', '<=', 20),
       ...(floorLoad ? [target('sign vs floor', sign.rps / floorLoad.rps, 2, 'x', '>=', 0.8)] : []),
       ...(only ? [] : [`sign vs bare node:http: ${(sign.rps / bare.rps).toFixed(2)}x`]),
