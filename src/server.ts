@@ -144,7 +144,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return;
     }
     if (opts.extraHandler?.(req, res, reqLog)) return;
-    connect(req, res);
+    try {
+      connect(req, res);
+    } catch (err) {
+      // connect-node makes each request's URL from its authority and throws, synchronously, when
+      // there is none (HTTP/1.0 without Host) or it is not a host: uncaught, that stopped the process.
+      reqLog.warn({ err }, 'rpc request refused before connect-node could read it');
+      if (!res.headersSent) sendJson(res, 400, { error: 'Bad request: missing or malformed Host header', code: 'invalid_request' });
+    }
   };
 
   const h1 = http.createServer(http1Timeouts(limits), handler);
