@@ -2,8 +2,8 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import http2, { type Http2Session } from 'node:http2';
 import net, { type Socket } from 'node:net';
-import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { Code, ConnectError, createContextValues, type Interceptor } from '@connectrpc/connect';
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from '@connectrpc/connect-node';
+import { Code, ConnectError, createContextValues, type ContextValues, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
@@ -18,14 +18,19 @@ import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } fro
 import { createReadiness, type ReadinessOptions } from './observability/readiness.js';
 import { OPENAPI_DOCUMENT } from './rest/openapi.js';
 import { createRestHandler, createRestRoutes } from './rest/router.js';
-import { requestLoggerKey } from './rpc/context.js';
+import { apiKeyPrincipalKey, requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
-import { createRoutes } from './rpc/routes.js';
+import { createRoutes, createServices } from './rpc/routes.js';
+import { createUnaryHandler } from './rpc/unaryHandler.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
 import { accessLogger } from './logger.js';
 
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
+
+/** Request and response compressions RPCs offer (connect-node's default), and the smallest answer compressed (connect's default). */
+const RPC_COMPRESSION = [compressionGzip, compressionBrotli];
+const RPC_COMPRESS_MIN_BYTES = 1024;
 
 /** Pending connections the kernel may queue for accept (Node's default is 511). */
 const LISTEN_BACKLOG = 4096;
@@ -76,7 +81,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const restHandler = createRestHandler(deps, restRoutes, admission);
   const restRouter = createRouter(restRoutes);
   const readiness = createReadiness(deps, opts.readiness);
-  const loggers = new WeakMap<object, Logger>();
+  /** The context values of a request handed to connect-node (its contextValues hook gets only the request). */
+  const rpcValues = new WeakMap<object, ContextValues>();
   const access = accessLogger(log);
   /** A request's route as a metrics label: a template or a fixed path, never the raw path. */
   const routeLabel = (method: string | undefined, path: string): string => {
@@ -100,11 +106,21 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     return sendJson(res, report.status === 'ready' ? 200 : 503, report);
   };
 
+  const services = createServices(deps, opts.adminTokenHash);
+  const interceptors = [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission, deps), failStopInterceptor(deps)];
+  // Unary gRPC and Connect calls are served by rpc/unaryHandler.ts (same answers, a fraction of
+  // the CPU); connect-node serves the rest: gRPC-Web, Connect GET, streaming content types, 404s.
+  const unary = createUnaryHandler({
+    services, interceptors, readMaxBytes: MAX_RPC_MESSAGE_BYTES, acceptCompression: RPC_COMPRESSION, compressMinBytes: RPC_COMPRESS_MIN_BYTES,
+    onFailure: (err, values) => values.get(requestLoggerKey)?.().error({ err }, 'rpc answer failed'),
+  });
   const connect = connectNodeAdapter({
-    routes: createRoutes(deps, opts.adminTokenHash),
-    interceptors: [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission, deps), failStopInterceptor(deps)],
+    routes: createRoutes(services),
+    interceptors,
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
-    contextValues: (req) => createContextValues().set(requestLoggerKey, loggers.get(req)),
+    acceptCompression: RPC_COMPRESSION,
+    compressMinBytes: RPC_COMPRESS_MIN_BYTES,
+    contextValues: (req) => rpcValues.get(req) ?? createContextValues(),
     fallback: (_req, res) => sendJson(res as NodeResponse, 404, { error: 'Not found', code: 'not_found' }),
   });
 
@@ -115,8 +131,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     if (path === '/healthz' || path === '/readyz') return health(path, req, res);
     const started = process.hrtime.bigint();
     const reqId = randomUUID();
-    const reqLog = log.child({ reqId });
-    loggers.set(req, reqLog);
+    // The request's child logger is made when something logs besides the access line.
+    let reqLog: Logger | undefined;
+    const requestLog = () => (reqLog ??= log.child({ reqId }));
     res.setHeader('x-request-id', reqId);
     // Path only: query strings and headers never reach the log.
     res.on('finish', () => {
@@ -140,16 +157,20 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return send(res, 303, { location: '/dashboard', 'cache-control': 'no-store' });
     }
     if (path.startsWith('/api/')) {
-      void restHandler(req, res, reqLog);
+      void restHandler(req, res, requestLog());
       return;
     }
-    if (opts.extraHandler?.(req, res, reqLog)) return;
+    const values = createContextValues().set(requestLoggerKey, requestLog);
+    // RPC paths (/paypolicy.v1.…) and the dashboard's (/dashboard…) do not overlap.
+    if (unary(req, res, (req.url ?? '').split('?', 1)[0]!, values)) return;
+    if (opts.extraHandler?.(req, res, requestLog())) return;
+    rpcValues.set(req, values);
     try {
       connect(req, res);
     } catch (err) {
       // connect-node makes each request's URL from its authority and throws, synchronously, when
       // there is none (HTTP/1.0 without Host) or it is not a host: uncaught, that stopped the process.
-      reqLog.warn({ err }, 'rpc request refused before connect-node could read it');
+      requestLog().warn({ err }, 'rpc request refused before connect-node could read it');
       if (!res.headersSent) sendJson(res, 400, { error: 'Bad request: missing or malformed Host header', code: 'invalid_request' });
     }
   };
@@ -335,7 +356,10 @@ function admissionInterceptor(gate: Gate, deps: AppDeps): Interceptor {
     // authenticate enters without one and gets its 401 from the handler.
     let orgId: string | undefined;
     try {
-      orgId = (await authenticateApiKey(deps, req.header.get('authorization'))).orgId;
+      const principal = await authenticateApiKey(deps, req.header.get('authorization'));
+      // The handler takes it from here instead of authenticating the same key again.
+      req.contextValues.set(apiKeyPrincipalKey, principal);
+      orgId = principal.orgId;
     } catch {
       orgId = undefined;
     }

@@ -45,6 +45,6 @@ export const domainErrorInterceptor: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (err) {
-    throw toConnectError(err, req.contextValues.get(requestLoggerKey));
+    throw toConnectError(err, req.contextValues.get(requestLoggerKey)?.());
   }
 };

@@ -11,10 +11,14 @@ import { invalidArgument } from '../domain/errors.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
+import { apiKeyPrincipalKey } from './context.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
-  const principal = (ctx: HandlerContext): Promise<ApiKeyPrincipal> => authenticateApiKey(deps, ctx.requestHeader.get('authorization'));
+  // Authenticated once per call: admission (server.ts) leaves the principal in the context; a key
+  // that did not authenticate there is authenticated here again and gets its 401.
+  const principal = async (ctx: HandlerContext): Promise<ApiKeyPrincipal> =>
+    ctx.values.get(apiKeyPrincipalKey) ?? authenticateApiKey(deps, ctx.requestHeader.get('authorization'));
 
   return {
     async ping(req, ctx) {
