@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import type { ChainState, TransactionRecord } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
+import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
 
 /**
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
@@ -68,15 +69,17 @@ function toRow(r: Raw): PaymentRow {
 }
 
 export function createPaymentStore(db: Db) {
-  // Reads only the covering index transactions_cap (agent_id, holds_cap, cap_at, amount_micros).
-  const capSum = db.prepare(
-    'SELECT COALESCE(SUM(amount_micros), 0) AS total FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ?',
-  ).safeIntegers(true);
-  // Pending approvals past their window no longer hold the cap, even before a read or the sweep
-  // marks them expired; usually this finds nothing.
-  const overdue = db.prepare(`SELECT COALESCE(SUM(t.amount_micros), 0) AS total FROM approvals a
-    JOIN transactions t ON t.id = a.transaction_id
-    WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?`).safeIntegers(true);
+  // What counts against the cap since ?: the agent's hourly sums entirely after it (cap_buckets,
+  // migration 0010, a short range of its primary key), the rows of the hour it falls in (the
+  // covering index transactions_cap: agent_id, holds_cap, cap_at, amount_micros), less pending
+  // approvals past their window, which no longer hold the cap even before a read or the sweep
+  // marks them expired (usually nothing). One statement: one call per policy check; the three
+  // sums are added in bigint (SQLite's + and - would turn an overflow into a float).
+  const capSum = db.prepare(`SELECT
+      (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = ? AND bucket > ?),
+      (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ? AND cap_at < ?),
+      (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
+       WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?)`).raw(true).safeIntegers(true);
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
@@ -166,10 +169,15 @@ export function createPaymentStore(db: Db) {
     newestTime(): number {
       return Number((newest.get() as { t: number | bigint }).t);
     },
-    /** Sum of what counts against the agent's cap since `since` (epoch ms), by when each began counting. */
+    /**
+     * Sum of what counts against the agent's cap since `since` (epoch ms, finite), by when each
+     * began counting: the amounts of its rows holding the cap with cap_at > since, less pending
+     * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
+     */
     committedSince(agentId: string, since: number, now: number): bigint {
-      const held = BigInt((capSum.get(agentId, since) as { total: bigint }).total);
-      return held - BigInt((overdue.get(agentId, now, since) as { total: bigint }).total);
+      const { bucket, end } = capHourOf(since);
+      const [hours, edge, overdue] = capSum.get(agentId, bucket, agentId, since, end, agentId, now, since) as [bigint, bigint, bigint];
+      return hours + edge - overdue;
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;
@@ -341,6 +349,15 @@ export function createPaymentStore(db: Db) {
   };
 }
 export type PaymentStore = ReturnType<typeof createPaymentStore>;
+
+/**
+ * The cap bucket `since` falls in and where it ends: rows after `since` are those of the later
+ * buckets, whole, and those of this one with cap_at in (since, end). Floored like the buckets.
+ */
+export function capHourOf(since: number): { bucket: number; end: number } {
+  const bucket = Math.floor(since / CAP_BUCKET_MS);
+  return { bucket, end: (bucket + 1) * CAP_BUCKET_MS };
+}
 
 /** A mined version of a tracked row (all null but the hash for a row whose nonce someone else used). */
 export type MinedVersion = { hash: string; blockNumber: number | null; confirmations: number | null; networkFeeWei: string | null };

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { capBucketOf } from '../migrations/0010_cap_buckets.js';
 import { MIGRATIONS } from '../migrations/index.js';
 import { lockDataDir } from '../dataDir.js';
 import { migratePg } from './migrate.js';
@@ -25,9 +26,11 @@ import { TYPES } from './sql.js';
  * Rows are copied as they are: statuses that are not initial states (signed, reverted, ...) are
  * legal histories the SQLite triggers already enforced, so the target's row triggers (which only
  * admit initial states on INSERT) are disabled for the copy inside the transaction and enabled again
- * before COMMIT. Foreign keys, CHECKs and unique indexes stay in force. Treasury keys are copied
- * encrypted; the master key that decrypts them stays in the data directory (or PAYPOLICY_MASTER_KEY)
- * and must be given to every replica.
+ * before COMMIT. That includes the triggers that keep cap_buckets: the source's buckets are copied
+ * as they are (not added to again) and checked against the sums of the copied transactions.
+ * Foreign keys, CHECKs and unique indexes stay in force. Treasury keys are copied encrypted; the
+ * master key that decrypts them stays in the data directory (or PAYPOLICY_MASTER_KEY) and must be
+ * given to every replica.
  */
 
 export type MigrateStoreOptions = {
@@ -87,6 +90,7 @@ export async function migrateStore(options: MigrateStoreOptions): Promise<Migrat
         reports.push(await verifyTable(db, client, t));
         log(`copied ${t.name}: ${reports[reports.length - 1]!.rows} rows`);
       }
+      await verifyCapBuckets(client);
       for (const t of tables) await client.query(`ALTER TABLE ${ident(t.name)} ENABLE TRIGGER USER`);
       const done = await client.query('COMMIT');
       if (done.command !== 'COMMIT') throw new MigrateStoreError('PostgreSQL rolled the copy back at COMMIT; nothing was written');
@@ -258,6 +262,23 @@ function digestRows(t: Table, rows: Iterable<unknown[]>): { rows: number; sums: 
     hash.update('\n');
   }
   return { rows: n, sums, sha256: hash.digest('hex') };
+}
+
+/**
+ * cap_buckets is derived from transactions (the sums the cap check reads, migration 0010). It is
+ * copied like any table, while the target's triggers are off (with them on, every copied row would
+ * add to its bucket once more); then the copy must equal what the copied ledger implies, agent-hour
+ * by agent-hour, or the cap would be checked against wrong sums from the first payment on.
+ */
+async function verifyCapBuckets(client: pg.Client): Promise<void> {
+  const { rows: [r] } = await client.query<{ n: string }>(`WITH derived AS (
+      SELECT agent_id, ${capBucketOf('cap_at')} AS bucket, SUM(amount_micros) AS total FROM transactions WHERE holds_cap = 1
+      GROUP BY agent_id, ${capBucketOf('cap_at')})
+    SELECT count(*)::text AS n FROM cap_buckets b FULL JOIN derived d ON d.agent_id = b.agent_id AND d.bucket = b.bucket
+    WHERE COALESCE(b.total, 0) <> COALESCE(d.total, 0)`);
+  if (BigInt(r!.n) !== 0n) {
+    throw new MigrateStoreError(`verification of cap_buckets failed: ${r!.n} agent-hour sums differ from the copied transactions' (the source's cap_buckets is damaged); nothing was written`);
+  }
 }
 
 function canonical(v: unknown): unknown {

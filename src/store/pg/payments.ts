@@ -1,6 +1,6 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
-import type { ChainAttempt, InFlightRow, PaymentRow, PaymentStore } from '../payments.js';
+import { capHourOf, type ChainAttempt, type InFlightRow, type PaymentRow, type PaymentStore } from '../payments.js';
 import type { AsyncTable } from './asyncTable.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
 
@@ -40,13 +40,13 @@ function toRow(r: Raw): PaymentRow {
   };
 }
 
-// Reads only the covering index transactions_cap (agent_id, holds_cap, cap_at, amount_micros).
-const CAP_SUM = statement('pay.capSum',
-  'SELECT COALESCE(SUM(amount_micros), 0)::bigint AS total FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $2');
-// Pending approvals past their window no longer hold the cap, even before the sweep marks them expired.
-const OVERDUE = statement('pay.overdue', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS total FROM approvals a
-  JOIN transactions t ON t.id = a.transaction_id
-  WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $2 AND t.holds_cap = 1 AND t.cap_at > $3`);
+// What counts against the cap: the hourly sums after the hour of `since`, the rows of that hour,
+// less overdue pending approvals (../payments.ts capSum); one statement, one round trip.
+const CAP_SUM = statement('pay.capSum', `SELECT
+    (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = $1 AND bucket > $2)::bigint AS hours,
+    (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
+    (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
+     WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5 AND t.holds_cap = 1 AND t.cap_at > $3)::bigint AS overdue`);
 const BY_KEY = statement('pay.byKey', `SELECT ${COLUMNS} FROM transactions WHERE agent_id = $1 AND idempotency_key = $2`);
 const KEYLESS_BY_ID = statement('pay.keylessById',
   `SELECT ${COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2 AND idempotency_key IS NULL AND type != 'ping'`);
@@ -134,8 +134,9 @@ export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
     },
     async committedSince(agentId, since, now) {
       sql.contend(`cap:${agentId}`);
-      const held = (await sql.one<{ total: bigint }>(CAP_SUM, [agentId, since]))!.total;
-      return held - (await sql.one<{ total: bigint }>(OVERDUE, [agentId, now, since]))!.total;
+      const { bucket, end } = capHourOf(since);
+      const r = (await sql.one<{ hours: bigint; edge: bigint; overdue: bigint }>(CAP_SUM, [agentId, bucket, since, end, now]))!;
+      return r.hours + r.edge - r.overdue;
     },
     async findByIdempotencyKey(agentId, key) {
       const r = await sql.one<Raw>(BY_KEY, [agentId, key]);
@@ -150,6 +151,9 @@ export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
       return r && toRow(r);
     },
     async insert(row) {
+      // A row holding the cap adds to the agent's cap bucket (migration 0010), the row every
+      // concurrent payment of the agent writes: a retry queues on the agent's hot spot.
+      if (holdsCap(row.status)) sql.contend(`cap:${row.agentId}`);
       await sql.run(INSERT, [row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros,
         holdsCap(row.status) ? 1 : 0, row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey,
         row.requestHash, row.request, row.result, row.approvalId]);

@@ -122,7 +122,7 @@ describe('migrate-store', () => {
     const lines: string[] = [];
     const report = await migrateStore({ fromDir: dir, toUrl: pgdb.url, batchRows: 100, log: (l) => lines.push(l) });
     const byTable = Object.fromEntries(report.tables.map((t) => [t.table, t]));
-    expect(Object.keys(byTable).sort()).toEqual(['account_nonces', 'agents', 'api_keys', 'approvals', 'chain_attempts', 'dashboard_login_failures',
+    expect(Object.keys(byTable).sort()).toEqual(['account_nonces', 'agents', 'api_keys', 'approvals', 'cap_buckets', 'chain_attempts', 'dashboard_login_failures',
       'dashboard_sessions', 'dashboard_users', 'organizations', 'policies', 'released_nonces', 'services', 'settings', 'transactions', 'treasuries']);
     expect(byTable.transactions!.rows).toBe(1234 + 5);
     // Every table's rows, read from both sides, are the same values with the same types.
@@ -131,7 +131,7 @@ describe('migrate-store', () => {
     try {
       for (const t of report.tables) {
         const cols = (src.prepare('SELECT name FROM pragma_table_info(?)').all(t.table) as Array<{ name: string }>).map((c) => c.name);
-        const order = t.table === 'dashboard_sessions' ? 'token_hash' : t.table === 'chain_attempts' ? 'transaction_id, hash' : cols[0];
+        const order = t.table === 'dashboard_sessions' ? 'token_hash' : t.table === 'chain_attempts' ? 'transaction_id, hash' : t.table === 'cap_buckets' ? 'agent_id, bucket' : cols[0];
         const a = src.prepare(`SELECT ${cols.join(', ')} FROM ${t.table} ORDER BY ${order}`).all();
         const b = await query(pgdb.url, `SELECT ${cols.join(', ')} FROM ${t.table} ORDER BY ${order}`);
         expect(b.length, t.table).toBe(a.length);
@@ -189,7 +189,7 @@ describe('migrate-store', () => {
     const db = new Database(join(dir, 'paypolicy.db'));
     db.prepare('DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)').run();
     db.close();
-    await expect(migrateStore({ fromDir: dir, toUrl: target.url })).rejects.toThrow(/schema version 8, this build at 9/);
+    await expect(migrateStore({ fromDir: dir, toUrl: target.url })).rejects.toThrow(/schema version 9, this build at 10/);
     await expect(migrateStore({ fromDir: join(dir, 'nope'), toUrl: target.url })).rejects.toThrow(/does not exist/);
     // Nothing reached the target but (at most) its schema.
     expect(await query(target.url, 'SELECT count(*)::bigint AS n FROM information_schema.tables WHERE table_name = \'transactions\'')).toEqual([{ n: expect.any(BigInt) }]);

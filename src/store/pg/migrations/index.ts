@@ -7,6 +7,7 @@ import { sql as transactionStates } from './0006_transaction_states.js';
 import { sql as submission } from './0007_submission.js';
 import { sql as chainTracking } from './0008_chain_tracking.js';
 import { sql as treasuryFunds } from './0009_treasury_funds.js';
+import { sql as capBuckets } from './0010_cap_buckets.js';
 
 /**
  * Every PostgreSQL migration in order, numbered and named exactly like SQLite's
@@ -22,4 +23,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 7, name: 'submission', sql: submission },
   { version: 8, name: 'chain_tracking', sql: chainTracking },
   { version: 9, name: 'treasury_funds', sql: treasuryFunds },
+  { version: 10, name: 'cap_buckets', sql: capBuckets },
 ];
