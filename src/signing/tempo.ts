@@ -1,8 +1,8 @@
 import { bytesToHex, encodeFunctionData, getAddress, isAddress, isAddressEqual, isHex, keccak256, maxUint256, stringToBytes, type Address, type Hex } from 'viem';
-import { Abis } from 'viem/tempo';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { MppChallengeParams, Offer, PaymentHeader } from '../probe/offer.js';
 import type { SignJob, SignOutput, TempoFields } from './signJobs.js';
+import { tip20TransferAbi } from './tip20Abi.js';
 
 /**
  * MPP `tempo`/`charge` in pull mode (mpp.md §6–§8): a Tempo transaction that pays the charge,
@@ -94,8 +94,8 @@ function memo(value: unknown, what: string): Hex | undefined {
 
 function transferCall(currency: Address, to: Address, amount: bigint, withMemo: Hex | undefined): { to: Address; data: Hex } {
   const data = withMemo === undefined
-    ? encodeFunctionData({ abi: Abis.tip20, functionName: 'transfer', args: [to, amount] })
-    : encodeFunctionData({ abi: Abis.tip20, functionName: 'transferWithMemo', args: [to, amount, withMemo] });
+    ? encodeFunctionData({ abi: tip20TransferAbi, functionName: 'transfer', args: [to, amount] })
+    : encodeFunctionData({ abi: tip20TransferAbi, functionName: 'transferWithMemo', args: [to, amount, withMemo] });
   return { to: currency, data };
 }
 

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { BaseError, encodeFunctionData, type Address } from 'viem';
-import { Abis } from 'viem/tempo';
 import { createBoundedClient, type ChainRpc } from '../chain/rpc.js';
 import type { Offer } from '../probe/offer.js';
 import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, type TempoFees } from './tempo.js';
+import { tip20TransferAbi } from './tip20Abi.js';
 
 /** Where MPP payments get their gas and fee values. */
 export type TempoFeeSource = { feesFor(offer: Offer, treasury: Address): Promise<TempoFees> };
@@ -94,7 +94,7 @@ export function createTempoFeeSource(endpoints: TempoRpcEndpoints | string | und
           return DEFAULT_TEMPO_FEES;
         }
         const request = offer.mpp!.request;
-        const data = encodeFunctionData({ abi: Abis.tip20, functionName: 'transferWithMemo', args: [offer.payTo, offer.amountAtomic, `0x${'00'.repeat(32)}`] });
+        const data = encodeFunctionData({ abi: tip20TransferAbi, functionName: 'transferWithMemo', args: [offer.payTo, offer.amountAtomic, `0x${'00'.repeat(32)}`] });
         const [estimate, p] = await Promise.all([rpc.call('eth_estimateGas', [{ from: treasury, to: request.currency, data }]), currentPrices(rpc)]);
         const transfers = BigInt(1 + (request.methodDetails.splits?.length ?? 0));
         let gas = (quantity(estimate, 'eth_estimateGas') + GAS_BUFFER) * transfers;
