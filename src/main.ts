@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { limitHeapGrowth } from './heapGrowth.js';
 import { isSingleExecutable } from './sea/runtime.js';
 
 const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
@@ -116,6 +117,8 @@ const FAIL_STOP_EXIT_MS = 1000;
 
 /** `paypolicy serve`: start, print the first-start banner once, stop cleanly on a signal. */
 async function serve(argv: string[]): Promise<number> {
+  // Before anything is loaded: the server's heaps follow its live objects (heapGrowth.ts).
+  limitHeapGrowth();
   // Loaded here, not at the top: admin commands never need the server and start faster without it.
   const { startPaypolicy } = await import('./paypolicy.js');
   const { adminTokenNotice, bootstrapBanner } = await import('./bootstrap.js');
