@@ -22,17 +22,28 @@ export function workerUrl(file: string, from: string, builtDir: string): URL {
 }
 
 /**
+ * Young generation of every worker thread's heap, in MB (V8 splits it into two 2 MB semi-spaces).
+ * Node's default is 48 MB: under load the signing thread grew its young generation to 16 MB and
+ * kept it. What it allocates per job dies within the job (a scavenge finds almost nothing alive),
+ * so a small young generation only means more, equally cheap scavenges: measured on the signing
+ * thread, 123-124 µs of CPU per EIP-3009 job either way, and 11 MB less resident memory.
+ */
+export const WORKER_YOUNG_GENERATION_MB = 6;
+
+/**
  * Starts a worker thread from its entry file (see workerUrl). In the single executable there is
  * no file: the worker's own bundle is embedded as `workers/<file>` and run with `eval: true`
  * (scripts/build-binary.mjs builds it as a script, since eval'd code gets no module wrapper).
+ * Its young generation is WORKER_YOUNG_GENERATION_MB unless `options.resourceLimits` says otherwise.
  */
 export function startWorker(file: string, from: string, builtDir: string, options: WorkerOptions = {}): Worker {
+  const limited: WorkerOptions = { ...options, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB, ...options.resourceLimits } };
   if (isSingleExecutable()) {
     // The worker reuses the main thread's native addons (see loadEmbeddedAddon).
     const prelude = `globalThis.__paypolicyAddonPaths = ${JSON.stringify(addonPathsForWorkers())};\n`;
-    return new Worker(prelude + embeddedText(`workers/${file}`), { ...options, eval: true });
+    return new Worker(prelude + embeddedText(`workers/${file}`), { ...limited, eval: true });
   }
-  return new Worker(workerUrl(file, from, builtDir), options);
+  return new Worker(workerUrl(file, from, builtDir), limited);
 }
 
 /**
