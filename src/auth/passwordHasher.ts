@@ -16,11 +16,17 @@ import { startWorker } from '../workerUrl.js';
  * and are never refused, but they wait in the same line.
  *
  * The thread is started on first use and shared by the whole process (it is a process resource,
- * like the libuv pool it replaces). It holds the process open only while jobs are pending.
+ * like the libuv pool it replaces). It holds the process open only while jobs are pending, and it
+ * stops once it has had nothing to do for PASSWORD_THREAD_IDLE_MS: a thread is a V8 heap of its
+ * own (about 6 MB resident), and sign-ins are rare next to payments. The next hash starts a new
+ * one, which adds tens of milliseconds to a hash that takes 50-100 ms anyway.
  */
 
 /** Sign-ins that may be waiting for or running on the hashing thread at once; more are refused. */
 export const MAX_WAITING_SIGN_INS = 8;
+
+/** How long the hashing thread stays up with no job before it stops (the next job starts it again). */
+export const PASSWORD_THREAD_IDLE_MS = 10_000;
 
 export type ScryptParams = { N: number; r: number; p: number };
 
@@ -45,6 +51,8 @@ const queue: Job[] = [];
 let waitingSignIns = 0;
 let nextId = 1;
 let lastThreadId: number | undefined;
+let idleTimer: NodeJS.Timeout | undefined;
+let idleMs = PASSWORD_THREAD_IDLE_MS;
 
 function finish(job: Job): void {
   if (job.signIn) waitingSignIns--;
@@ -78,13 +86,28 @@ function spawn(): Worker {
   return w;
 }
 
+/** Stops an idle hashing thread; `fail` ignores its exit, since it is no longer `worker`. */
+function retire(): void {
+  idleTimer = undefined;
+  const w = worker;
+  if (!w || running || queue.length > 0) return;
+  worker = undefined;
+  void w.terminate();
+}
+
 function dispatch(): void {
   if (running) return;
   const job = queue.shift();
   if (!job) {
     worker?.unref();
+    if (worker && !idleTimer) {
+      idleTimer = setTimeout(retire, idleMs);
+      idleTimer.unref();
+    }
     return;
   }
+  clearTimeout(idleTimer);
+  idleTimer = undefined;
   worker ??= spawn();
   worker.ref();
   running = job;
@@ -121,7 +144,15 @@ export function hashForAccount(password: string, salt: Buffer, params: ScryptPar
   return enqueue(password, salt, params, keyLength, false);
 }
 
-/** What the hasher is doing, for tests and diagnostics: the thread of the last finished hash, and the sign-ins waiting. */
-export function passwordHasherState(): { lastThreadId: number | undefined; waitingSignIns: number } {
-  return { lastThreadId, waitingSignIns };
+/**
+ * What the hasher is doing, for tests and diagnostics: the thread of the last finished hash, the
+ * sign-ins waiting, and whether a hashing thread is running (started and not retired or dead).
+ */
+export function passwordHasherState(): { lastThreadId: number | undefined; waitingSignIns: number; threadRunning: boolean } {
+  return { lastThreadId, waitingSignIns, threadRunning: worker !== undefined };
+}
+
+/** Tests: how long an idle hashing thread stays up (default PASSWORD_THREAD_IDLE_MS); applies from the next idle period. */
+export function setPasswordThreadIdleMs(ms: number): void {
+  idleMs = ms;
 }
