@@ -1,0 +1,155 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import http2, { type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import { gzipSync } from 'node:zlib';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PaymentPolicyService, PingRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * Red team of the unary RPC handler (src/rpc/unaryHandler.ts, issue 15) with raw clients on a
+ * real server: decompression bombs on gRPC and Connect (small on the wire, far over the 256 KiB
+ * message limit once inflated), streams reset half-way through their body, non-ASCII header bytes,
+ * and request ids under a mixed parallel load. Each must get a clear answer (or none, for a reset
+ * stream), never a 500, a crash, an error log line or unbounded memory, and the server must go on
+ * answering on the same connection.
+ */
+
+const PING = `/${PaymentPolicyService.typeName}/${PaymentPolicyService.method.ping.name}`;
+let s: TestServer;
+let session: ClientHttp2Session;
+
+beforeAll(async () => {
+  s = await startTestServer({ logLevel: 'info' });
+  session = http2.connect(s.url);
+  session.on('error', () => {});
+  await once(session, 'remoteSettings');
+});
+afterAll(async () => {
+  session?.close();
+  await s?.close();
+});
+
+const pingBytes = () => Buffer.from(toBinary(PingRequestSchema, create(PingRequestSchema, { agentId: s.bootstrap.agent_id })));
+function frame(data: Uint8Array, flags = 0): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(data.length, 1);
+  return Buffer.concat([head, data]);
+}
+
+type Wire = { status: number | undefined; headers: IncomingHttpHeaders; trailers: IncomingHttpHeaders; body: Buffer; reset: boolean };
+async function h2(p: string, headers: Record<string, string>, body?: Buffer): Promise<Wire> {
+  const req = session.request({ ':method': 'POST', ':path': p, ...headers });
+  const out: Wire = { status: undefined, headers: {}, trailers: {}, body: Buffer.alloc(0), reset: false };
+  const chunks: Buffer[] = [];
+  req.on('response', (h) => {
+    out.headers = h;
+    out.status = h[':status'] as number;
+  });
+  req.on('trailers', (t) => (out.trailers = t));
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('error', () => (out.reset = true));
+  req.end(body);
+  await once(req, 'close');
+  out.body = Buffer.concat(chunks);
+  return out;
+}
+
+const grpcHeaders = (extra: Record<string, string> = {}) => ({ 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${s.bootstrap.api_key}`, ...extra });
+const connectHeaders = (extra: Record<string, string> = {}) => ({ 'content-type': 'application/proto', 'connect-protocol-version': '1', authorization: `Bearer ${s.bootstrap.api_key}`, ...extra });
+
+async function stillServes(): Promise<void> {
+  const ok = await h2(PING, grpcHeaders(), frame(pingBytes()));
+  expect(ok.status).toBe(200);
+  expect(ok.trailers['grpc-status']).toBe('0');
+}
+
+function errorLogs(): string[] {
+  return s.logs.filter((l) => /"level":(50|60)/.test(l));
+}
+
+// 64 MiB of zeros gzip to ~64 KiB: well under the 256 KiB limit on the wire.
+const BOMB = gzipSync(Buffer.alloc(64 * 1024 * 1024));
+
+describe('decompression bombs', () => {
+  test('gRPC: a gzipped frame inflating to 64 MiB is grpc-status 8, memory stays bounded', async () => {
+    expect(BOMB.length).toBeLessThan(256 * 1024);
+    const rss = process.memoryUsage().rss;
+    const answers = await Promise.all(Array.from({ length: 8 }, () => h2(PING, grpcHeaders({ 'grpc-encoding': 'gzip' }), frame(BOMB, 1))));
+    for (const w of answers) {
+      expect(w.status).toBe(200);
+      expect(w.trailers['grpc-status']).toBe('8');
+    }
+    // Eight bombs at once never inflated in full (8 × 64 MiB would be half a GiB).
+    expect(process.memoryUsage().rss - rss).toBeLessThan(256 * 1024 * 1024);
+    await stillServes();
+    expect(errorLogs()).toEqual([]);
+  });
+
+  test('Connect (h2 and HTTP/1.1): a gzipped body inflating to 64 MiB is resource_exhausted (429), never 500', async () => {
+    const w = await h2(PING, connectHeaders({ 'content-encoding': 'gzip' }), BOMB);
+    expect(w.status).toBe(429);
+    expect(JSON.parse(w.body.toString()).code).toBe('resource_exhausted');
+    const h1 = await new Promise<{ status: number | undefined; body: string }>((resolve, reject) => {
+      const req = http.request(new URL(PING, s.url), { method: 'POST', headers: { connection: 'close', ...connectHeaders({ 'content-encoding': 'gzip' }) }, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode, body }));
+      });
+      req.on('error', reject);
+      req.end(BOMB);
+    });
+    expect(h1.status).toBe(429);
+    expect(JSON.parse(h1.body).code).toBe('resource_exhausted');
+    await stillServes();
+    expect(errorLogs()).toEqual([]);
+  });
+});
+
+describe('streams that go away', () => {
+  test('gRPC and Connect streams reset half-way through the body: no answer owed, no error logged, the session serves on', async () => {
+    for (const headers of [grpcHeaders(), connectHeaders()]) {
+      for (let i = 0; i < 20; i++) {
+        const req = session.request({ ':method': 'POST', ':path': PING, ...headers });
+        req.on('error', () => {});
+        const whole = headers['content-type'] === 'application/grpc' ? frame(pingBytes()) : pingBytes();
+        req.write(whole.subarray(0, 3));
+        await new Promise((r) => setTimeout(r, 5));
+        req.close(http2.constants.NGHTTP2_CANCEL);
+        await once(req, 'close');
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    await stillServes();
+    expect(errorLogs()).toEqual([]);
+  });
+});
+
+describe('header bytes', () => {
+  test('non-ASCII (latin-1) bytes in authorization and in other headers: 401 / answered, never 500 or a reset', async () => {
+    const bad = await h2(PING, grpcHeaders({ authorization: 'Bearer \u00e9\u00ff', 'x-note': 'caf\u00e9' }), frame(pingBytes()));
+    expect(bad.reset).toBe(false);
+    expect(bad.status).toBe(200);
+    expect(bad.trailers['grpc-status']).toBe('16');
+    const ok = await h2(PING, grpcHeaders({ 'x-note': 'caf\u00e9' }), frame(pingBytes()));
+    expect(ok.trailers['grpc-status']).toBe('0');
+    const c = await h2(PING, connectHeaders({ authorization: 'Bearer \u00e9', 'x-note': '\u00ff' }), pingBytes());
+    expect(c.status).toBe(401);
+    expect(errorLogs()).toEqual([]);
+  });
+});
+
+describe('request ids', () => {
+  test('unique across REST, Connect and gRPC under a parallel mixed load', async () => {
+    const ids = await Promise.all(Array.from({ length: 300 }, async (_, i) => {
+      if (i % 3 === 0) return (await h2(PING, grpcHeaders(), frame(pingBytes()))).headers['x-request-id'];
+      if (i % 3 === 1) return (await h2(PING, connectHeaders(), pingBytes())).headers['x-request-id'];
+      const r = await fetch(`${s.url}/api/ping`, { headers: { authorization: `Bearer ${s.bootstrap.api_key}`, connection: 'close' } });
+      await r.text();
+      return r.headers.get('x-request-id') ?? undefined;
+    }));
+    expect(ids.every((id) => typeof id === 'string' && id.length >= 16)).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+});
