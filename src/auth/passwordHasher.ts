@@ -96,22 +96,33 @@ function retire(): void {
 }
 
 function dispatch(): void {
-  if (running) return;
-  const job = queue.shift();
-  if (!job) {
-    worker?.unref();
-    if (worker && !idleTimer) {
-      idleTimer = setTimeout(retire, idleMs);
-      idleTimer.unref();
+  while (!running) {
+    const job = queue.shift();
+    if (!job) {
+      worker?.unref();
+      if (worker && !idleTimer) {
+        idleTimer = setTimeout(retire, idleMs);
+        idleTimer.unref();
+      }
+      return;
     }
-    return;
+    clearTimeout(idleTimer);
+    idleTimer = undefined;
+    try {
+      worker ??= spawn();
+    } catch (err) {
+      // The thread could not be started (new Worker throws ERR_WORKER_INIT_FAILED when no thread
+      // can be made; the worker file may be gone after an upgrade in place): this job fails, its
+      // sign-in slot is given back, and the next job tries again (this runs inside the worker's
+      // event listeners too, where a throw would be uncaught).
+      finish(job);
+      job.reject(err instanceof Error ? err : new Error(String(err)));
+      continue;
+    }
+    worker.ref();
+    running = job;
+    worker.postMessage(job.request);
   }
-  clearTimeout(idleTimer);
-  idleTimer = undefined;
-  worker ??= spawn();
-  worker.ref();
-  running = job;
-  worker.postMessage(job.request);
 }
 
 function enqueue(password: string, salt: Buffer, params: ScryptParams, keyLength: number, signIn: boolean): Promise<Buffer> {
