@@ -11,7 +11,8 @@ import { PaymentType, SignOutcome, SignRequestSchema, SignResponseSchema } from 
  * or it counts as failed.
  *
  * Args: <host:port> <spec.json: {apiKey, agents, recipient}> <seconds> <concurrency> <channels>
- * Prints `RESULT <json>` with rps, p50/p99 ms, failed and total.
+ * Prints `RESULT <json>` with rps, p50/p99 ms, failed, total, and the client's own CPU: clientCpu (cores
+ * this process used over the measured window) and clientUsPerCall (µs of CPU per call).
  */
 const [target, specPath, secondsArg, concurrencyArg, channelsArg] = process.argv.slice(2);
 const spec = JSON.parse(readFileSync(specPath!, 'utf8')) as { apiKey: string; agents: string[]; recipient: string };
@@ -57,10 +58,17 @@ async function loop(measuring: () => boolean, record: boolean): Promise<void> {
 const warmEnd = performance.now() + 2000;
 await Promise.all(Array.from({ length: concurrency }, () => loop(() => performance.now() < warmEnd, false)));
 const start = performance.now();
+const cpuBefore = process.cpuUsage();
 const end = start + seconds * 1000;
 await Promise.all(Array.from({ length: concurrency }, () => loop(() => performance.now() < end, true)));
 const elapsed = (performance.now() - start) / 1000;
+// The client's own CPU (user + system) over the measured window, as a share of one core and per
+// call: the generator shares the machine's cores with the server (wrk, in C, takes far less).
+const cpu = process.cpuUsage(cpuBefore);
+const clientCpu = Math.round(((cpu.user + cpu.system) / 1e6 / elapsed) * 100) / 100;
+const clientUsPerCall = Math.round((cpu.user + cpu.system) / Math.max(1, total));
+process.stderr.write(`grpc client: ${clientCpu} core(s) of CPU, ${clientUsPerCall} µs per call\n`);
 latencies.sort((a, b) => a - b);
 const pct = (p: number) => Math.round((latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? NaN) * 10) / 10;
-process.stdout.write(`RESULT ${JSON.stringify({ rps: total / elapsed, p50: pct(0.5), p99: pct(0.99), failed, total })}\n`);
+process.stdout.write(`RESULT ${JSON.stringify({ rps: total / elapsed, p50: pct(0.5), p99: pct(0.99), failed, total, clientCpu, clientUsPerCall })}\n`);
 for (const c of clients) c.close();
