@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import http2, { type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
-import { gzipSync } from 'node:zlib';
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PingRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
@@ -136,6 +136,61 @@ describe('header bytes', () => {
     expect(ok.trailers['grpc-status']).toBe('0');
     const c = await h2(PING, connectHeaders({ authorization: 'Bearer \u00e9', 'x-note': '\u00ff' }), pingBytes());
     expect(c.status).toBe(401);
+    expect(errorLogs()).toEqual([]);
+  });
+});
+
+describe('malformed frames and bodies', () => {
+  // Which code each gets is pinned by test/rpc-wire.test.ts (connect-node's answers); here: every
+  // one is a whole answer (gRPC: HTTP 200 with a grpc-status trailer; Connect: a JSON error or the
+  // message), nothing is reset or logged as an error, and the session serves on.
+  test('odd flags, truncated or bomb compression, empty and junk bodies, odd timeouts: a whole answer each', async () => {
+    const ping = pingBytes();
+    const brBomb = brotliCompressSync(Buffer.alloc(64 * 1024 * 1024), { params: { [zlib.BROTLI_PARAM_QUALITY]: 1 } });
+    expect(brBomb.length).toBeLessThan(256 * 1024);
+    const g = grpcHeaders;
+    const c = connectHeaders;
+    const grpcCases: Array<[Record<string, string>, Buffer]> = [
+      [g({ 'grpc-encoding': 'gzip' }), frame(ping, 1)],
+      [g({ 'grpc-encoding': 'identity' }), frame(ping, 1)],
+      [g(), frame(ping, 0x80)],
+      [g(), frame(ping, 2)],
+      [g({ 'grpc-encoding': 'gzip' }), frame(gzipSync(ping).subarray(0, 10), 1)],
+      [g({ 'grpc-encoding': 'br' }), frame(brBomb, 1)],
+      [g(), Buffer.alloc(0)],
+      [g(), Buffer.from([0, 0, 0, 0])],
+      [g(), frame(Buffer.alloc(0))],
+      [g({ 'grpc-encoding': 'gzip' }), frame(Buffer.alloc(0), 1)],
+      [g({ 'content-type': 'application/grpc+json' }), frame(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))],
+      [g({ 'grpc-timeout': '0n' }), frame(ping)],
+      [g({ 'grpc-timeout': '99999999H' }), frame(ping)],
+      [g({ 'grpc-encoding': 'gzip,br' }), frame(gzipSync(ping), 1)],
+    ];
+    for (const [headers, body] of grpcCases) {
+      const w = await h2(PING, headers, body);
+      expect(w.reset).toBe(false);
+      expect(w.status).toBe(200);
+      expect(w.trailers['grpc-status']).toMatch(/^\d+$/);
+    }
+    const connectCases: Array<[Record<string, string>, Buffer]> = [
+      [c({ 'content-encoding': 'gzip' }), Buffer.alloc(0)],
+      [c({ 'content-encoding': 'gzip' }), gzipSync(ping).subarray(0, 10)],
+      [c({ 'content-encoding': 'br' }), brBomb],
+      [c({ 'content-type': 'application/json' }), Buffer.from([0x7b, 0xff, 0xfe, 0x7d])],
+      [c({ 'content-type': 'application/json' }), Buffer.from('{"agentId": 1e999999}')],
+      [c({ 'content-type': 'application/json' }), Buffer.from(`{"agentId":"x","unknown":${'['.repeat(100_000)}${']'.repeat(100_000)}}`)],
+      [c(), Buffer.alloc(100_000, 0x0b)],
+      [c(), Buffer.alloc(20, 0xff)],
+      [c({ 'connect-timeout-ms': '-1' }), ping],
+      [c({ 'connect-timeout-ms': '99999999999999999999' }), ping],
+    ];
+    for (const [headers, body] of connectCases) {
+      const w = await h2(PING, headers, body);
+      expect(w.reset).toBe(false);
+      expect(w.status).toBeGreaterThanOrEqual(200);
+      if (w.status !== 200) expect(JSON.parse(w.body.toString()).code).toMatch(/^[a-z_]+$/);
+    }
+    await stillServes();
     expect(errorLogs()).toEqual([]);
   });
 });
