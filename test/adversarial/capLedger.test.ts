@@ -211,7 +211,7 @@ describe('the hourly cap sums stay the ledger under attack (real server, SQLite)
     for (const r of pend) expect(r.status, r.text).toBe(202);
     checkLedger(agentId, cap, 'pending');
     // eip3009 approvals sign at the decision; x402 ones wait for collection.
-    for (const [i, d] of [[0, Decision.APPROVE], [1, Decision.APPROVE], [2, Decision.DENY], [3, Decision.APPROVE], [5, Decision.DENY]] as const) {
+    for (const [i, d] of [[0, Decision.APPROVE], [1, Decision.APPROVE], [2, Decision.DENY], [3, Decision.APPROVE], [5, Decision.DENY], [7, Decision.APPROVE]] as const) {
       await admin.client.decideApproval({ id: pend[i]!.json.approval_request_id, decision: d }, admin.auth);
       checkLedger(agentId, cap, `decided ${i}`);
     }
@@ -223,11 +223,14 @@ describe('the hourly cap sums stay the ledger under attack (real server, SQLite)
       await expectTreasurySigned(c);
       checkLedger(agentId, cap, `collected ${i}`);
     }
-    // Pending ones past their window: overdue (not counted) before the sweep, expired after.
+    // x402 #7 approved and never collected, eip3009 #4 and #6 still pending: past their windows
+    // the pending ones are overdue (not counted) before the sweep; the sweep expires all three.
     setClock(now() + 8 * 24 * HOUR);
     checkLedger(agentId, cap, 'overdue');
     await sweepExpiredApprovals(s.app.deps);
     checkLedger(agentId, cap, 'swept');
+    const left = s.app.store.db.prepare(`SELECT status, COUNT(*) AS n FROM transactions WHERE agent_id = ? GROUP BY status ORDER BY status`).all(agentId);
+    expect(left).toEqual([{ status: 'denied', n: 2 }, { status: 'expired', n: 3 }, { status: 'signed', n: 3 }]);
   });
 
   test('signing fails for some payments of a burst: their holds come back out of the buckets', async () => {
