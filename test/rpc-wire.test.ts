@@ -121,7 +121,7 @@ const grpcHeaders = (extra: Record<string, string> = {}) => ({
 });
 
 /** The gRPC answer in one object: headers, trailers, frames decoded with `output` (or JSON text). */
-async function grpcCall<O extends DescMessage>(m: { name: string; output: O }, body: Buffer | undefined, headers = grpcHeaders()) {
+async function grpcCall<O extends DescMessage>(m: { name: string; output: O }, body: Buffer | undefined, headers: Record<string, string> = grpcHeaders()) {
   const w = await h2('POST', path(m), headers, body);
   // Answers that are not gRPC (the 404 fallback) are shown as text.
   if (!String(w.headers['content-type']).startsWith('application/grpc')) return { status: w.status, headers: w.headers, trailers: w.trailers, text: w.body.toString() };
@@ -160,7 +160,7 @@ describe('gRPC (h2c) PaymentPolicyService', () => {
   test('behavior: an answer of 1 KiB or more is gzipped when the client accepts gzip', async () => {
     const body = frame(encode(M.resolve.input, { slugs: ['wire-big'] }));
     const r = await grpcCall(M.resolve, body, grpcHeaders({ 'grpc-accept-encoding': 'identity,deflate,gzip' }));
-    expect({ ...r, frames: r.frames.map((f) => ({ flags: f.flags, length: f.message.length })) }).toMatchSnapshot();
+    expect({ ...r, frames: r.frames!.map((f) => ({ flags: f.flags, length: f.message.length })) }).toMatchSnapshot();
   });
 
   test('behavior: a Sign answer (under 1 KiB) is not compressed; grpc-encoding names gzip all the same', async () => {
@@ -168,9 +168,9 @@ describe('gRPC (h2c) PaymentPolicyService', () => {
     const r = await grpcCall(M.sign, body, grpcHeaders({ 'grpc-accept-encoding': 'identity,deflate,gzip' }));
     expect(r.headers).toMatchSnapshot();
     expect(r.trailers).toMatchSnapshot();
-    expect(r.frames.length).toBe(1);
-    const message = JSON.parse(r.frames[0]!.message) as Record<string, unknown>;
-    expect({ flags: r.frames[0]!.flags, outcome: message.outcome, signature: typeof message.signature }).toMatchSnapshot();
+    expect(r.frames!.length).toBe(1);
+    const message = JSON.parse(r.frames![0]!.message) as Record<string, unknown>;
+    expect({ flags: r.frames![0]!.flags, outcome: message.outcome, signature: typeof message.signature }).toMatchSnapshot();
   });
 
   test('behavior: a gzipped request with grpc-encoding gzip is read', async () => {
@@ -240,7 +240,7 @@ const connectHeaders = (extra: Record<string, string> = {}) => ({
 
 /** A Connect answer with its body as text (JSON) or, for application/proto, as the decoded message. */
 async function connectCall(
-  transport: 'h1' | 'h2', m: { name: string; output: DescMessage }, body: Buffer | string | undefined, headers = connectHeaders(), method = 'POST',
+  transport: 'h1' | 'h2', m: { name: string; output: DescMessage }, body: Buffer | string | undefined, headers: Record<string, string> = connectHeaders(), method = 'POST',
 ) {
   const b = typeof body === 'string' ? Buffer.from(body) : body;
   const w = transport === 'h1' ? await h1(method, path(m), headers, b) : await h2(method, path(m), headers, b);
