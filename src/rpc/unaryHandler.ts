@@ -115,7 +115,7 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
     try {
       if (compression.error) throw compression.error;
       if (timeout.error) throw timeout.error;
-      const input = await readGrpcMessage(req, m.serialization.getI(binary), compression.request, opts.readMaxBytes);
+      const input = await readGrpcMessage(req, asInput(m.serialization.getI(binary)), compression.request, opts.readMaxBytes);
       const output = await invoke(m, ctx, input);
       const frame = await envelopeCompress({ flags: 0, data: m.serialization.getO(binary).serialize(output) }, compression.response, opts.compressMinBytes);
       body = encodeEnvelope(frame.flags, frame.data);
@@ -144,8 +144,8 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
       if (compression.error) throw compression.error;
       if (timeout.error) throw timeout.error;
       let bytes = await readConnectBody(req, opts.readMaxBytes, header.get('content-length'));
-      if (compression.request) bytes = await compression.request.decompress(bytes, opts.readMaxBytes);
-      const output = await invoke(m, ctx, m.serialization.getI(binary).parse(bytes));
+      if (compression.request) bytes = await decompressInput(compression.request, bytes, opts.readMaxBytes);
+      const output = await invoke(m, ctx, asInput(m.serialization.getI(binary)).parse(bytes));
       body = m.serialization.getO(binary).serialize(output);
       ctx.abort();
     } catch (e) {
@@ -190,6 +190,38 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
 
 /** The request went away before it was read in full: there is no one left to answer. */
 class RequestGone extends Error {}
+
+/**
+ * A body that is not its method's input (malformed protobuf or JSON, a corrupt compressed body) is
+ * the caller's error: invalid_argument (Connect 400, gRPC status 3), never internal (500), which
+ * connect's own parser reports for binary messages and which would read as our failure.
+ */
+function notTheInput(e: unknown): ConnectError {
+  if (e instanceof ConnectError && e.code !== Code.Internal) return e;
+  const reason = e instanceof ConnectError ? e.rawMessage : e instanceof Error ? e.message : String(e);
+  return new ConnectError(`invalid request message: ${reason}`, Code.InvalidArgument);
+}
+
+function asInput<T extends Message>(serialization: Serialization<T>): Serialization<T> {
+  return {
+    serialize: (value) => serialization.serialize(value),
+    parse(bytes) {
+      try {
+        return serialization.parse(bytes);
+      } catch (e) {
+        throw notTheInput(e);
+      }
+    },
+  };
+}
+
+async function decompressInput(compression: Compression, bytes: Uint8Array, readMaxBytes: number): Promise<Uint8Array> {
+  try {
+    return await compression.decompress(bytes, readMaxBytes);
+  } catch (e) {
+    throw notTheInput(e);
+  }
+}
 
 function asConnectError(e: unknown): ConnectError {
   return e instanceof ConnectError ? e : new ConnectError('internal error', Code.Internal, undefined, undefined, e);

@@ -208,3 +208,45 @@ describe('request ids', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 });
+
+describe('bodies that are not the input message are the caller\'s error, never a 500 or INTERNAL', () => {
+  const garbage = Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]); // a length-delimited field running past the end
+
+  test('Connect proto over h2 and HTTP/1.1: malformed protobuf is 400 invalid_argument', async () => {
+    const viaH2 = await h2(PING, connectHeaders(), garbage);
+    expect(viaH2.status).toBe(400);
+    expect(JSON.parse(viaH2.body.toString())).toMatchObject({ code: 'invalid_argument' });
+    const viaH1 = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${s.url}${PING}`, { method: 'POST', headers: { ...connectHeaders(), 'content-length': String(garbage.length) } }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.end(garbage);
+    });
+    expect(viaH1.status).toBe(400);
+    expect(JSON.parse(viaH1.body)).toMatchObject({ code: 'invalid_argument' });
+    await stillServes();
+    expect(errorLogs()).toEqual([]);
+  });
+
+  test('Connect: a truncated gzip body is 400 invalid_argument', async () => {
+    const truncatedGzip = gzipSync(pingBytes()).subarray(0, 8);
+    const w = await h2(PING, connectHeaders({ 'content-encoding': 'gzip' }), truncatedGzip);
+    expect(w.status).toBe(400);
+    expect(JSON.parse(w.body.toString())).toMatchObject({ code: 'invalid_argument' });
+    await stillServes();
+  });
+
+  test('gRPC: malformed protobuf in a whole frame, and across a split body, is grpc-status 3', async () => {
+    const whole = await h2(PING, grpcHeaders(), frame(garbage));
+    expect(whole.status).toBe(200);
+    expect(whole.trailers['grpc-status']).toBe('3');
+    // A gzipped frame goes through the envelope reader instead of the one-frame fast path.
+    const gz = await h2(PING, grpcHeaders({ 'grpc-encoding': 'gzip' }), frame(gzipSync(garbage), 1));
+    expect(gz.trailers['grpc-status']).toBe('3');
+    await stillServes();
+    expect(errorLogs()).toEqual([]);
+  });
+});
