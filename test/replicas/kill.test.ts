@@ -48,14 +48,18 @@ test('kill -9 of one replica mid-load: acknowledged payments kept, no double spe
       const key = `kill-${i}`;
       let replica = i % 3;
       for (let attempt = 0; ; attempt++) {
-        if (++sent === 120 && !killed) {
-          killed = true;
-          void c.kill(0);
-        }
+        sent++;
         const target = killed && replica === 0 ? 1 + (i % 2) : replica;
         let r: RestResult;
         try {
-          r = await postSign(c.replicas[target]!.url, c.bootstrap.api_key, pay(agentId), key);
+          const answer = postSign(c.replicas[target]!.url, c.bootstrap.api_key, pay(agentId), key);
+          // Killed while this request is on its way to (or inside) replica 0, so at least one
+          // request is certainly cut off: a kill between requests could find none in flight.
+          if (target === 0 && sent >= 120 && !killed) {
+            killed = true;
+            void c.kill(0);
+          }
+          r = await answer;
         } catch {
           // The connection died with the replica: the same key, on another replica.
           cut++;
