@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -260,6 +260,16 @@ function memoryOf(pid: number): Memory {
   return { rssMb: Math.round(kb('VmRSS') / 1024), hwmMb: Math.round(kb('VmHWM') / 1024) };
 }
 
+/**
+ * Drains the server's log (one line per request at info level, as in production). With
+ * BENCH_SERVER_LOG=file the lines are appended there, to see what a failed request was answered.
+ */
+function keepLog(child: ChildProcess): void {
+  const file = process.env.BENCH_SERVER_LOG;
+  if (file) child.stdout!.pipe(createWriteStream(file, { flags: 'a' }));
+  else child.stdout!.resume();
+}
+
 /** CPU ticks (user + system, 1/100 s) each thread of a process has used so far, by thread name. */
 function threadTicks(pid: number): Map<string, number> {
   const ticks = new Map<string, number>();
@@ -369,7 +379,7 @@ async function main(): Promise<void> {
     const [, echoPort] = await waitForLine(echo, /listening (\d+)/);
     const [, floorPort] = await waitForLine(floor, /listening (\d+)/);
     // The server logs one line per request at info level, as in production; keep draining it.
-    server.stdout!.resume();
+    keepLog(server);
     const boot = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as { admin_token: string; org_id: string; api_key: string; treasury_address: string };
     // Gas and USDC for the treasury, so every raw transaction can be paid for and mined.
     if (chainNode) await chainNode.fund(boot.treasury_address);
@@ -480,7 +490,7 @@ async function main(): Promise<void> {
       process.stderr.write(`  ${rows} rows in ${insertS.toFixed(1)} s; restarting the server…\n`);
       server = startServer();
       [, base] = await waitForLine(server, /(http:\/\/127\.0\.0\.1:\d+)/);
-      server.stdout!.resume();
+      keepLog(server);
       await run(base!, signSpec, 3);
       process.stderr.write('POST /api/sign with the history in the ledger, same load…\n');
       const historyLoad = await run(base!, signSpec);
