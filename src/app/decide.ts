@@ -62,7 +62,7 @@ async function decide(
     const { payments, approvals, agents, organizations } = tx;
     // The key was checked when the request came in, which may be a whole signing queue ago: a
     // revocation committed since (on any replica) binds this write, as the agent's status does.
-    const key = await tx.apiKeys.get(principal.keyId);
+    const key = await tx.apiKeys.getForUse(principal.keyId);
     if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
     const inTx = withinWrite(deps, tx);
     const current = (await agents.get(agent.id)) ?? agent;

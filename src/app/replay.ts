@@ -47,7 +47,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     // The collecting key was checked when the repeat came in, which may be a paywall probe and
     // node reads ago: a revocation committed since (on any replica) binds this write.
     if (keyId !== undefined) {
-      const key = await tx.apiKeys.get(keyId);
+      const key = await tx.apiKeys.getForUse(keyId);
       if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
     }
     const inTx = withinWrite(deps, tx);

@@ -43,6 +43,15 @@ export function createApiKeyStore(db: Db, shared?: SharedCache<ApiKeyRecord & { 
       const r = byId.get(id) as KeyRow | undefined;
       return r && toKey(r);
     },
+    /**
+     * The key row for a write that acts on the key being valid (deciding or collecting a payment),
+     * held against a concurrent revoke until the write commits. SQLite's writes are serialized,
+     * so this is `get`; PostgreSQL's twin locks the row.
+     */
+    getForUse(id: string): ApiKeyRecord | undefined {
+      const r = byId.get(id) as KeyRow | undefined;
+      return r && toKey(r);
+    },
     listByOrg(orgId: string): ApiKeyRecord[] {
       return (byOrg.all(orgId) as KeyRow[]).map(toKey);
     },

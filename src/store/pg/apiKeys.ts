@@ -9,6 +9,11 @@ const COLUMNS = 'id, org_id, mode, prefix, label, created_at, revoked_at';
 const INSERT = statement('key.insert', 'INSERT INTO api_keys (id, org_id, mode, prefix, key_hash, label, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)');
 const BY_HASH = statement('key.byHash', `SELECT ${COLUMNS}, key_hash FROM api_keys WHERE key_hash = $1`);
 const BY_ID = statement('key.byId', `SELECT ${COLUMNS} FROM api_keys WHERE id = $1`);
+// FOR SHARE: a revoke's UPDATE waits for this transaction, or, having committed since this
+// transaction's snapshot, makes this read a serialization failure (retried on a fresh snapshot).
+// A plain read under SERIALIZABLE would let a payment decided on the old row commit after the
+// revoke was acknowledged (serialized before it, but answered after it).
+const BY_ID_FOR_USE = statement('key.byIdForUse', `SELECT ${COLUMNS} FROM api_keys WHERE id = $1 FOR SHARE`);
 const BY_ORG = statement('key.byOrg', `SELECT ${COLUMNS} FROM api_keys WHERE org_id = $1 ORDER BY created_at DESC, id DESC`);
 const REVOKE = statement('key.revoke', 'UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL');
 
@@ -35,6 +40,10 @@ export function createPgApiKeyStore(sql: Sql): AsyncTable<ApiKeyStore> {
     },
     async get(id) {
       const r = await sql.one<KeyRow>(BY_ID, [id]);
+      return r && toKey(r);
+    },
+    async getForUse(id) {
+      const r = await sql.one<KeyRow>(BY_ID_FOR_USE, [id]);
       return r && toKey(r);
     },
     async listByOrg(orgId) {
