@@ -425,7 +425,7 @@ describe('UpsertService / ListServices / DeleteService', () => {
       },
     }, auth);
     const id = first.service!.id;
-    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(first.service).toMatchObject({ slug: 'weather', name: 'Weather', description: 'v1' });
     expect(first.service?.endpoints[0]).toMatchObject({ method: 'GET', priceAtomic: '1000' });
 

@@ -16,7 +16,7 @@ import { rest, startTestServer, type TestServer } from './helpers/server.js';
  * cap, and no payment ever reaching the paywall. REST, Connect JSON and gRPC.
  */
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let x402: X402Peer;
 let mpp: MppPeer;

@@ -39,7 +39,7 @@ import { startTestServer, type RestResult, type TestServer } from './helpers/ser
 
 const STRANGER: Address = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
 const BLOCKED = 'URL is not allowed (private/loopback hosts blocked)';
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SIG_RE = /^0x[0-9a-f]{130}$/;
 
 let x402: X402Peer;

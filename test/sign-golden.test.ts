@@ -42,7 +42,7 @@ const USDC_SEPOLIA = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 const PERMIT2 = '0x000000000022D473030F116dDEE9F6B43aC78BA3';
 const PERMIT2_PROXY = '0x402085c248EeA27D92E8b30b2C58ed07f9E20001';
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const uuid = () => expect.stringMatching(UUID_RE);
 const hexBytes = (n: number) => expect.stringMatching(new RegExp(`^0x[0-9a-f]{${n * 2}}$`));
 const decimal = () => expect.stringMatching(/^(0|[1-9]\d*)$/);

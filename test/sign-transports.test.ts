@@ -49,7 +49,7 @@ let bare: Tenant;
 const RECIPIENT = getAddress('0x90f79bf6eb2c4f870365e785982e1f101e93b906');
 const STRANGER = getAddress('0x15d34aaf54267db7d7c367839aaf71a00a2c6a65');
 const USDC_BASE = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const SIG_RE = /^0x[0-9a-f]{130}$/;
 
 const M = PaymentPolicyService.method;

@@ -16,7 +16,8 @@ import { rejection } from './rejection.js';
  */
 
 const RECIPIENT = '0x2222222222222222222222222222222222222222';
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const CLIENT_KEY_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let s: TestServer;
 let admin: Admin;
@@ -71,7 +72,8 @@ describe('createClient', () => {
     const agentId = await agent();
     const r = await client.sign(direct(agentId, '0.5'));
     expect(r).toMatchObject({ outcome: 'signed', agent_id: agentId, cost_usd: '0.5', idempotent: false, transaction_id: expect.stringMatching(UUID_RE) });
-    expect(r.idempotencyKey).toMatch(UUID_RE);
+    // The key is the client's own (crypto.randomUUID, version 4); the server's ids are version 7.
+    expect(r.idempotencyKey).toMatch(CLIENT_KEY_RE);
     if (r.outcome !== 'signed') throw new Error('unreachable');
     expect(await recoverAuthorizationSigner(r.signature as `0x${string}`, r.authorization as WireAuthorization)).toBe(getAddress(s.bootstrap.treasury_address));
   });

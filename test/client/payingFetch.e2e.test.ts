@@ -19,7 +19,7 @@ import { rejection } from './rejection.js';
  */
 
 const STRANGER = '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC';
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 let x402: X402Peer;
 let plain: PlainPeer;
