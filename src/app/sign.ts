@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { getAddress, type Address } from 'viem';
 import { isIdempotencyKeyTaken } from '../store/pg/errors.js';
 import { DomainError } from '../domain/errors.js';
@@ -46,7 +46,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
     const verdict = evaluatePolicy(await intentFacts(deps, agent, intent));
     return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: getAddress(intent.recipient), amountMicros: intent.amountMicros };
   }
-  const requestHash = createHash('sha256').update(canonicalRequest(req)).digest('hex');
+  const requestHash = hash('sha256', canonicalRequest(req), 'hex');
   const key = req.idempotencyKey;
   if (key === undefined) return decidePayment(deps, principal, agent, req, requestHash, treasury);
 
