@@ -23,7 +23,7 @@ import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes, createServices } from './rpc/routes.js';
 import { createUnaryHandler } from './rpc/unaryHandler.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
-import { accessLogger } from './logger.js';
+import { accessLog } from './logger.js';
 
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
@@ -59,6 +59,8 @@ const FIXED_ROUTES = new Set(['/', '/healthz', '/readyz', '/metrics', '/api/open
 /** Every Connect procedure path (gRPC, gRPC-Web and Connect JSON alike): a closed set of labels. */
 const RPC_PATHS = new Set([PaymentPolicyService, AdminService].flatMap((s) => s.methods.map((m) => `/${s.typeName}/${m.name}`)));
 const OPENAPI_JSON = JSON.stringify(OPENAPI_DOCUMENT);
+/** Distinct /api/* method and path pairs whose metrics label is remembered. */
+const API_LABEL_CACHE = 1024;
 
 export type RunningServer = { port: number; url: string; close: (graceMs?: number) => Promise<void> };
 
@@ -83,13 +85,23 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const readiness = createReadiness(deps, opts.readiness);
   /** The context values of a request handed to connect-node (its contextValues hook gets only the request). */
   const rpcValues = new WeakMap<object, ContextValues>();
-  const access = accessLogger(log);
+  const access = accessLog(log);
+  const apiLabels = new Map<string, string>();
   /** A request's route as a metrics label: a template or a fixed path, never the raw path. */
   const routeLabel = (method: string | undefined, path: string): string => {
     if (FIXED_ROUTES.has(path) || RPC_PATHS.has(path)) return path;
     if (path.startsWith('/api/')) {
-      const m = restRouter.match(method, path);
-      return m.kind === 'found' ? m.route.path : 'unmatched';
+      // Matched once per distinct method and path (the router's regexes ran for every request's
+      // metrics, after the REST handler had already run them); bounded, since paths carry ids.
+      const key = `${method} ${path}`;
+      let label = apiLabels.get(key);
+      if (label === undefined) {
+        const m = restRouter.match(method, path);
+        label = m.kind === 'found' ? m.route.path : 'unmatched';
+        if (apiLabels.size >= API_LABEL_CACHE) apiLabels.clear();
+        apiLabels.set(key, label);
+      }
+      return label;
     }
     if (path === '/dashboard' || path.startsWith('/dashboard/')) return '/dashboard/*';
     return 'unmatched';
@@ -138,7 +150,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     // Path only: query strings and headers never reach the log.
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      access.info({ reqId, method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion }, 'request');
+      access({ reqId, method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion });
       metrics?.observeRequest(routeLabel(req.method, path), res.statusCode, ms / 1000);
     });
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
@@ -157,7 +169,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return send(res, 303, { location: '/dashboard', 'cache-control': 'no-store' });
     }
     if (path.startsWith('/api/')) {
-      void restHandler(req, res, requestLog());
+      void restHandler(req, res, requestLog);
       return;
     }
     const values = createContextValues().set(requestLoggerKey, requestLog);

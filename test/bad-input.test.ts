@@ -176,6 +176,47 @@ describe('POST /api/ping body', () => {
     }
   });
 
+  test('error: clients that hang up half-way through a body leave the server serving (readBody rejects, nothing leaks)', async () => {
+    const logged = s.logs.length;
+    for (let i = 0; i < 20; i++) {
+      const conn = await rawConnection(s.url);
+      conn.write(
+        `POST /api/ping HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${s.bootstrap.api_key}\r\n` +
+          (i % 2 === 0 ? 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"age\r\n' : 'Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{"agent_id"'),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      conn.destroy();
+    }
+    const h = await rest(s.url, 'GET', '/healthz');
+    expect(h.status).toBe(200);
+    // A whole body still reaches the handler: a well-formed ping for an agent that does not exist.
+    const r = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: 'agt_unknown' } });
+    expect({ status: r.status, json: r.json }).toEqual({ status: 400, json: expect.objectContaining({ error: expect.any(String) }) });
+    // A client going away is not a server failure: no error line (it was 'unhandled error in rest handler').
+    const errors = s.logs.slice(logged).map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level >= 50);
+    expect(errors).toEqual([]);
+  });
+
+  test('error: an over-limit dashboard sign-in form closes the connection at once, even while the client keeps sending', async () => {
+    const conn = await rawConnection(s.url);
+    try {
+      conn.write('POST /dashboard/sign-in HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\n'
+        + `Transfer-Encoding: chunked\r\n\r\n${chunked(6)}`);
+      const r = await conn.next();
+      expect(r?.status).toBe(400);
+      expect(r!.headers.connection?.toLowerCase()).toBe('close');
+      // A client that trickles on after the answer: the server closed anyway (it held it 30 s).
+      const trickle = setInterval(() => conn.write('1\r\na\r\n'), 100);
+      try {
+        expect(await conn.closed(2000)).toBe(true);
+      } finally {
+        clearInterval(trickle);
+      }
+    } finally {
+      conn.destroy();
+    }
+  });
+
   test('behavior: after a 413 for a body sent in full with Content-Length the connection is still usable', async () => {
     const conn = await rawConnection(s.url);
     try {

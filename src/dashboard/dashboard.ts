@@ -4,7 +4,7 @@ import { roleAllows } from '../app/dashboardRoles.js';
 import { authenticateSession, sessionPrincipal, signOut } from '../app/dashboardSessions.js';
 import type { AppDeps } from '../app/deps.js';
 import { getOrganization } from '../app/organizations.js';
-import { BodyTooLargeError, type NodeRequest, type NodeResponse } from '../http/io.js';
+import { BodyTooLargeError, RequestClosedError, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam } from '../http/router.js';
 import { loadAssets, sendAsset } from './assets.js';
 import { csrfPresented, isCrossSite } from './csrf.js';
@@ -98,12 +98,11 @@ export function createDashboard(deps: AppDeps): Dashboard {
       try {
         ({ form, files } = await readForm(req, route.body ?? 'form'));
       } catch (err) {
-        if (err instanceof BodyTooLargeError) {
-          // The rest of the body may still be arriving: this HTTP/1.1 connection cannot be reused.
-          if (req.httpVersion === '1.1') res.setHeader('connection', 'close');
-          return refuse(req, res, path, 413, 'The form is too large.', session);
-        }
+        // The rest of the body may still be arriving: send() closes this HTTP/1.x connection after the answer.
+        if (err instanceof BodyTooLargeError) return refuse(req, res, path, 413, 'The form is too large.', session);
         if (err instanceof UnsupportedBody || err instanceof MultipartError) return refuse(req, res, path, 400, err.message, session);
+        // The browser went away mid-upload: nobody reads this answer, and it is not our failure.
+        if (err instanceof RequestClosedError) return refuse(req, res, path, 400, 'The form did not arrive whole.', session);
         throw err;
       }
       // The body may have taken its time: a user disabled, removed or reset meanwhile acts no more.

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AppDeps } from '../app/deps.js';
-import { BodyTooLargeError, type NodeRequest, type NodeResponse } from '../http/io.js';
+import { BodyTooLargeError, RequestClosedError, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { isCrossSite } from './csrf.js';
 import { UnsupportedBody, readForm } from './forms.js';
 import { redirect, sendHtml, sendText } from './http.js';
@@ -27,7 +27,7 @@ export async function serveSignIn(deps: AppDeps, req: NodeRequest, res: NodeResp
   try {
     ({ form } = await readForm(req, 'form'));
   } catch (err) {
-    if (err instanceof BodyTooLargeError || err instanceof UnsupportedBody) return sendText(res, 400, 'Malformed sign-in form');
+    if (err instanceof BodyTooLargeError || err instanceof UnsupportedBody || err instanceof RequestClosedError) return sendText(res, 400, 'Malformed sign-in form');
     throw err;
   }
   const email = form.get('email').slice(0, 320);

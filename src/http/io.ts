@@ -13,9 +13,15 @@ export type HeaderMap = OutgoingHttpHeaders;
 /** Headers of every JSON answer: never cached, since each one is about live state. */
 export const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' } as const;
 
-/** Writes a whole answer: the headers in the order given, then its content-length (0 without a body). */
+/**
+ * Writes a whole answer: the headers in the order given, then its content-length (0 without a body).
+ * An HTTP/1.x answer to a request whose body readBody left half-read also says `Connection: close`
+ * (the rest of that body may still be arriving, so the connection cannot carry another request),
+ * whichever transport answers: REST, the dashboard, its sign-in.
+ */
 export function send(res: NodeResponse, status: number, headers: HeaderMap, body?: string | Buffer): void {
-  res.writeHead(status, { ...headers, 'content-length': body === undefined ? 0 : Buffer.byteLength(body) });
+  const close = leftHalfRead(res) ? { connection: 'close' } : undefined;
+  res.writeHead(status, { ...headers, ...close, 'content-length': body === undefined ? 0 : Buffer.byteLength(body) });
   if (body === undefined) res.end();
   else res.end(body);
 }
@@ -36,32 +42,63 @@ export class BodyTooLargeError extends Error {
   override name = 'BodyTooLargeError';
 }
 
+/** The client closed or reset the request before its whole body arrived: nobody is waiting for an answer. */
+export class RequestClosedError extends Error {
+  override name = 'RequestClosedError';
+}
+
 const abandoned = new WeakSet<object>();
 
 /**
- * True when readBody stopped reading a body half-way: the rest may still be arriving, so an
- * HTTP/1.x connection cannot carry another request and must be closed after the answer.
+ * True when readBody stopped reading this answer's request half-way on HTTP/1.x: the rest may still
+ * be arriving, so the connection cannot carry another request and must be closed after the answer.
  */
-export function bodyAbandoned(req: NodeRequest): boolean {
-  return abandoned.has(req);
+function leftHalfRead(res: NodeResponse): boolean {
+  const req = (res as { req?: NodeRequest }).req;
+  return req !== undefined && req.httpVersionMajor === 1 && abandoned.has(req);
 }
 
 /**
  * Reads the body up to `limit` bytes. A declared content-length over the limit is refused before
- * anything is read; a body that grows past it is refused as soon as it does, and left unread.
+ * anything is read; a body that grows past it is refused as soon as it does, and the rest left
+ * unread (the request paused: the answer can still be written, and send() closes an HTTP/1.x
+ * connection after it). A client that goes away before the end rejects it with
+ * RequestClosedError. Listeners rather than `for await`: the async iterator and its end-of-stream
+ * watcher cost several µs of the event loop per request, for a body that is usually one chunk.
  */
-export async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
+export function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLargeError();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      abandoned.add(req);
-      throw new BodyTooLargeError();
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError());
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  if (req.destroyed) return Promise.reject(new RequestClosedError('request closed before its body was read'));
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = (err?: Error) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+      if (err) reject(err);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        abandoned.add(req);
+        settle(new BodyTooLargeError());
+        req.pause();
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => settle();
+    // A request stream fails only on the client's side (aborted, reset): the same as a close.
+    const onError = (err: Error) => settle(new RequestClosedError(`request failed before its body was read: ${err.message}`, { cause: err }));
+    const onClose = () => settle(new RequestClosedError('request closed before its body was read'));
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }

@@ -1,15 +1,17 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import { BodyTooLargeError, readBody, type NodeRequest } from '../http/io.js';
+import { BodyTooLargeError, readBody, RequestClosedError, type NodeRequest } from '../http/io.js';
 
 /** REST request bodies larger than this are refused with 413 before they are buffered. */
 export const MAX_REST_BODY_BYTES = 64 * 1024;
 
-/** Reads a REST body up to the limit; beyond it, 413 `body_too_large` (see bodyAbandoned). */
+/** Reads a REST body up to the limit; beyond it, 413 `body_too_large` (its connection closed after the answer: http/io.ts send). */
 export async function readRestBody(req: NodeRequest): Promise<Buffer> {
   try {
     return await readBody(req, MAX_REST_BODY_BYTES);
   } catch (err) {
     if (err instanceof BodyTooLargeError) throw new DomainError('payload_too_large', `Request body exceeds ${MAX_REST_BODY_BYTES} bytes`, { code: 'body_too_large' });
+    // The client's doing, not a server failure: a 400 (that nobody may read), not a 500 and an error line.
+    if (err instanceof RequestClosedError) throw invalidArgument('Request closed before its body was complete', 'invalid_request');
     throw err;
   }
 }

@@ -5,7 +5,7 @@ import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
-import { bodyAbandoned, requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
+import { requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
 import { parseJsonObject, readRestBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
@@ -105,6 +105,12 @@ function sendRest(res: NodeResponse, r: RestResponse): void {
 
 const RETRY_AFTER_MS = OVERLOADED_RETRY_AFTER_SECONDS * 1000;
 
+/**
+ * A request target that WHATWG URL parsing leaves as it is: `/`, then segments of unreserved
+ * characters, none `.` or `..`, not starting `//` (a scheme-relative URL). Exported for its test.
+ */
+export const PLAIN_PATH = /^(?!\/\/)(?:\/(?!\.\.?(?:\/|$))[A-Za-z0-9_~.-]*)+$/;
+
 /** Resolves at the next turn of the event loop, once the parser has handed over what arrived with the headers. */
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -138,13 +144,18 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
   // Built once: a refusal under overload costs no allocation of an error and its stack.
   const refusal = admission && errorResponse(overloaded(admission.what), undefined);
   const tenantRefusal = admission && errorResponse(overloaded(`${admission.what} for this organization`), undefined);
-  return async (req: NodeRequest, res: NodeResponse, log: Logger): Promise<void> => {
+  return async (req: NodeRequest, res: NodeResponse, requestLog: () => Logger): Promise<void> => {
     let result: RestResponse;
     let release: (() => void) | undefined;
     let early = false;
     try {
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      const match = router.match(req.method, url.pathname);
+      const target = req.url ?? '/';
+      // A plain path is its own pathname; anything WHATWG URL parsing could change (dot segments,
+      // escapes, a query, backslashes) goes through it. The URL object itself is built on demand.
+      const plain = PLAIN_PATH.test(target);
+      let url: URL | undefined;
+      const parsedUrl = () => (url ??= new URL(target, 'http://localhost'));
+      const match = router.match(req.method, plain ? target : parsedUrl().pathname);
       if (match.kind === 'not_found') {
         result = { status: 404, body: { error: 'Not found', code: 'not_found' } };
       } else if (match.kind === 'method_not_allowed') {
@@ -169,14 +180,20 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
           // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
           release = admission?.enter(principal.orgId);
           result = await chosen.handle({
-            principal, url, params, log,
+            principal, params,
+            get url() {
+              return parsedUrl();
+            },
+            get log() {
+              return requestLog();
+            },
             body: async () => parseJsonObject(raw),
             header: (name) => requestHeader(req, name),
           });
         }
       }
     } catch (err) {
-      result = errorResponse(err, log);
+      result = errorResponse(err, requestLog());
     } finally {
       release?.();
     }
@@ -189,7 +206,6 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
       if (req.complete) hold = true;
       else result = { ...result, headers: { ...result.headers, connection: 'close' } };
     }
-    if (bodyAbandoned(req) && req.httpVersion.startsWith('1')) result = { ...result, headers: { ...result.headers, connection: 'close' } };
     if (hold) res.once('finish', () => holdConnection(req.socket, RETRY_AFTER_MS));
     if (!res.headersSent) sendRest(res, result);
   };

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { createRouter, decodePathParam, type RouteSpec } from '../../src/http/router.js';
+import { PLAIN_PATH } from '../../src/rest/router.js';
 
 type R = RouteSpec & { name: string };
 
@@ -40,5 +41,36 @@ describe('decodePathParam', () => {
   test('behavior: decodes escapes; a malformed escape is undefined, not a throw', () => {
     expect(decodePathParam('a%20b')).toBe('a b');
     expect(decodePathParam('%E0%A4')).toBeUndefined();
+  });
+});
+
+describe('PLAIN_PATH (REST targets routed without WHATWG URL parsing)', () => {
+  const pathnameOf = (t: string) => new URL(t, 'http://localhost').pathname;
+
+  test('behavior: the API paths themselves are plain, and URL parsing leaves them unchanged', () => {
+    for (const t of ['/api/sign', '/api/quote', '/api/approvals/0192f3a4-7b1c-7def-8abc-0123456789ab/status', '/api/agents/agt_ab12/spend', '/']) {
+      expect(PLAIN_PATH.test(t)).toBe(true);
+      expect(pathnameOf(t)).toBe(t);
+    }
+  });
+
+  test('edge: targets URL parsing would change are not plain (dot segments, escapes, queries, backslashes, //host)', () => {
+    for (const t of ['/api/./sign', '/api/../api/sign', '/api/sign/.', '/api/sign?x=1', '/api/%73ign', '/api\\sign', '//api/sign', '/api/sign#x', 'api/sign', '']) {
+      expect(PLAIN_PATH.test(t)).toBe(false);
+    }
+  });
+
+  test('behavior: over 200,000 random targets, every one called plain has itself as its pathname', () => {
+    const alphabet = '/./.a-_~9Z%?#\\';
+    let plain = 0;
+    for (let i = 0; i < 200_000; i++) {
+      let t = '/';
+      const n = 1 + Math.floor(Math.random() * 10);
+      for (let j = 0; j < n; j++) t += alphabet[Math.floor(Math.random() * alphabet.length)];
+      if (!PLAIN_PATH.test(t)) continue;
+      plain++;
+      expect(pathnameOf(t)).toBe(t);
+    }
+    expect(plain).toBeGreaterThan(10_000);
   });
 });
