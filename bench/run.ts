@@ -432,6 +432,7 @@ async function main(): Promise<void> {
     const bare = only ? sign : await run(`http://127.0.0.1:${echoPort}`, echoSpec);
     // Connect JSON over HTTP/1.1: the same payments through the RPC surface, same generator.
     let connectLoad: Load | undefined;
+    let connectCpu: string | undefined;
     if (phase('connect')) {
       process.stderr.write('Connect JSON PaymentPolicyService/Sign over HTTP/1.1, same load…\n');
       const connectSpec: Spec = {
@@ -440,13 +441,14 @@ async function main(): Promise<void> {
         bodies: agents.map((id) => JSON.stringify({ agentId: id, type: 'PAYMENT_TYPE_EIP3009', recipientAddress: RECIPIENT, amountUsd: '0.01' })),
       };
       await run(base!, connectSpec, 3);
-      connectLoad = await run(base!, connectSpec);
+      ({ load: connectLoad, cpu: connectCpu } = await cpuPerRequest(server.pid!, () => run(base!, connectSpec)));
     }
     // gRPC over h2c from a real gRPC client in its own process (bench/grpcLoad.ts).
     let grpcLoad: Load | undefined;
+    let grpcCpu: string | undefined;
     if (phase('grpc')) {
       process.stderr.write(`gRPC PaymentPolicyService/Sign (HTTP/2, @grpc/grpc-js, ${CONNECTIONS} concurrent calls on 4 channels)…\n`);
-      grpcLoad = await runGrpc(base!, { apiKey: boot.api_key, agents, recipient: RECIPIENT }, dataDir);
+      ({ load: grpcLoad, cpu: grpcCpu } = await cpuPerRequest(server.pid!, () => runGrpc(base!, { apiKey: boot.api_key, agents, recipient: RECIPIENT }, dataDir)));
     }
     // /api/sign again, same load, while 64 loops flood the dashboard's sign-in with random emails.
     let flooded: { sign: Load; flood: FloodResult } | undefined;
@@ -527,6 +529,8 @@ async function main(): Promise<void> {
       `server CPU per request, sign: ${measuredSign.cpu}`,
       ...(floorCpu ? [`floor CPU per request: ${floorCpu}`] : []),
       ...(quoteCpu ? [`server CPU per request, quote: ${quoteCpu}`] : []),
+      ...(connectCpu ? [`server CPU per request, Connect JSON Sign: ${connectCpu}`] : []),
+      ...(grpcCpu ? [`server CPU per request, gRPC Sign: ${grpcCpu}`] : []),
       target('sign p99', sign.p99, 1, ' ms', '<=', 20),
       ...(floorLoad ? [target('sign vs floor', sign.rps / floorLoad.rps, 2, 'x', '>=', 0.8)] : []),
       ...(only ? [] : [`sign vs bare node:http: ${(sign.rps / bare.rps).toFixed(2)}x`]),
