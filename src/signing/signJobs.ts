@@ -48,7 +48,9 @@ export type SignOutput = {
 
 export type WorkerRequest =
   | { type: 'key'; orgId: string; privateKey: Hex }
-  | { type: 'jobs'; jobs: Array<{ id: number; job: SignJob }> };
+  | { type: 'jobs'; jobs: Array<{ id: number; job: SignJob }> }
+  /** Answer what came before, then let the thread end on its own (see SignerPool.close). */
+  | { type: 'stop' };
 
 export type WorkerResponse = {
   type: 'results';

@@ -9,7 +9,15 @@ type Slot = {
   worker: Worker; keys: Set<string>; pending: Map<number, Pending>; queue: Array<{ id: number; job: SignJob }>;
   /** True from the thread's 'online' event until it exits. */
   online: boolean;
+  /** Resolves when the thread has exited, for whatever reason. */
+  exited: Promise<void>;
 };
+
+/**
+ * How long close() waits for a signing thread to answer what it was given and end on its own
+ * before terminating it. A batch is at most the signing stage's bound (256 jobs, ~40 ms).
+ */
+export const STOP_WAIT_MS = 10_000;
 
 /** One signing thread as health checks and metrics see it (read-only). */
 export type SignerThread = {
@@ -42,6 +50,10 @@ export type SignerPool = {
   threads: () => SignerThread[];
   /** Payments in the signing stage right now (what `admit` bounds) and the bound. */
   stage: () => { inFlight: number; limit: number };
+  /**
+   * Stops every thread: jobs already handed to a thread are signed and answered, the rest (and
+   * every later sign) are refused with 'signer pool closed'. Resolves once the threads have exited.
+   */
   close: () => Promise<void>;
 };
 
@@ -54,13 +66,15 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
   let nextId = 1;
   let turn = 0;
   let closed = false;
+  let closing: Promise<void> | undefined;
   const slots: Slot[] = [];
   const restarts: number[] = [];
   const lastExit: Array<number | undefined> = [];
 
   function spawn(index: number): Slot {
     const worker = startWorker('signerWorker.js', import.meta.url, 'signing');
-    const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [], online: false };
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    const slot: Slot = { worker, keys: new Set(), pending: new Map(), queue: [], online: false, exited };
     worker.once('online', () => {
       if (slots[index] === slot) slot.online = true;
     });
@@ -93,6 +107,23 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
 
   for (let i = 0; i < Math.max(1, size); i++) slots.push(spawn(i));
 
+  /**
+   * Asks a thread to stop between two jobs rather than terminating it. Why: the threads call into
+   * libsecp256k1's Node-API addon, built with C++ exceptions; terminated in the middle of a call,
+   * the addon's next Node-API call fails, the error cannot be thrown into a terminating thread,
+   * and its rethrow ends in std::terminate, which aborts the whole process (SIGABRT): `serve` did
+   * so on SIGTERM in CI. test/faults/signerStop.test.ts closes pools mid-batch and checks the exit.
+   */
+  function stop(slot: Slot): Promise<void> {
+    flush(slot);
+    slot.worker.postMessage({ type: 'stop' } satisfies WorkerRequest);
+    // Only a thread stuck past any batch's length is terminated. The timer is ref'd on purpose:
+    // the threads are unref'd, and a process whose loop emptied meanwhile would exit, which
+    // terminates them mid-call all the same.
+    const stuck = setTimeout(() => void slot.worker.terminate(), STOP_WAIT_MS);
+    return slot.exited.finally(() => clearTimeout(stuck));
+  }
+
   function flush(slot: Slot): void {
     const jobs = slot.queue;
     slot.queue = [];
@@ -117,10 +148,13 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
     maxQueueMs,
     threads: () => slots.map((s, i) => ({ worker: s.worker, online: s.online, restarts: restarts[i] ?? 0, jobs: s.pending.size, lastExitCode: lastExit[i] })),
     stage: () => ({ inFlight: stage.inFlight(), limit: stage.limit }),
-    async close() {
+    close() {
+      if (closing) return closing;
       closed = true;
-      await Promise.all(slots.map((s) => s.worker.terminate()));
-      for (const s of slots) for (const p of s.pending.values()) p.reject(new Error('signer pool closed'));
+      closing = Promise.all(slots.map(stop)).then(() => {
+        for (const s of slots) for (const p of s.pending.values()) p.reject(new Error('signer pool closed'));
+      });
+      return closing;
     },
   };
 }

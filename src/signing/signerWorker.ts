@@ -22,6 +22,13 @@ parentPort!.on('message', (msg: WorkerRequest) => {
     keys.set(msg.orgId, loadSigningKey(msg.privateKey));
     return;
   }
+  if (msg.type === 'stop') {
+    // Between jobs, never inside the addon. The results posted above still reach the main thread
+    // before its 'exit' event; with the port closed the event loop is empty and the thread ends.
+    keys.clear();
+    parentPort!.close();
+    return;
+  }
   let results: WorkerResponse['results'] = [];
   for (const { id, job } of msg.jobs) {
     try {
