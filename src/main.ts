@@ -136,8 +136,13 @@ async function serve(argv: string[]): Promise<number> {
       // non-zero without closing the database, so a supervisor restarts on what is on disk.
       onStorageFailure: () => {
         setTimeout(() => {
-          app?.log.flush(() => process.exit(1));
-          setTimeout(() => process.exit(1), 200);
+          // The signing threads stop between jobs first: an exit terminates them, and one
+          // terminated inside the signing addon aborts the process (signing/signerPool.ts stop).
+          const signersStopped = app ? Promise.race([app.deps.signer.close(), new Promise((r) => setTimeout(r, 200))]) : Promise.resolve();
+          void signersStopped.then(() => {
+            app?.log.flush(() => process.exit(1));
+            setTimeout(() => process.exit(1), 200);
+          });
         }, FAIL_STOP_EXIT_MS);
       },
     });
