@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
  * The suites that must pass on both stores run a second time on PostgreSQL (the `pg` project:
  * PAYPOLICY_TEST_STORE=pg makes test/helpers/server.ts start each test server on a fresh database
  * of the test PostgreSQL). Tests that reach into SQLite's own handles (Paypolicy.store) stay
- * SQLite-only; so do the fault tests, which inject file-system faults under SQLite.
+ * SQLite-only; so do the fault tests, which inject file-system faults under SQLite. A test server
+ * restarted on the same data directory gets the same PostgreSQL database back (test/helpers/server.ts).
  */
 const BOTH_STORES = [
   'test/sign-concurrency.test.ts',
@@ -27,6 +28,27 @@ const BOTH_STORES = [
   'test/admin.test.ts',
   'test/agent-spend.test.ts',
   'test/auth.test.ts',
+  'test/rpc-auth.test.ts',
+  'test/rest-golden.test.ts',
+  'test/rpc-wire.test.ts',
+  'test/rpc-error-info.test.ts',
+  'test/contract.test.ts',
+  'test/transports.test.ts',
+  'test/x402-verify.test.ts',
+  'test/paywall-sign.e2e.test.ts',
+  'test/paywall-max-amount.e2e.test.ts',
+  'test/mpp-splits.e2e.test.ts',
+  'test/tempo-fees.e2e.test.ts',
+  'test/treasury-balance.e2e.test.ts',
+  'test/onchain-authorizations.e2e.test.ts',
+  'test/onchain-submission.e2e.test.ts',
+  'test/onchain-restart.e2e.test.ts',
+  'test/onchain-tracking.e2e.test.ts',
+  'test/adversarial/tenantShare.test.ts',
+  'test/adversarial/tenantFlood.test.ts',
+  'test/adversarial/rpcAuthority.test.ts',
+  'test/adversarial/staleCapSnapshot.test.ts',
+  'test/adversarial/submitBacklog.test.ts',
 ];
 
 export default defineConfig({

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { BootstrapFile } from '../../src/bootstrap.js';
 import type { Config } from '../../src/config.js';
 import { startPaypolicy, type Paypolicy } from '../../src/paypolicy.js';
-import { createTestDatabase } from './pgDatabase.js';
+import { createTestDatabase, type TestDatabase } from './pgDatabase.js';
 
 export type TestServer = {
   app: Paypolicy;
@@ -50,17 +50,26 @@ export type TestServerOptions = {
  */
 export const TEST_STORE = process.env.PAYPOLICY_TEST_STORE === 'pg' ? 'pg' : 'sqlite';
 
+/**
+ * PostgreSQL databases (and their master keys) of servers closed with `keepData`, by data
+ * directory: a server started again on that directory is a restart on the same store, as on SQLite.
+ */
+const keptDatabases = new Map<string, { db: TestDatabase; masterKey: string }>();
+
 /** Starts the real service on 127.0.0.1:0 with a fresh data directory and captured logs. */
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'paypolicy-test-'));
   const logs: string[] = [];
   // PostgreSQL: a database of its own, and a master key (never generated on PostgreSQL).
-  const pgdb = TEST_STORE === 'pg' ? await createTestDatabase() : undefined;
+  const kept = keptDatabases.get(dataDir);
+  keptDatabases.delete(dataDir);
+  const pgdb = TEST_STORE === 'pg' ? kept?.db ?? await createTestDatabase() : undefined;
+  const masterKey = pgdb ? opts.masterKey ?? kept?.masterKey ?? randomBytes(32).toString('hex') : opts.masterKey;
   const app = await startPaypolicy(
     {
       ...(pgdb ? { databaseUrl: pgdb.url, databasePoolSize: 6 } : {}),
       port: 0, host: '127.0.0.1', dataDir, logLevel: opts.logLevel ?? 'info', adminToken: opts.adminToken,
-      masterKey: pgdb ? opts.masterKey ?? randomBytes(32).toString('hex') : opts.masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
+      masterKey, tlsCert: opts.tls?.cert, tlsKey: opts.tls?.key, signerThreads: 1, dev: opts.dev ?? false, probeAllowHosts: opts.probeAllowHosts ?? [], tempoRpcUrl: opts.tempoRpcUrl, rpcUrls: opts.rpcUrls,
       // On PostgreSQL one agent's writes take turns on its cap at the database's round trip: a
       // 500-request burst on one agent outlasts the default 1 s signing-queue bound and is shed
       // with 503 overloaded. The suites check correctness under such bursts, so the bounds are wide.
@@ -84,6 +93,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       await app.stop(1000);
       if (!keepData) rmSync(dataDir, { recursive: true, force: true });
       if (!keepData) await pgdb?.drop();
+      else if (pgdb) keptDatabases.set(dataDir, { db: pgdb, masterKey: masterKey! });
     },
   };
 }
