@@ -215,6 +215,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     listener = net.createServer((socket) => routeConnection(socket, h1, h2, unrouted, headersTimeoutMs(limits)));
   }
   capConnections(listener, limits, log);
+  // Every accepted connection until it closes. Behind TLS, HTTP/1.1 is served by the secure server
+  // itself: h1's cut-off does not reach it, and its own header and request deadlines stop when it
+  // starts closing. What is left at the end of the grace period is cut off here, on every transport.
+  const accepted = new Set<Socket>();
+  listener.on('connection', (socket: Socket) => {
+    accepted.add(socket);
+    socket.once('close', () => accepted.delete(socket));
+  });
   if (metrics) {
     const server = listener;
     metrics.countConnections(() => new Promise((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n))));
@@ -256,6 +264,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       // Whatever is still running after the grace period is cut off, not answered later.
       h1.closeAllConnections();
       for (const s of sessions) s.destroy();
+      for (const socket of accepted) socket.destroy();
       h1.close();
       await closed;
     },

@@ -1,10 +1,15 @@
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
+import { selfSigned } from './helpers/tls.js';
 
 /** Resolves with the error code of a TCP connection attempt, or 'connected'. */
 function tryConnect(port: number): Promise<string> {
@@ -191,6 +196,44 @@ describe('startPaypolicy', () => {
       } finally {
         slow.abort();
         await s.close();
+      }
+    });
+
+    // Regression (red-team): behind TLS, HTTP/1.1 is served by the secure HTTP/2 server itself,
+    // whose header and request deadlines stop with its close(), and whose connections the
+    // cut-off at the end of the grace period did not reach: a client holding half-sent headers or
+    // a half-sent body kept `serve` from exiting after SIGTERM, for as long as it held them.
+    describe('behind TLS', () => {
+      let certDir: string;
+      let pems: { cert: string; key: string };
+      beforeAll(() => {
+        certDir = mkdtempSync(join(tmpdir(), 'paypolicy-shutdown-tls-'));
+        pems = selfSigned(certDir);
+      });
+      afterAll(() => rmSync(certDir, { recursive: true, force: true }));
+
+      for (const [what, bytes] of [
+        ['half-sent headers', 'POST /api/ping HTTP/1.1\r\nHost: x\r\nAuthoriz'],
+        ['a half-sent body', 'POST /api/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nAuthorization: Bearer KEY\r\n\r\n{"agent_id"'],
+      ] as const) {
+        test(`behavior: an HTTP/1.1-over-TLS client holding ${what} is cut off at the end of the grace period`, async () => {
+          const s = await startTestServer({ tls: pems });
+          const sock = tls.connect({ port: s.app.port, host: '127.0.0.1', ca: readFileSync(pems.cert), ALPNProtocols: ['http/1.1'] });
+          try {
+            sock.on('data', () => {});
+            sock.on('error', () => {});
+            await once(sock, 'secureConnect');
+            const closed = once(sock, 'close');
+            sock.write(bytes.replace('KEY', s.bootstrap.api_key));
+            // Past the grace period nothing is answered: stop() resolves only if the socket is cut.
+            await s.app.stop(200);
+            await closed;
+            expect(s.app.store.db.open).toBe(false);
+          } finally {
+            sock.destroy();
+            await s.close();
+          }
+        });
       }
     });
   });
