@@ -332,12 +332,14 @@ describe('PaymentPolicyService.Sign, Quote and GetApprovalStatus', () => {
 
   test('error: Sign, Quote and GetApprovalStatus authenticate first on Connect', async () => {
     const unknownLiveKey = `ak_live_${'cd'.repeat(24)}`;
-    for (const p of [
-      connect.sign({ agentId: s.bootstrap.agent_id }, bearer(unknownLiveKey)),
-      connect.quote({ agentId: s.bootstrap.agent_id, url: 'https://example.com' }),
-      connect.getApprovalStatus({ id: '00000000-0000-4000-8000-000000000000' }, bearer(unknownLiveKey)),
+    // One call at a time: started together, a call that fails before the one awaited first
+    // (on PostgreSQL, the missing header before the unknown key's lookup) is an unhandled rejection.
+    for (const call of [
+      () => connect.sign({ agentId: s.bootstrap.agent_id }, bearer(unknownLiveKey)),
+      () => connect.quote({ agentId: s.bootstrap.agent_id, url: 'https://example.com' }),
+      () => connect.getApprovalStatus({ id: '00000000-0000-4000-8000-000000000000' }, bearer(unknownLiveKey)),
     ]) {
-      const e = await connectError(p);
+      const e = await connectError(call());
       expect(e.code).toBe(Code.Unauthenticated);
     }
   });
