@@ -68,18 +68,25 @@ function toRow(r: Raw): PaymentRow {
   };
 }
 
+/**
+ * What counts against the cap since ?: the agent's hourly sums entirely after it (cap_buckets,
+ * migration 0010, a short range of its primary key), the rows of the hour it falls in (those up
+ * to the horizon from cap_rows, by agent and time; those above it, normally none this far back,
+ * from the time index: migration 0011), less pending approvals past their window, which no
+ * longer hold the cap even before a read or the sweep marks them expired (usually nothing). One
+ * statement: one call per policy check; the sums are added in bigint (SQLite's + and - would
+ * turn an overflow into a float).
+ */
+export const CAP_SUM_SQL = `SELECT
+  (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = ? AND bucket > ?),
+  (SELECT COALESCE(SUM(amount_micros), 0) FROM cap_rows WHERE agent_id = ? AND cap_at > ? AND cap_at < ?),
+  (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions
+   WHERE holds_cap = 1 AND cap_at > MAX(?, (SELECT horizon FROM cap_horizon)) AND cap_at < ? AND agent_id = ?),
+  (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
+   WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?)`;
+
 export function createPaymentStore(db: Db) {
-  // What counts against the cap since ?: the agent's hourly sums entirely after it (cap_buckets,
-  // migration 0010, a short range of its primary key), the rows of the hour it falls in (the
-  // covering index transactions_cap: agent_id, holds_cap, cap_at, amount_micros), less pending
-  // approvals past their window, which no longer hold the cap even before a read or the sweep
-  // marks them expired (usually nothing). One statement: one call per policy check; the three
-  // sums are added in bigint (SQLite's + and - would turn an overflow into a float).
-  const capSum = db.prepare(`SELECT
-      (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = ? AND bucket > ?),
-      (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ? AND cap_at < ?),
-      (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
-       WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?)`).raw(true).safeIntegers(true);
+  const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
@@ -176,8 +183,8 @@ export function createPaymentStore(db: Db) {
      */
     committedSince(agentId: string, since: number, now: number): bigint {
       const { bucket, end } = capHourOf(since);
-      const [hours, edge, overdue] = capSum.get(agentId, bucket, agentId, since, end, agentId, now, since) as [bigint, bigint, bigint];
-      return hours + edge - overdue;
+      const [hours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as [bigint, bigint, bigint, bigint];
+      return hours + indexed + recent - overdue;
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;

@@ -5,11 +5,20 @@ import type { Db } from './db.js';
  * per time bucket. It uses the same column and the same comparison (`cap_at > since`) as the cap
  * check in payments.ts, so the dashboard shows exactly what the policy sees.
  */
+/**
+ * The rows up to the cap horizon from cap_rows (by agent and time), those above it (the last few
+ * seconds) from the time index, as payments.committedSince reads them (migration 0011).
+ * Bucket k holds cap_at in (since + k·size, since + (k+1)·size], matching the window's open start.
+ */
+export const SPEND_BUCKETS_SQL = `SELECT (cap_at - @since - 1) / @size AS bucket, SUM(amount_micros) AS total FROM (
+    SELECT cap_at, amount_micros FROM cap_rows WHERE agent_id = @agentId AND cap_at > @since
+    UNION ALL
+    SELECT cap_at, amount_micros FROM transactions
+    WHERE holds_cap = 1 AND cap_at > MAX(@since, (SELECT horizon FROM cap_horizon)) AND agent_id = @agentId)
+  GROUP BY bucket`;
+
 export function createSpendStore(db: Db) {
-  // Reads only the covering index transactions_cap (agent_id, holds_cap, cap_at, amount_micros).
-  // Bucket k holds cap_at in (since + k·size, since + (k+1)·size], matching the window's open start.
-  const buckets = db.prepare(`SELECT (cap_at - @since - 1) / @size AS bucket, SUM(amount_micros) AS total
-    FROM transactions WHERE agent_id = @agentId AND holds_cap = 1 AND cap_at > @since GROUP BY bucket`).safeIntegers(true);
+  const buckets = db.prepare(SPEND_BUCKETS_SQL).safeIntegers(true);
   return {
     /** Micro-USD per bucket of `sizeMs` since `since`; index k of the result is bucket k, `count` buckets. */
     bucketsSince(agentId: string, since: number, sizeMs: number, count: number): bigint[] {

@@ -16,9 +16,15 @@ import { createSettingsStore } from './settings.js';
 import { createSpendStore } from './spend.js';
 import { createTransactionStore } from './transactions.js';
 import { createTreasuryFundsStore } from './treasuryFunds.js';
-import { createWriteQueue } from './writeQueue.js';
+import { createWriteQueue, type WriteQueue } from './writeQueue.js';
 import { createWalSync } from './walSync.js';
 import { startCheckpointer } from './checkpointer.js';
+import { CAP_ROWS_EVERY_MS, CAP_ROWS_LAG_MS, CAP_ROWS_PER_MOVE, createCapRowsMover } from './capRows.js';
+
+export type StoreOptions = OpenOptions & {
+  /** The cap-rows mover (capRows.ts): how far behind the clock, how often; `false` never moves (tests). */
+  capRows?: { lagMs?: number; everyMs?: number } | false;
+};
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
 function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }): SyncTables {
@@ -58,7 +64,7 @@ function openReader(file: string): Db {
  * the use cases (paypolicy.ts, bootstrap, the ledger clock, tests); `store.app` is what the use
  * cases get as `deps.store`, and `store.tx` the handle a write function gets.
  */
-export function openStore(file: string, options: OpenOptions = {}) {
+export function openStore(file: string, options: StoreOptions = {}) {
   const db: Db = openDatabase(file, options);
   const wal = createWalSync(`${file}-wal`, undefined, (err) => failStop(db, err));
   // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
@@ -98,10 +104,12 @@ export function openStore(file: string, options: OpenOptions = {}) {
     approvals: { ...readerTables.approvals, onDecided: async (listener) => writer.approvals.onDecided(listener) },
     ...health,
   };
+  const writes = createWriteQueue(db, wal, tx);
+  const mover = startCapRowsMover(db, writes, options.capRows);
   return {
     db,
     /** Group-committed writes; see writeQueue.ts. */
-    writes: createWriteQueue(db, wal, tx),
+    writes,
     ...writer,
     /** The writer's tables as the store interface: the handle a write function gets (unitOfWork.ts). */
     tx,
@@ -123,6 +131,8 @@ export function openStore(file: string, options: OpenOptions = {}) {
     },
     ...health,
     async close(): Promise<void> {
+      // A move in flight is waited for: its sync must not meet a closed WAL file.
+      await mover.stop();
       // Readers first: the writer's close, as the last connection, checkpoints.
       if (reader.open) reader.close();
       if (snapshot?.open) snapshot.close();
@@ -135,3 +145,38 @@ export function openStore(file: string, options: OpenOptions = {}) {
   };
 }
 export type Store = ReturnType<typeof openStore>;
+
+/**
+ * Runs the cap-rows mover in the write queue, grouped with the payments it runs beside, every
+ * `everyMs`, and again at once while a move found a full batch (catching up after a restart). A
+ * failed move changes nothing (its savepoint rolls back) and is simply tried again: cap sums are
+ * exact whatever the horizon is, only slower the further it lags.
+ */
+function startCapRowsMover(db: Db, writes: WriteQueue<StoreTables>, options: StoreOptions['capRows']): { stop(): Promise<void> } {
+  if (options === false) return { stop: async () => {} };
+  const lagMs = options?.lagMs ?? CAP_ROWS_LAG_MS;
+  const mover = createCapRowsMover(db);
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  const tick = (): void => {
+    if (running || stopped || !db.open || storageFailure(db) !== undefined) return;
+    running = writes.run(() => mover.advance(Date.now() - lagMs)).then(
+      (moved) => {
+        running = undefined;
+        if (moved >= CAP_ROWS_PER_MOVE) setImmediate(tick);
+      },
+      () => {
+        running = undefined;
+      },
+    );
+  };
+  const timer = setInterval(tick, options?.everyMs ?? CAP_ROWS_EVERY_MS);
+  timer.unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -15,6 +15,8 @@ import { PG_MIGRATIONS } from '../../src/store/pg/migrations/index.js';
 import { TYPES } from '../../src/store/pg/sql.js';
 import { createPgStore } from '../../src/store/pg/store.js';
 import { createTransactionStore } from '../../src/store/transactions.js';
+import { createCapRowsMover } from '../../src/store/capRows.js';
+import { createSpendStore } from '../../src/store/spend.js';
 import type { AsyncTable } from '../../src/store/asyncStore.js';
 import type { ApprovalStore } from '../../src/store/approvals.js';
 import type { PaymentStore } from '../../src/store/payments.js';
@@ -48,6 +50,10 @@ type Harness = {
   oneConnection(fn: (c: Pick<Harness, 'run' | 'rows'>) => Promise<void>): Promise<void>;
   /** PostgreSQL only: the stale-signing repair (a background path that moves cap_at in raw SQL). */
   repairStale?(cutoff: number, now: number): Promise<void>;
+  /** SQLite only: the cap-rows mover (migration 0011) raising the horizon towards `target`. */
+  advanceHorizon?(target: number, limit: number): Promise<number>;
+  /** SQLite only: the dashboard's per-bucket sums (spend.ts), which read cap_rows and the time index too. */
+  spendSince?(agentId: string, since: number, sizeMs: number, count: number): Promise<bigint[]>;
   close(): Promise<void>;
 };
 
@@ -101,8 +107,12 @@ function pgRaw(q: (text: string, values: unknown[]) => Promise<{ rows: unknown[]
 
 async function openSqlite(): Promise<Harness> {
   const db = openDatabase(tempFile());
+  const mover = createCapRowsMover(db);
+  const spend = createSpendStore(db);
   return {
     name: 'sqlite',
+    advanceHorizon: async (target, limit) => mover.advance(target, limit),
+    spendSince: async (agentId, since, sizeMs, count) => spend.bucketsSince(agentId, since, sizeMs, count),
     t: { payments: wrap(createPaymentStore(db)), approvals: wrap(createApprovalStore(db)), transactions: wrap(createTransactionStore(db)) },
     ...sqliteRaw(db),
     oneConnection: (fn) => fn(sqliteRaw(db)),
@@ -199,6 +209,33 @@ async function expectBucketsExact(h: Harness, label: string): Promise<void> {
   }
   const nonZero = (m: Map<string, bigint>) => [...m].filter(([, v]) => v !== 0n).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   expect(nonZero(have), `${h.name} ${label}: cap_buckets`).toEqual(nonZero(want));
+}
+
+/**
+ * SQLite: cap_rows holds exactly the holding rows at or below the horizon (migration 0011), and the
+ * dashboard's bucket sums (which read cap_rows below it and the time index above it) equal the rows'.
+ */
+async function expectCapRowsExact(h: Harness, rng: Rng, label: string): Promise<void> {
+  if (!h.advanceHorizon) return;
+  const key = (r: { agent_id: string; cap_at: unknown; id: string; amount_micros: unknown }) => `${r.agent_id}|${String(r.cap_at)}|${r.id}|${String(r.amount_micros)}`;
+  const want = (await h.rows<{ agent_id: string; cap_at: unknown; id: string; amount_micros: unknown }>(
+    'SELECT agent_id, cap_at, id, amount_micros FROM transactions WHERE holds_cap = 1 AND cap_at <= (SELECT horizon FROM cap_horizon)')).map(key).sort();
+  const have = (await h.rows<{ agent_id: string; cap_at: unknown; id: string; amount_micros: unknown }>(
+    'SELECT agent_id, cap_at, id, amount_micros FROM cap_rows')).map(key).sort();
+  expect(have, `${label}: cap_rows`).toEqual(want);
+  for (const agentId of AGENTS) {
+    const since = rng.time();
+    const size = rng.pick([1, 1000, H, 7 * H]);
+    const count = rng.int(1, 40);
+    const rows = await h.rows<{ cap_at: unknown; amount_micros: unknown }>(
+      'SELECT cap_at, amount_micros FROM transactions WHERE agent_id = ? AND holds_cap = 1 AND cap_at > ?', [agentId, since]);
+    const expected = Array.from({ length: count }, () => 0n);
+    for (const r of rows) {
+      const k = (BigInt(String(r.cap_at)) - BigInt(since) - 1n) / BigInt(size);
+      expected[Math.min(Number(k), count - 1)]! += BigInt(String(r.amount_micros));
+    }
+    expect(await h.spendSince!(agentId, since, size, count), `${label}: spend(${agentId}, ${since}, ${size}, ${count})`).toEqual(expected);
+  }
 }
 
 /** committedSince against the brute force for many `since` (boundaries, their neighbours, row times, negative) and `now`. */
@@ -334,14 +371,25 @@ describe.each([
       const seeds = [1, 2, 3, 0xc0ffee];
       let checked = 0;
       let n = 0;
+      let copied = 0;
+      let horizon = T0 - 31 * H;
       const seen = new Set<string>();
       for (const seed of seeds) {
         const rng = prng(seed);
+        // The horizon's own generator, so PostgreSQL's sequences stay what they were.
+        const moves = prng(seed ^ 0x0c4b);
         for (let i = 0; i < 120; i++) {
           await step(h, rng, ++n);
+          if (h.advanceHorizon && moves.next() < 0.25) {
+            // Mostly creeping up through the rows' hours (a row's exact time now and then), so
+            // rows keep landing on both sides; sometimes a target below the horizon (a no-op).
+            horizon += moves.int(0, 2) * (H / 4) + moves.pick([0, 1, -1]);
+            copied += await h.advanceHorizon(moves.next() < 0.1 ? horizon - H : horizon, moves.int(1, 8));
+          }
           for (const r of await h.rows<{ status: string }>('SELECT DISTINCT status FROM transactions')) seen.add(r.status);
           if (i % 20 === 19) {
             await expectBucketsExact(h, `seed ${seed} step ${i}`);
+            await expectCapRowsExact(h, moves, `seed ${seed} step ${i}`);
             checked += await expectCommittedExact(h, rng, `seed ${seed} step ${i}`);
           }
         }
@@ -349,6 +397,14 @@ describe.each([
       // The sequences reach every state, so every move the triggers follow was taken.
       expect([...seen].sort(), name).toEqual(['approved', 'denied', 'expired', 'failed', 'pending_approval', 'recorded', 'reverted', 'signed', 'signing']);
       expect(checked).toBeGreaterThan(2000);
+      if (h.advanceHorizon) {
+        // The mover copied rows, and rows sit on both sides of the final horizon.
+        const [split] = await h.rows<{ below: bigint; above: bigint }>(`SELECT (SELECT count(*) FROM cap_rows) AS below,
+          (SELECT count(*) FROM transactions WHERE holds_cap = 1 AND cap_at > (SELECT horizon FROM cap_horizon)) AS above`);
+        expect(copied).toBeGreaterThan(10);
+        expect(split!.below).toBeGreaterThan(10n);
+        expect(split!.above).toBeGreaterThan(10n);
+      }
     } finally {
       await h.close();
     }

@@ -8,6 +8,7 @@ import { sql as submission } from './0007_submission.js';
 import { sql as chainTracking } from './0008_chain_tracking.js';
 import { sql as treasuryFunds } from './0009_treasury_funds.js';
 import { sql as capBuckets } from './0010_cap_buckets.js';
+import { sql as capRows } from './0011_cap_rows.js';
 
 /** Every migration in order. Versions are explicit so nothing depends on directory order. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
@@ -21,4 +22,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 8, name: 'chain_tracking', sql: chainTracking },
   { version: 9, name: 'treasury_funds', sql: treasuryFunds },
   { version: 10, name: 'cap_buckets', sql: capBuckets },
+  { version: 11, name: 'cap_rows', sql: capRows },
 ];

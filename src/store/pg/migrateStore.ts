@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { capBucketOf } from '../migrations/0010_cap_buckets.js';
+import { SQLITE_ONLY_TABLES } from '../migrations/0011_cap_rows.js';
 import { MIGRATIONS } from '../migrations/index.js';
 import { lockDataDir } from '../dataDir.js';
 import { migratePg } from './migrate.js';
@@ -121,8 +122,15 @@ function sourceVersion(db: Database.Database): number {
   return version;
 }
 
+/**
+ * SQLite's own index of the cap rows (migration 0011), derived from transactions by its triggers:
+ * PostgreSQL indexes those rows itself and has no such tables, so they are not copied.
+ */
+const SQLITE_ONLY = new Set(SQLITE_ONLY_TABLES);
+
 function sourceTables(db: Database.Database): Table[] {
-  const names = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+  const names = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name").all() as Array<{ name: string }>)
+    .map((r) => r.name).filter((name) => !SQLITE_ONLY.has(name));
   return names.map((name) => {
     const info = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(name) as Array<{ name: string; type: string; pk: bigint }>;
     const columns = info.map((c) => ({ name: c.name, integer: c.type.toUpperCase() === 'INTEGER', pk: Number(c.pk) }));

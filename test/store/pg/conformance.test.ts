@@ -11,6 +11,7 @@ import { createDashboardSessionStore } from '../../../src/store/dashboardSession
 import { createDashboardUserStore } from '../../../src/store/dashboardUsers.js';
 import { openDatabase, type Db } from '../../../src/store/db.js';
 import { createLoginFailureStore } from '../../../src/store/loginFailures.js';
+import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0011_cap_rows.js';
 import { createOrganizationStore } from '../../../src/store/organizations.js';
 import { createPaymentStore, type PaymentRow } from '../../../src/store/payments.js';
 import { createServiceStore } from '../../../src/store/services.js';
@@ -312,7 +313,8 @@ const norm = (v: unknown) => (v === null ? null : Buffer.isBuffer(v) ? `x${v.toS
 
 function dumpSqlite(db: Db): Dump {
   const out: Dump = {};
-  const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY name`).all() as { name: string }[]).map((r) => r.name);
+  const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY name`).all() as { name: string }[])
+    .map((r) => r.name).filter((name) => !SQLITE_ONLY_TABLES.includes(name));
   for (const table of tables) {
     const rows = db.prepare(`SELECT * FROM ${table}`).safeIntegers(true).all() as Record<string, unknown>[];
     out[table] = rows.map((r) => JSON.stringify(Object.keys(r).sort().map((k) => [k, norm(r[k])]))).sort();

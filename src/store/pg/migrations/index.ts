@@ -8,6 +8,7 @@ import { sql as submission } from './0007_submission.js';
 import { sql as chainTracking } from './0008_chain_tracking.js';
 import { sql as treasuryFunds } from './0009_treasury_funds.js';
 import { sql as capBuckets } from './0010_cap_buckets.js';
+import { sql as capRows } from './0011_cap_rows.js';
 
 /**
  * Every PostgreSQL migration in order, numbered and named exactly like SQLite's
@@ -24,4 +25,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 8, name: 'chain_tracking', sql: chainTracking },
   { version: 9, name: 'treasury_funds', sql: treasuryFunds },
   { version: 10, name: 'cap_buckets', sql: capBuckets },
+  { version: 11, name: 'cap_rows', sql: capRows },
 ];
