@@ -1,11 +1,6 @@
 import type { Db } from './db.js';
 
 /**
- * What counts against an agent's cap (holds_cap = 1: signing, signed, approved, pending approval), summed
- * per time bucket. It uses the same column and the same comparison (`cap_at > since`) as the cap
- * check in payments.ts, so the dashboard shows exactly what the policy sees.
- */
-/**
  * The rows up to the cap horizon from cap_rows (by agent and time), those above it (the last few
  * seconds) from the time index, as payments.committedSince reads them (migration 0011).
  * Bucket k holds cap_at in (since + k·size, since + (k+1)·size], matching the window's open start.
@@ -17,6 +12,11 @@ export const SPEND_BUCKETS_SQL = `SELECT (cap_at - @since - 1) / @size AS bucket
     WHERE holds_cap = 1 AND cap_at > MAX(@since, (SELECT horizon FROM cap_horizon)) AND agent_id = @agentId)
   GROUP BY bucket`;
 
+/**
+ * What counts against an agent's cap (holds_cap = 1: signing, signed, approved, pending approval), summed
+ * per time bucket. It uses the same column and the same comparison (`cap_at > since`) as the cap
+ * check in payments.ts, so the dashboard shows exactly what the policy sees.
+ */
 export function createSpendStore(db: Db) {
   const buckets = db.prepare(SPEND_BUCKETS_SQL).safeIntegers(true);
   return {
