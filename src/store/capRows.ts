@@ -23,6 +23,11 @@ export function createCapRowsMover(db: Db) {
     SELECT agent_id, cap_at, id, amount_micros FROM transactions WHERE holds_cap = 1 AND cap_at > ? AND cap_at <= ? ORDER BY agent_id, cap_at`);
   const raise = db.prepare('UPDATE cap_horizon SET horizon = ?');
   return {
+    /** Whether a move towards `target` would copy anything (a cheap index probe; an idle ledger writes nothing). */
+    due(target: number): boolean {
+      const from = horizon.get() as number;
+      return target > from && nth.get(from, target, 0) !== undefined;
+    },
     /**
      * Moves the horizon up towards `target` (epoch ms), by at most about `limit` rows; never down.
      * Returns the rows copied; `limit` or more means there may be more to move right away.

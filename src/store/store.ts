@@ -160,6 +160,9 @@ function startCapRowsMover(db: Db, writes: WriteQueue<StoreTables>, options: Sto
   let stopped = false;
   const tick = (): void => {
     if (running || stopped || !db.open || storageFailure(db) !== undefined) return;
+    // Nothing to copy: no write, so an idle server does not sync its WAL twice a second. (Inside a
+    // group's open transaction the probe would read uncommitted rows: the move is queued instead.)
+    if (!db.inTransaction && !mover.due(Date.now() - lagMs)) return;
     running = writes.run(() => mover.advance(Date.now() - lagMs)).then(
       (moved) => {
         running = undefined;

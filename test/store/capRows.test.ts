@@ -172,6 +172,29 @@ describe('the store\'s cap-rows mover', () => {
     }
   });
 
+  test('behavior: with nothing to copy the mover writes nothing, so an idle store never syncs its WAL', async () => {
+    const store = openStore(tempFile(), { capRows: { lagMs: 0, everyMs: 10 } });
+    try {
+      let syncs = 0;
+      store.onWalSync(() => syncs++);
+      const now = Date.now();
+      seed(store.db, now - H);
+      await store.writes.run(() => store.payments.insert(row(1, 'agt_1', now - 100, 5n)));
+      // The one row is copied by one move; then ticks every 10 ms find nothing and write nothing.
+      const deadline = Date.now() + 5_000;
+      while ((store.db.prepare('SELECT count(*) FROM cap_rows').pluck().get() as number) < 1 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      const settled = syncs;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(syncs).toBe(settled);
+      expect(store.payments.committedSince('agt_1', now - H, now)).toBe(5n);
+    } finally {
+      await store.close();
+    }
+  });
+
   test('behavior: `capRows: false` never moves, and the sums are exact from the time index alone', async () => {
     const store = openStore(tempFile(), { capRows: false });
     try {
