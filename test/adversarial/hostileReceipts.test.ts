@@ -1,11 +1,10 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { encodeFunctionData, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { adminFor, createAgent } from '../helpers/admin.js';
 import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } from '../helpers/localChain.js';
 import { postSign } from '../helpers/payments.js';
+import { startRpcProxy } from '../helpers/rpcProxy.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -27,26 +26,17 @@ type Receipt = Record<string, unknown> & { transactionHash: Hex };
 let rewrite: ((receipt: Receipt) => Receipt) | undefined;
 let chain: LocalChain;
 let node: Awaited<ReturnType<LocalChain['listen']>>;
-let proxy: http.Server;
+let proxy: Awaited<ReturnType<typeof startRpcProxy>> | undefined;
 let s: TestServer;
 
 /** Forwards JSON-RPC to the chain; a receipt in an answer goes through `rewrite` when set. */
 async function startProxy(target: string): Promise<string> {
-  proxy = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      void (async () => {
-        const msg = JSON.parse(body) as { method: string };
-        const answer = await (await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).json() as { result?: unknown };
-        if (msg.method === 'eth_getTransactionReceipt' && answer.result && rewrite) answer.result = rewrite(answer.result as Receipt);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      })();
-    });
+  proxy = await startRpcProxy(target, async ({ msg, forward }) => {
+    const answer = await forward() as { result?: unknown };
+    if (msg.method === 'eth_getTransactionReceipt' && answer.result && rewrite) answer.result = rewrite(answer.result as Receipt);
+    return answer;
   });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`;
+  return proxy.url;
 }
 
 const balanceOf = async (who: Address) => BigInt(await chain.rpc('eth_call', [{
@@ -71,7 +61,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await s?.close();
   await node?.close();
-  await new Promise<void>((r) => (proxy ? proxy.close(() => r()) : r()));
+  await proxy?.close();
 });
 
 const row = (id: string) => s.app.store.payments.get(id)!;

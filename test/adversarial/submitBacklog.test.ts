@@ -1,11 +1,10 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { adminFor } from '../helpers/admin.js';
 import { createLocalChain, installMiniUsdc, type LocalChain } from '../helpers/localChain.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
+import { startRpcProxy } from '../helpers/rpcProxy.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -23,27 +22,15 @@ const BACKLOG = 150;
 let refuse = true;
 let chain: LocalChain;
 let node: Awaited<ReturnType<LocalChain['listen']>>;
-let proxy: http.Server;
+let proxy: Awaited<ReturnType<typeof startRpcProxy>> | undefined;
 let s: TestServer;
 let proxyUrl: string;
 
 async function startProxy(target: string): Promise<string> {
-  proxy = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString()));
-    req.on('end', () => {
-      void (async () => {
-        const msg = JSON.parse(body) as { id: unknown; method: string };
-        const answer = refuse && msg.method === 'eth_sendRawTransaction'
-          ? { jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: 'temporarily not accepting transactions' } }
-          : await (await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).json();
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      })();
-    });
-  });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
-  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`;
+  proxy = await startRpcProxy(target, async ({ msg, forward }) => refuse && msg.method === 'eth_sendRawTransaction'
+    ? { jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: 'temporarily not accepting transactions' } }
+    : forward());
+  return proxy.url;
 }
 
 beforeAll(async () => {
@@ -59,7 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await s?.close();
   await node?.close();
-  await new Promise<void>((r) => (proxy ? proxy.close(() => r()) : r()));
+  await proxy?.close();
 });
 
 describe('a backlog waiting for broadcast', () => {
