@@ -478,12 +478,13 @@ async function main(): Promise<void> {
     // Memory at the end of the measured phases, before the server is stopped.
     const memory = memoryOf(server.pid!);
     // History: the same server's data directory with 1,000,000 more ledger rows, restarted.
-    let history: { before: Load; load: Load; rows: number; insertS: number; memory: Memory } | undefined;
+    let history: { before: Load; load: Load; rows: number; insertS: number; memory: Memory; cpuBefore: string; cpu: string } | undefined;
     if (phase('history')) {
       // The ratio's denominator measured right before (the ledger holds only this run's rows), so
       // both sides see the shared machine in about the same state.
       process.stderr.write('POST /api/sign again, before the history is added…\n');
-      const before = await run(base!, signSpec);
+      // CPU per request beside the latencies: on a shared machine it moves far less between runs.
+      const { load: before, cpu: cpuBefore } = await cpuPerRequest(server.pid!, () => run(base!, signSpec));
       await stop(server);
       process.stderr.write('history: 1,000,000 ledger rows over the 256 agents and 30 days (one INSERT)…\n');
       const t0 = performance.now();
@@ -495,8 +496,8 @@ async function main(): Promise<void> {
       keepLog(server);
       await run(base!, signSpec, 3);
       process.stderr.write('POST /api/sign with the history in the ledger, same load…\n');
-      const historyLoad = await run(base!, signSpec);
-      history = { before, load: historyLoad, rows, insertS, memory: memoryOf(server.pid!) };
+      const { load: historyLoad, cpu } = await cpuPerRequest(server.pid!, () => run(base!, signSpec));
+      history = { before, load: historyLoad, rows, insertS, memory: memoryOf(server.pid!), cpuBefore, cpu };
     }
 
     const row = (name: string, l: Load): [string, string, string, string] => [name, l.rps.toFixed(0), `${l.p50} / ${l.p99}`, `${l.non2xx + l.errors} of ${l.total}`];
@@ -540,6 +541,8 @@ async function main(): Promise<void> {
       ...(history ? [
         target(`sign p50 with ${history.rows.toLocaleString('en')} more ledger rows vs just before (${history.load.p50} / ${history.before.p50} ms)`, history.load.p50 / history.before.p50, 2, 'x', '<=', 1.2),
         `  (before: ${history.before.rps.toFixed(0)} req/s with only this run's rows; rows inserted in ${history.insertS.toFixed(1)} s; req/s ratio ${(history.load.rps / history.before.rps).toFixed(2)}x)`,
+        `  server CPU per request just before: ${history.cpuBefore}`,
+        `  server CPU per request with the history: ${history.cpu}`,
       ] : []),
       target(`server RSS at the end of the phases (peak ${memory.hwmMb} MB)`, memory.rssMb, 0, ' MB', '<=', 250),
       ...(history ? [target(`server RSS after the history phase (peak ${history.memory.hwmMb} MB)`, history.memory.rssMb, 0, ' MB', '<=', 250)] : []),
