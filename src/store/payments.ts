@@ -69,35 +69,24 @@ function toRow(r: Raw): PaymentRow {
 }
 
 /**
- * What counts against the cap since @since: the agent's hourly sums entirely after it (cap_buckets,
- * migration 0010, keyed hour first by 0012), the rows of the hour it falls in (those up to the
- * horizon from cap_rows, by agent and time; those above it, normally none this far back, from the
- * time index: migration 0011), less pending approvals past their window, which no longer hold the
- * cap even before a read or the sweep marks them expired (usually nothing). The hours up to now's
- * (@lo < hour <= @hi) are read by `hours`: one primary-key lookup per hour for a window of a day
- * (CAP_SUM_SQL), or a range of every agent's hours, filtered, for a window too long to list
- * (CAP_SUM_WIDE_SQL; same sum, slower). Hours after now's, rows dated in the future (normally
- * none), are a range of their own. One statement: one call per policy check; the sums are added
- * in bigint (SQLite's + and - would turn an overflow into a float).
+ * What counts against the cap since ?: the agent's hourly sums entirely after it (cap_buckets,
+ * migration 0010, a short range of its primary key), the rows of the hour it falls in (those up
+ * to the horizon from cap_rows, by agent and time; those above it, normally none this far back,
+ * from the time index: migration 0011), less pending approvals past their window, which no
+ * longer hold the cap even before a read or the sweep marks them expired (usually nothing). One
+ * statement: one call per policy check; the sums are added in bigint (SQLite's + and - would
+ * turn an overflow into a float).
  */
-const capSumSql = (hours: string) => `SELECT
-  (${hours}),
-  (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE bucket > @hi AND agent_id = @agentId),
-  (SELECT COALESCE(SUM(amount_micros), 0) FROM cap_rows WHERE agent_id = @agentId AND cap_at > @since AND cap_at < @end),
+export const CAP_SUM_SQL = `SELECT
+  (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = ? AND bucket > ?),
+  (SELECT COALESCE(SUM(amount_micros), 0) FROM cap_rows WHERE agent_id = ? AND cap_at > ? AND cap_at < ?),
   (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions
-   WHERE holds_cap = 1 AND cap_at > MAX(@since, (SELECT horizon FROM cap_horizon)) AND cap_at < @end AND agent_id = @agentId),
+   WHERE holds_cap = 1 AND cap_at > MAX(?, (SELECT horizon FROM cap_horizon)) AND cap_at < ? AND agent_id = ?),
   (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
-   WHERE a.agent_id = @agentId AND a.status = 'pending' AND a.expires_at <= @now AND t.holds_cap = 1 AND t.cap_at > @since)`;
-
-export const CAP_SUM_SQL = capSumSql(`WITH RECURSIVE hours (k) AS (SELECT @lo + 1 WHERE @lo < @hi UNION ALL SELECT k + 1 FROM hours WHERE k < @hi)
-    SELECT COALESCE(SUM(b.total), 0) FROM hours JOIN cap_buckets b ON b.bucket = hours.k AND b.agent_id = @agentId`);
-export const CAP_SUM_WIDE_SQL = capSumSql('SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE bucket > @lo AND bucket <= @hi AND agent_id = @agentId');
-/** The longest span of hours CAP_SUM_SQL lists one by one (the cap's window is 24). */
-export const CAP_SUM_LISTED_HOURS = 48;
+   WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?)`;
 
 export function createPaymentStore(db: Db) {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
-  const capSumWide = db.prepare(CAP_SUM_WIDE_SQL).raw(true).safeIntegers(true);
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
@@ -194,12 +183,8 @@ export function createPaymentStore(db: Db) {
      */
     committedSince(agentId: string, since: number, now: number): bigint {
       const { bucket, end } = capHourOf(since);
-      const hi = Math.max(bucket, Math.floor(now / CAP_BUCKET_MS));
-      // Bound as bigint: SQLite sees INTEGER hours (a JS number binds as REAL).
-      const params = { agentId, lo: BigInt(bucket), hi: BigInt(hi), since, end, now };
-      const statement = hi - bucket <= CAP_SUM_LISTED_HOURS ? capSum : capSumWide;
-      const [hours, future, indexed, recent, overdue] = statement.get(params) as [bigint, bigint, bigint, bigint, bigint];
-      return hours + future + indexed + recent - overdue;
+      const [hours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as [bigint, bigint, bigint, bigint];
+      return hours + indexed + recent - overdue;
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;

@@ -125,7 +125,7 @@ describe('migration 0011 (cap_rows)', () => {
     try {
       const plan = (sql: string, params: unknown) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>)
         .map((r) => r.detail).join('\n');
-      const capSum = plan(CAP_SUM_SQL, { agentId: 'a', lo: 1n, hi: 25n, since: 1, end: 2, now: 3 });
+      const capSum = plan(CAP_SUM_SQL, Array.from(CAP_SUM_SQL.matchAll(/\?/g), () => 1));
       expect(capSum).toMatch(/SEARCH cap_rows USING PRIMARY KEY \(agent_id=\? AND cap_at>\? AND cap_at<\?\)/);
       expect(capSum).toMatch(/SEARCH transactions USING INDEX transactions_cap_time \(cap_at>\? AND cap_at<\?\)/);
       const spend = plan(SPEND_BUCKETS_SQL, { agentId: 'a', since: 1, size: 1 });

@@ -42,8 +42,19 @@ const add = (row: 'NEW' | 'OLD', sign: '' | '-', ifHeld = false) => {
     ON CONFLICT (agent_id, bucket) DO UPDATE SET total = total + excluded.total;`;
 };
 
-/** The three triggers that keep cap_buckets; 0012 drops and recreates them around its rebuild of the table. */
-export const CAP_BUCKET_TRIGGERS = `CREATE TRIGGER transactions_cap_insert AFTER INSERT ON transactions WHEN NEW.holds_cap = 1
+export const sql = `
+CREATE TABLE cap_buckets (
+  agent_id TEXT NOT NULL,
+  bucket   INTEGER NOT NULL,
+  total    INTEGER NOT NULL,
+  PRIMARY KEY (agent_id, bucket)
+) STRICT, WITHOUT ROWID;
+
+INSERT INTO cap_buckets (agent_id, bucket, total)
+  SELECT agent_id, ${capBucketOf('cap_at')}, SUM(amount_micros) FROM transactions WHERE holds_cap = 1
+  GROUP BY agent_id, ${capBucketOf('cap_at')};
+
+CREATE TRIGGER transactions_cap_insert AFTER INSERT ON transactions WHEN NEW.holds_cap = 1
 BEGIN
   ${add('NEW', '')}
 END;
@@ -61,17 +72,3 @@ BEGIN
   ${add('OLD', '-')}
 END;
 `;
-
-export const sql = `
-CREATE TABLE cap_buckets (
-  agent_id TEXT NOT NULL,
-  bucket   INTEGER NOT NULL,
-  total    INTEGER NOT NULL,
-  PRIMARY KEY (agent_id, bucket)
-) STRICT, WITHOUT ROWID;
-
-INSERT INTO cap_buckets (agent_id, bucket, total)
-  SELECT agent_id, ${capBucketOf('cap_at')}, SUM(amount_micros) FROM transactions WHERE holds_cap = 1
-  GROUP BY agent_id, ${capBucketOf('cap_at')};
-
-${CAP_BUCKET_TRIGGERS}`;
