@@ -290,15 +290,26 @@ function threadTicks(pid: number): Map<string, number> {
   return ticks;
 }
 
-/** Runs `work` (one load phase) and reports the process's CPU per answered request, in µs, per thread name. */
+/** Bytes the process has caused to be written to storage so far (the WAL, the checkpoints): /proc/<pid>/io. */
+function storageWrites(pid: number): number {
+  return Number(/^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? NaN);
+}
+
+/**
+ * Runs `work` (one load phase) and reports the process's CPU per answered request, in µs, per
+ * thread name, and the storage it wrote per request (KiB; the page cache writes it back later, but
+ * a page is counted when it is dirtied, so this is what the phase's commits and checkpoints cost).
+ */
 async function cpuPerRequest(pid: number, work: () => Promise<Load>): Promise<{ load: Load; cpu: string }> {
   const before = threadTicks(pid);
+  const writtenBefore = storageWrites(pid);
   const load = await work();
   const after = threadTicks(pid);
+  const written = (storageWrites(pid) - writtenBefore) / 1024 / Math.max(1, load.total);
   const us = (t: number) => Math.round((t * 10_000) / Math.max(1, load.total));
   const parts = [...after].map(([name, t]) => [name, us(t - (before.get(name) ?? 0))] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
   const total = parts.reduce((sum, [, v]) => sum + v, 0);
-  return { load, cpu: `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')})` };
+  return { load, cpu: `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')}); ${written.toFixed(1)} KiB written` };
 }
 
 const HISTORY_ROWS = 1_000_000;
