@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
 
 /** How far behind the clock the horizon is kept: rows this young are read from the time index. */
 export const CAP_ROWS_LAG_MS = 2_000;
@@ -8,10 +9,11 @@ export const CAP_ROWS_EVERY_MS = 500;
 export const CAP_ROWS_PER_MOVE = 2_000;
 
 /**
- * The mover of migration 0011: raises cap_horizon.horizon and copies the holding rows it passes into
- * cap_rows, so the cap sum finds them by agent. Run inside a write transaction (the writer
- * connection's): the triggers keep cap_rows exact for every other change, and a move is
- * all-or-nothing with its horizon.
+ * The mover of migrations 0011 and 0012: raises cap_horizon.horizon and copies the holding rows it
+ * passes into cap_rows, so the cap sum finds them by agent; once an hour, folds the hot buckets of
+ * the hours before the previous one into cap_buckets. Run inside a write transaction (the writer
+ * connection's): the triggers keep both exact for every other change, and each move is
+ * all-or-nothing with its line.
  */
 export function createCapRowsMover(db: Db) {
   const horizon = db.prepare('SELECT horizon FROM cap_horizon').pluck();
@@ -22,6 +24,15 @@ export function createCapRowsMover(db: Db) {
   const copy = db.prepare(`INSERT INTO cap_rows (agent_id, cap_at, id, amount_micros)
     SELECT agent_id, cap_at, id, amount_micros FROM transactions WHERE holds_cap = 1 AND cap_at > ? AND cap_at <= ? ORDER BY agent_id, cap_at`);
   const raise = db.prepare('UPDATE cap_horizon SET horizon = ?');
+  const hotFrom = db.prepare('SELECT bucket FROM cap_hot_from').pluck();
+  // Sorted by agent: each of cap_buckets' pages is written once per fold.
+  const foldIn = db.prepare(`INSERT INTO cap_buckets (agent_id, bucket, total)
+    SELECT agent_id, bucket, total FROM cap_buckets_hot WHERE bucket < ? ORDER BY agent_id, bucket
+    ON CONFLICT (agent_id, bucket) DO UPDATE SET total = total + excluded.total`);
+  const foldOut = db.prepare('DELETE FROM cap_buckets_hot WHERE bucket < ?');
+  const raiseHot = db.prepare('UPDATE cap_hot_from SET bucket = ?');
+  /** The hour the hot buckets should start at for a clock reading: the one before it. */
+  const hotTarget = (now: number) => Math.floor(now / CAP_BUCKET_MS) - 1;
   return {
     /** Whether a move towards `target` would copy anything (a cheap index probe; an idle ledger writes nothing). */
     due(target: number): boolean {
@@ -38,6 +49,22 @@ export function createCapRowsMover(db: Db) {
       const to = Math.min(target, (nth.get(from, target, limit - 1) as number | undefined) ?? target);
       const moved = copy.run(from, to).changes;
       raise.run(to);
+      return moved;
+    },
+    /** Whether the hot buckets' line (migration 0012) is behind the hour before `now`. */
+    foldDue(now: number): boolean {
+      return hotTarget(now) > (hotFrom.get() as number);
+    },
+    /**
+     * Raises the hot buckets' line to the hour before `now` (never lowers it), moving the hot
+     * buckets below it into cap_buckets in the same transaction. Returns the buckets moved.
+     */
+    fold(now: number): number {
+      const target = hotTarget(now);
+      if (!(target > (hotFrom.get() as number))) return 0;
+      foldIn.run(target);
+      const moved = foldOut.run(target).changes;
+      raiseHot.run(target);
       return moved;
     },
   };

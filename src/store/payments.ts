@@ -70,7 +70,8 @@ function toRow(r: Raw): PaymentRow {
 
 /**
  * What counts against the cap since ?: the agent's hourly sums entirely after it (cap_buckets,
- * migration 0010, a short range of its primary key), the rows of the hour it falls in (those up
+ * migration 0010, and cap_buckets_hot, 0012, which holds the current hours: a short range of each
+ * one's primary key, the two disjoint), the rows of the hour it falls in (those up
  * to the horizon from cap_rows, by agent and time; those above it, normally none this far back,
  * from the time index: migration 0011), less pending approvals past their window, which no
  * longer hold the cap even before a read or the sweep marks them expired (usually nothing). One
@@ -79,6 +80,7 @@ function toRow(r: Raw): PaymentRow {
  */
 export const CAP_SUM_SQL = `SELECT
   (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = ? AND bucket > ?),
+  (SELECT COALESCE(SUM(total), 0) FROM cap_buckets_hot WHERE agent_id = ? AND bucket > ?),
   (SELECT COALESCE(SUM(amount_micros), 0) FROM cap_rows WHERE agent_id = ? AND cap_at > ? AND cap_at < ?),
   (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions
    WHERE holds_cap = 1 AND cap_at > MAX(?, (SELECT horizon FROM cap_horizon)) AND cap_at < ? AND agent_id = ?),
@@ -183,8 +185,9 @@ export function createPaymentStore(db: Db) {
      */
     committedSince(agentId: string, since: number, now: number): bigint {
       const { bucket, end } = capHourOf(since);
-      const [hours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as [bigint, bigint, bigint, bigint];
-      return hours + indexed + recent - overdue;
+      const [hours, hotHours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as
+        [bigint, bigint, bigint, bigint, bigint];
+      return hours + hotHours + indexed + recent - overdue;
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;

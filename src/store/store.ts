@@ -148,9 +148,10 @@ export type Store = ReturnType<typeof openStore>;
 
 /**
  * Runs the cap-rows mover in the write queue, grouped with the payments it runs beside, every
- * `everyMs`, and again at once while a move found a full batch (catching up after a restart). A
- * failed move changes nothing (its savepoint rolls back) and is simply tried again: cap sums are
- * exact whatever the horizon is, only slower the further it lags.
+ * `everyMs`, and again at once while a move found a full batch (catching up after a restart); the
+ * hourly fold of the hot buckets rides along. A failed move changes nothing (its savepoint rolls
+ * back) and is simply tried again: cap sums are exact whatever the horizon and the hot line are,
+ * only slower the further they lag.
  */
 function startCapRowsMover(db: Db, writes: WriteQueue<StoreTables>, options: StoreOptions['capRows']): { stop(): Promise<void> } {
   if (options === false) return { stop: async () => {} };
@@ -162,8 +163,11 @@ function startCapRowsMover(db: Db, writes: WriteQueue<StoreTables>, options: Sto
     if (running || stopped || !db.open || storageFailure(db) !== undefined) return;
     // Nothing to copy: no write, so an idle server does not sync its WAL twice a second. (Inside a
     // group's open transaction the probe would read uncommitted rows: the move is queued instead.)
-    if (!db.inTransaction && !mover.due(Date.now() - lagMs)) return;
-    running = writes.run(() => mover.advance(Date.now() - lagMs)).then(
+    if (!db.inTransaction && !mover.due(Date.now() - lagMs) && !mover.foldDue(Date.now())) return;
+    running = writes.run(() => {
+      mover.fold(Date.now());
+      return mover.advance(Date.now() - lagMs);
+    }).then(
       (moved) => {
         running = undefined;
         if (moved >= CAP_ROWS_PER_MOVE) setImmediate(tick);

@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { afterAll, expect, test } from 'vitest';
 import type { BootstrapFile } from '../../src/bootstrap.js';
 import { adminFor } from '../helpers/admin.js';
+import { sqliteBuckets } from '../helpers/capBuckets.js';
 import { spawnCli, type CliProcess } from '../helpers/cli.js';
 import { postSign, setPolicy, usdToMicros, type SignBody } from '../helpers/payments.js';
 import type { RestResult, TestServer } from '../helpers/server.js';
@@ -51,7 +52,7 @@ function ledger(file: string, agentId: string): { buckets: Record<string, string
       if (r.agent_id === agentId) held += r.amount_micros;
     }
     const buckets: Record<string, string> = {};
-    for (const b of db.prepare('SELECT agent_id, bucket, total FROM cap_buckets WHERE total != 0').all() as Array<{ agent_id: string; bucket: bigint; total: bigint }>) {
+    for (const b of sqliteBuckets(db, 'total != 0')) {
       buckets[`${b.agent_id}|${b.bucket}`] = String(b.total);
     }
     return { buckets, derived: Object.fromEntries(Object.entries(derived).filter(([, v]) => v !== 0n).map(([k, v]) => [k, String(v)])), held };

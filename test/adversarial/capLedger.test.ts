@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { sweepExpiredApprovals } from '../../src/app/approvals.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
+import { sqliteBuckets } from '../helpers/capBuckets.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, usdToMicros, type SignBody, type WireAuthorization } from '../helpers/payments.js';
 import { PAY_TO, startX402Peer, type X402Peer } from '../helpers/peers.js';
 import { startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
@@ -121,7 +122,7 @@ function checkLedger(agentId: string, capMicros: bigint | undefined, label: stri
     const k = `${r.agent_id}|${h}`;
     derived.set(k, (derived.get(k) ?? 0n) + r.amount_micros);
   }
-  const buckets = db.prepare('SELECT agent_id, bucket, total FROM cap_buckets').safeIntegers(true).all() as Array<{ agent_id: string; bucket: bigint; total: bigint }>;
+  const buckets = sqliteBuckets(db);
   const stored = new Map<string, bigint>();
   for (const b of buckets) if (b.total !== 0n) stored.set(`${b.agent_id}|${b.bucket}`, b.total);
   for (const [k, v] of derived) if (v === 0n) derived.delete(k);
@@ -170,8 +171,7 @@ describe('the hourly cap sums stay the ledger under attack (real server, SQLite)
     for (const r of ok) await expectTreasurySigned(r);
     for (const r of burst) expect([200, 403], r.text).toContain(r.status);
     const held = checkLedger(agentId, cap, 'burst 1');
-    const buckets = s.app.store.db.prepare('SELECT COUNT(*) AS n FROM cap_buckets WHERE agent_id = ? AND total != 0').get(agentId) as { n: number };
-    expect(buckets.n).toBe(2);
+    expect(sqliteBuckets(s.app.store.db, 'agent_id = ? AND total != 0', agentId)).toHaveLength(2);
     // Nothing refused that would have fitted: what is left is less than the smallest payment.
     expect(cap - held < usdToMicros('0.07')).toBe(true);
     // Exactly 24 h after the first half: it has just stopped counting (cap_at > since), the second

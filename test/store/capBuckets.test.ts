@@ -16,6 +16,7 @@ import { TYPES } from '../../src/store/pg/sql.js';
 import { createPgStore } from '../../src/store/pg/store.js';
 import { createTransactionStore } from '../../src/store/transactions.js';
 import { createCapRowsMover } from '../../src/store/capRows.js';
+import { CAP_BUCKETS_UNION } from '../../src/store/migrations/0012_cap_buckets_hot.js';
 import { createSpendStore } from '../../src/store/spend.js';
 import type { AsyncTable } from '../../src/store/asyncStore.js';
 import type { ApprovalStore } from '../../src/store/approvals.js';
@@ -52,6 +53,8 @@ type Harness = {
   repairStale?(cutoff: number, now: number): Promise<void>;
   /** SQLite only: the cap-rows mover (migration 0011) raising the horizon towards `target`. */
   advanceHorizon?(target: number, limit: number): Promise<number>;
+  /** SQLite only: the mover's fold of the hot buckets (migration 0012) for a clock reading `now`. */
+  foldHot?(now: number): Promise<number>;
   /** SQLite only: the dashboard's per-bucket sums (spend.ts), which read cap_rows and the time index too. */
   spendSince?(agentId: string, since: number, sizeMs: number, count: number): Promise<bigint[]>;
   close(): Promise<void>;
@@ -105,13 +108,19 @@ function pgRaw(q: (text: string, values: unknown[]) => Promise<{ rows: unknown[]
   };
 }
 
+/** The hour the SQLite harness's hot buckets start at: below every row, so folds move it through them. */
+const HOT_FROM = Math.floor(T0 / H) - 40;
+
 async function openSqlite(): Promise<Harness> {
   const db = openDatabase(tempFile());
+  // Nothing is written yet, so any line is consistent; the clock's (now) is past every row here.
+  db.prepare('UPDATE cap_hot_from SET bucket = ?').run(HOT_FROM);
   const mover = createCapRowsMover(db);
   const spend = createSpendStore(db);
   return {
     name: 'sqlite',
     advanceHorizon: async (target, limit) => mover.advance(target, limit),
+    foldHot: async (now) => mover.fold(now),
     spendSince: async (agentId, since, sizeMs, count) => spend.bucketsSince(agentId, since, sizeMs, count),
     t: { payments: wrap(createPaymentStore(db)), approvals: wrap(createApprovalStore(db)), transactions: wrap(createTransactionStore(db)) },
     ...sqliteRaw(db),
@@ -194,6 +203,9 @@ async function bruteForce(h: Harness, agentId: string, since: number, now: numbe
   return BigInt(String(held!.total)) - BigInt(String(overdue!.total));
 }
 
+/** Where a store's buckets are read from: SQLite's are two tables (migration 0012). */
+const bucketsOf = (h: Pick<Harness, 'name'>): string => (h.name === 'sqlite' ? CAP_BUCKETS_UNION : 'cap_buckets');
+
 /** The buckets (zero totals aside) must be the rows' sums per agent and floored hour, computed here. */
 async function expectBucketsExact(h: Harness, label: string): Promise<void> {
   const rows = await h.rows<{ agent_id: string; cap_at: unknown; amount_micros: unknown }>(
@@ -204,7 +216,15 @@ async function expectBucketsExact(h: Harness, label: string): Promise<void> {
     want.set(k, (want.get(k) ?? 0n) + BigInt(String(r.amount_micros)));
   }
   const have = new Map<string, bigint>();
-  for (const b of await h.rows<{ agent_id: string; bucket: unknown; total: unknown }>('SELECT agent_id, bucket, total FROM cap_buckets')) {
+  if (h.name === 'sqlite') {
+    // Split at the line, each agent-hour on one side only (migration 0012).
+    const [misplaced] = await h.rows<{ n: unknown }>(`SELECT
+        (SELECT count(*) FROM cap_buckets WHERE bucket >= (SELECT bucket FROM cap_hot_from))
+      + (SELECT count(*) FROM cap_buckets_hot WHERE bucket < (SELECT bucket FROM cap_hot_from))
+      + (SELECT count(*) FROM cap_buckets c JOIN cap_buckets_hot USING (agent_id, bucket)) AS n`);
+    expect(BigInt(String(misplaced!.n)), `${label}: hot and cold buckets split at the line`).toBe(0n);
+  }
+  for (const b of await h.rows<{ agent_id: string; bucket: unknown; total: unknown }>(`SELECT agent_id, bucket, total FROM ${bucketsOf(h)}`)) {
     have.set(`${b.agent_id}|${BigInt(String(b.bucket))}`, BigInt(String(b.total)));
   }
   const nonZero = (m: Map<string, bigint>) => [...m].filter(([, v]) => v !== 0n).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -373,13 +393,22 @@ describe.each([
       let n = 0;
       let copied = 0;
       let horizon = T0 - 31 * H;
+      let hotNow = HOT_FROM * H;
+      let folded = 0;
       const seen = new Set<string>();
       for (const seed of seeds) {
         const rng = prng(seed);
         // The horizon's own generator, so PostgreSQL's sequences stay what they were.
         const moves = prng(seed ^ 0x0c4b);
+        // And the hot line's: it creeps up through the rows' hours over the four seeds.
+        const folds = prng(seed ^ 0x40f);
         for (let i = 0; i < 120; i++) {
           await step(h, rng, ++n);
+          if (h.foldHot && folds.next() < 0.15) {
+            hotNow += folds.int(0, 2) * (H / 2) + folds.pick([0, 1, -1]);
+            // Sometimes a clock behind the line (a no-op: the line never goes down).
+            folded += await h.foldHot(folds.next() < 0.1 ? hotNow - 3 * H : hotNow);
+          }
           if (h.advanceHorizon && moves.next() < 0.25) {
             // Mostly creeping up through the rows' hours (a row's exact time now and then), so
             // rows keep landing on both sides; sometimes a target below the horizon (a no-op).
@@ -404,6 +433,11 @@ describe.each([
         expect(copied).toBeGreaterThan(10);
         expect(split!.below).toBeGreaterThan(10n);
         expect(split!.above).toBeGreaterThan(10n);
+        // Folds moved buckets, and buckets sit on both sides of the final line.
+        const [tables] = await h.rows<{ cold: bigint; hot: bigint }>('SELECT (SELECT count(*) FROM cap_buckets) AS cold, (SELECT count(*) FROM cap_buckets_hot) AS hot');
+        expect(folded).toBeGreaterThan(10);
+        expect(tables!.cold).toBeGreaterThan(10n);
+        expect(tables!.hot).toBeGreaterThan(10n);
       }
     } finally {
       await h.close();
@@ -415,18 +449,18 @@ describe.each([
     try {
       await seed(h);
       await h.t.payments.insert(paymentRow(1, 'agt_a', 'signed', T0 + 5, 700n, null));
-      const before = await h.rows('SELECT agent_id, bucket, total FROM cap_buckets ORDER BY agent_id, bucket');
+      const before = await h.rows(`SELECT agent_id, bucket, total FROM ${bucketsOf(h)} ORDER BY agent_id, bucket`);
       // A second insert of the same id fails after the first statement of its transaction added to a bucket.
       const tx = `INSERT INTO transactions (id, org_id, agent_id, type, status, amount_micros, holds_cap, cap_at, created_at, updated_at)
         VALUES (?, ?, 'agt_a', 'eip3009', 'signing', 300, 1, ?, 0, 0)`;
       await h.oneConnection(async (c) => {
         await c.run('BEGIN');
         await c.run(tx, ['tx_new', ORG, T0 + 6]);
-        expect((await c.rows<{ total: unknown }>("SELECT total FROM cap_buckets WHERE agent_id = 'agt_a'")).map((r) => String(r.total))).toEqual(['1000']);
+        expect((await c.rows<{ total: unknown }>(`SELECT total FROM ${bucketsOf(h)} WHERE agent_id = 'agt_a'`)).map((r) => String(r.total))).toEqual(['1000']);
         await expect(c.run(tx, ['tx_00001', ORG, T0 + 7])).rejects.toThrow();
         await c.run('ROLLBACK');
       });
-      expect(await h.rows('SELECT agent_id, bucket, total FROM cap_buckets ORDER BY agent_id, bucket')).toEqual(before);
+      expect(await h.rows(`SELECT agent_id, bucket, total FROM ${bucketsOf(h)} ORDER BY agent_id, bucket`)).toEqual(before);
       expect(await h.t.payments.committedSince('agt_a', T0 - 1, T0)).toBe(700n);
     } finally {
       await h.close();
@@ -525,6 +559,8 @@ describe('migrate-store (cap_buckets is derived data)', () => {
   async function sourceDir(): Promise<string> {
     const file = tempFile();
     const db = openDatabase(file);
+    // The hot line in the middle of the rows' hours, so both of SQLite's bucket tables hold some.
+    db.prepare('UPDATE cap_hot_from SET bucket = ?').run(Math.floor(T0 / H));
     await fillAt0009(sqliteRaw(db));
     db.close();
     return dirname(file);
@@ -535,8 +571,11 @@ describe('migrate-store (cap_buckets is derived data)', () => {
     const src = openDatabase(join(dir, 'paypolicy.db'));
     const lite: Harness = { name: 'sqlite', t: { payments: wrap(createPaymentStore(src)), approvals: wrap(createApprovalStore(src)), transactions: wrap(createTransactionStore(src)) },
       ...sqliteRaw(src), oneConnection: (fn) => fn(sqliteRaw(src)), close: async () => void src.close() };
-    const sourceBuckets = (await lite.rows<{ agent_id: string; bucket: bigint; total: bigint }>('SELECT agent_id, bucket, total FROM cap_buckets ORDER BY agent_id, bucket'))
+    const sourceBuckets = (await lite.rows<{ agent_id: string; bucket: bigint; total: bigint }>(`SELECT agent_id, bucket, total FROM ${CAP_BUCKETS_UNION} ORDER BY agent_id, bucket`))
       .map((b) => [b.agent_id, String(b.bucket), String(b.total)]);
+    const [tables] = await lite.rows<{ cold: bigint; hot: bigint }>('SELECT (SELECT count(*) FROM cap_buckets) AS cold, (SELECT count(*) FROM cap_buckets_hot) AS hot');
+    expect(tables!.cold).toBeGreaterThan(10n);
+    expect(tables!.hot).toBeGreaterThan(10n);
     await lite.close();
     expect(sourceBuckets.length).toBeGreaterThan(50);
 
@@ -565,10 +604,10 @@ describe('migrate-store (cap_buckets is derived data)', () => {
     }
   });
 
-  test('error: a source whose buckets disagree with its ledger is refused, and nothing is written', async () => {
+  test.each(['cap_buckets', 'cap_buckets_hot'])('error: a source whose buckets disagree with its ledger is refused, and nothing is written (%s)', async (table) => {
     const dir = await sourceDir();
     const src = new Database(join(dir, 'paypolicy.db'));
-    src.prepare("UPDATE cap_buckets SET total = total + 1 WHERE agent_id = 'agt_b' AND bucket = (SELECT max(bucket) FROM cap_buckets WHERE agent_id = 'agt_b')").run();
+    expect(src.prepare(`UPDATE ${table} SET total = total + 1 WHERE agent_id = 'agt_b' AND bucket = (SELECT max(bucket) FROM ${table} WHERE agent_id = 'agt_b')`).run().changes).toBe(1);
     src.close();
     const d = await createTestDatabase();
     dbs.push(d);

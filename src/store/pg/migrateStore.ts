@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { capBucketOf } from '../migrations/0010_cap_buckets.js';
-import { SQLITE_ONLY_TABLES } from '../migrations/0011_cap_rows.js';
+import { CAP_BUCKETS_UNION, SQLITE_ONLY_TABLES } from '../migrations/0012_cap_buckets_hot.js';
 import { MIGRATIONS } from '../migrations/index.js';
 import { lockDataDir } from '../dataDir.js';
 import { migratePg } from './migrate.js';
@@ -123,10 +123,13 @@ function sourceVersion(db: Database.Database): number {
 }
 
 /**
- * SQLite's own index of the cap rows (migration 0011), derived from transactions by its triggers:
- * PostgreSQL indexes those rows itself and has no such tables, so they are not copied.
+ * SQLite's own index of the cap rows (migration 0011) and its hot buckets (0012), derived from
+ * transactions by its triggers: PostgreSQL has no such tables, so they are not copied as tables.
  */
 const SQLITE_ONLY = new Set(SQLITE_ONLY_TABLES);
+
+/** What a source table's rows are read from: cap_buckets is its two SQLite tables together (0012). */
+const sourceOf = (name: string): string => (name === 'cap_buckets' ? CAP_BUCKETS_UNION : ident(name));
 
 function sourceTables(db: Database.Database): Table[] {
   const names = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name").all() as Array<{ name: string }>)
@@ -199,7 +202,7 @@ async function copyTable(db: Database.Database, client: pg.Client, t: Table, bat
   // Insertion order follows the rowid where there is one, so an identity column of the target
   // (chain_attempts.seq, SQLite's rowid tie-break) numbers the rows in the source's order.
   const order = t.rowid ? 'rowid' : t.pk.map(ident).join(', ');
-  const select = db.prepare(`SELECT ${names.map(ident).join(', ')} FROM ${ident(t.name)} ORDER BY ${order}`).raw(true);
+  const select = db.prepare(`SELECT ${names.map(ident).join(', ')} FROM ${sourceOf(t.name)} ORDER BY ${order}`).raw(true);
   let batch: unknown[][] = [];
   const flush = async () => {
     if (batch.length === 0) return;
@@ -224,7 +227,7 @@ async function copyTable(db: Database.Database, client: pg.Client, t: Table, bat
 async function verifyTable(db: Database.Database, client: pg.Client, t: Table): Promise<TableReport> {
   const names = t.columns.map((c) => c.name);
   const order = (t.pk.length > 0 ? t.pk : names).map(ident).join(', ');
-  const source = digestRows(t, db.prepare(`SELECT ${names.map(ident).join(', ')} FROM ${ident(t.name)} ORDER BY ${order}`).raw(true).iterate() as Iterable<unknown[]>);
+  const source = digestRows(t, db.prepare(`SELECT ${names.map(ident).join(', ')} FROM ${sourceOf(t.name)} ORDER BY ${order}`).raw(true).iterate() as Iterable<unknown[]>);
 
   const cursor = `pp_verify_${t.name}`;
   await client.query(`DECLARE ${ident(cursor)} NO SCROLL CURSOR FOR SELECT ${names.map(ident).join(', ')} FROM ${ident(t.name)} ORDER BY ${order}`);

@@ -11,7 +11,7 @@ import { createDashboardSessionStore } from '../../../src/store/dashboardSession
 import { createDashboardUserStore } from '../../../src/store/dashboardUsers.js';
 import { openDatabase, type Db } from '../../../src/store/db.js';
 import { createLoginFailureStore } from '../../../src/store/loginFailures.js';
-import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0011_cap_rows.js';
+import { CAP_BUCKETS_UNION, SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
 import { createOrganizationStore } from '../../../src/store/organizations.js';
 import { createPaymentStore, type PaymentRow } from '../../../src/store/payments.js';
 import { createServiceStore } from '../../../src/store/services.js';
@@ -316,7 +316,8 @@ function dumpSqlite(db: Db): Dump {
   const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY name`).all() as { name: string }[])
     .map((r) => r.name).filter((name) => !SQLITE_ONLY_TABLES.includes(name));
   for (const table of tables) {
-    const rows = db.prepare(`SELECT * FROM ${table}`).safeIntegers(true).all() as Record<string, unknown>[];
+    // SQLite's cap_buckets is two tables (migration 0012): PostgreSQL's one holds their union.
+    const rows = db.prepare(`SELECT * FROM ${table === 'cap_buckets' ? CAP_BUCKETS_UNION : table}`).safeIntegers(true).all() as Record<string, unknown>[];
     out[table] = rows.map((r) => JSON.stringify(Object.keys(r).sort().map((k) => [k, norm(r[k])]))).sort();
   }
   return out;

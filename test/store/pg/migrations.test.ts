@@ -5,7 +5,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { openDatabase } from '../../../src/store/db.js';
 import { MIGRATIONS } from '../../../src/store/migrations/index.js';
-import { PG_ONLY_INDEXES, SQLITE_ONLY_INDEXES, SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0011_cap_rows.js';
+import { PG_ONLY_INDEXES, SQLITE_ONLY_INDEXES } from '../../../src/store/migrations/0011_cap_rows.js';
+import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
 import { migratePg } from '../../../src/store/pg/migrate.js';
 import { PG_MIGRATIONS } from '../../../src/store/pg/migrations/index.js';
 import { createPgStore } from '../../../src/store/pg/store.js';
@@ -74,7 +75,7 @@ describe('migratePg', () => {
     const d = await freshDb();
     await (await createPgStore({ connectionString: d.url, poolSize: 1 })).close();
     await query(d.url, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)");
-    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(/schema version 99 is newer than this build knows \(11\)/);
+    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(/schema version 99 is newer than this build knows \(12\)/);
   });
 
   test('error: a migration that fails leaves nothing of itself and is named', async () => {
@@ -107,7 +108,8 @@ describe('schema parity with SQLite', () => {
   test('behavior: the same tables with the same columns, nullability and indexes (chain_attempts.seq stands in for rowid)', async () => {
     const lite = openDatabase(join(dir, 'db.sqlite'));
     try {
-      // SQLite's cap_rows and its horizon (migration 0011) are its own index of the cap rows.
+      // SQLite's cap_rows and its horizon (migration 0011) are its own index of the cap rows; its hot
+      // buckets and their line (0012) hold the current hours of cap_buckets.
       const liteTables = (lite.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`).all() as { name: string }[])
         .map((r) => r.name).filter((name) => !SQLITE_ONLY_TABLES.includes(name));
       expect(SQLITE_ONLY_TABLES.every((name) => lite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name))).toBe(true);

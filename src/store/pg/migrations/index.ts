@@ -9,6 +9,7 @@ import { sql as chainTracking } from './0008_chain_tracking.js';
 import { sql as treasuryFunds } from './0009_treasury_funds.js';
 import { sql as capBuckets } from './0010_cap_buckets.js';
 import { sql as capRows } from './0011_cap_rows.js';
+import { sql as capBucketsHot } from './0012_cap_buckets_hot.js';
 
 /**
  * Every PostgreSQL migration in order, numbered and named exactly like SQLite's
@@ -26,4 +27,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 9, name: 'treasury_funds', sql: treasuryFunds },
   { version: 10, name: 'cap_buckets', sql: capBuckets },
   { version: 11, name: 'cap_rows', sql: capRows },
+  { version: 12, name: 'cap_buckets_hot', sql: capBucketsHot },
 ];
