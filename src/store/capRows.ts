@@ -11,7 +11,7 @@ export const CAP_ROWS_PER_MOVE = 2_000;
 /**
  * The mover of migrations 0011 and 0012: raises cap_horizon.horizon and copies the holding rows it
  * passes into cap_rows, so the cap sum finds them by agent; once an hour, folds the hot buckets of
- * the hours before the previous one into cap_buckets. Run inside a write transaction (the writer
+ * the hours before the previous one into cap_buckets (and back, should the clock go back). Run inside a write transaction (the writer
  * connection's): the triggers keep both exact for every other change, and each move is
  * all-or-nothing with its line.
  */
@@ -30,7 +30,12 @@ export function createCapRowsMover(db: Db) {
     SELECT agent_id, bucket, total FROM cap_buckets_hot WHERE bucket < ? ORDER BY agent_id, bucket
     ON CONFLICT (agent_id, bucket) DO UPDATE SET total = total + excluded.total`);
   const foldOut = db.prepare('DELETE FROM cap_buckets_hot WHERE bucket < ?');
-  const raiseHot = db.prepare('UPDATE cap_hot_from SET bucket = ?');
+  // The way back, for a clock that went back: the hours from the new line up to the old one.
+  const unfoldIn = db.prepare(`INSERT INTO cap_buckets_hot (agent_id, bucket, total)
+    SELECT agent_id, bucket, total FROM cap_buckets WHERE bucket >= ? AND bucket < ? ORDER BY agent_id, bucket
+    ON CONFLICT (agent_id, bucket) DO UPDATE SET total = total + excluded.total`);
+  const unfoldOut = db.prepare('DELETE FROM cap_buckets WHERE bucket >= ? AND bucket < ?');
+  const moveLine = db.prepare('UPDATE cap_hot_from SET bucket = ?');
   /** The hour the hot buckets should start at for a clock reading: the one before it. */
   const hotTarget = (now: number) => Math.floor(now / CAP_BUCKET_MS) - 1;
   return {
@@ -51,20 +56,29 @@ export function createCapRowsMover(db: Db) {
       raise.run(to);
       return moved;
     },
-    /** Whether the hot buckets' line (migration 0012) is behind the hour before `now`. */
+    /** Whether the hot buckets' line (migration 0012) is not at the hour before `now`. */
     foldDue(now: number): boolean {
-      return hotTarget(now) > (hotFrom.get() as number);
+      return hotTarget(now) !== (hotFrom.get() as number);
     },
     /**
-     * Raises the hot buckets' line to the hour before `now` (never lowers it), moving the hot
-     * buckets below it into cap_buckets in the same transaction. Returns the buckets moved.
+     * Moves the hot buckets' line to the hour before `now`, and the buckets it passes to the
+     * table on their side, in the same transaction: up once an hour; down only after the clock
+     * went back (a clock that once jumped ahead would otherwise keep every payment out of the hot
+     * table until it caught up). Returns the buckets moved.
      */
     fold(now: number): number {
       const target = hotTarget(now);
-      if (!(target > (hotFrom.get() as number))) return 0;
-      foldIn.run(target);
-      const moved = foldOut.run(target).changes;
-      raiseHot.run(target);
+      const line = hotFrom.get() as number;
+      if (target === line) return 0;
+      let moved: number;
+      if (target > line) {
+        foldIn.run(target);
+        moved = foldOut.run(target).changes;
+      } else {
+        unfoldIn.run(target, line);
+        moved = unfoldOut.run(target, line).changes;
+      }
+      moveLine.run(target);
       return moved;
     },
   };

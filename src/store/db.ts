@@ -2,6 +2,7 @@ import { chmodSync, closeSync, fchmodSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { DomainError } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { assertSameMigrations } from './migrationNames.js';
 
 export type Db = Database.Database;
 
@@ -111,14 +112,14 @@ function configure(db: Db): void {
 
 function migrate(db: Db): void {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
-  const applied = new Set(
-    (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
-  );
+  const rows = db.prepare('SELECT version, name FROM schema_migrations').all() as { version: number; name: string }[];
+  const applied = new Set(rows.map((r) => r.version));
   const known = Math.max(0, ...MIGRATIONS.map((m) => m.version));
   const newest = Math.max(0, ...applied);
   if (newest > known) {
     throw new Error(`database schema version ${newest} is newer than this build knows (${known}); upgrade paypolicy`);
   }
+  assertSameMigrations(rows, MIGRATIONS);
   for (const m of MIGRATIONS) {
     if (applied.has(m.version)) continue;
     writeTxn(db, () => {

@@ -406,7 +406,7 @@ describe.each([
           await step(h, rng, ++n);
           if (h.foldHot && folds.next() < 0.15) {
             hotNow += folds.int(0, 2) * (H / 2) + folds.pick([0, 1, -1]);
-            // Sometimes a clock behind the line (a no-op: the line never goes down).
+            // Sometimes a clock that went back: the line follows it down, then up again.
             folded += await h.foldHot(folds.next() < 0.1 ? hotNow - 3 * H : hotNow);
           }
           if (h.advanceHorizon && moves.next() < 0.25) {
@@ -601,6 +601,27 @@ describe('migrate-store (cap_buckets is derived data)', () => {
       await expectCommittedExact(h, prng(12), 'after new writes');
     } finally {
       await h.close();
+    }
+  });
+
+  test('behavior: an agent-hour found in both of SQLite\'s bucket tables (a hand edit) is copied once, summed, as the cap sum counts it', async () => {
+    const dir = await sourceDir();
+    const src = new Database(join(dir, 'paypolicy.db'));
+    const hot = src.prepare('SELECT agent_id, bucket, total FROM cap_buckets_hot WHERE total > 10 ORDER BY agent_id, bucket LIMIT 1').safeIntegers(true).get() as
+      { agent_id: string; bucket: bigint; total: bigint };
+    src.prepare('UPDATE cap_buckets_hot SET total = total - 7 WHERE agent_id = ? AND bucket = ?').run(hot.agent_id, hot.bucket);
+    src.prepare('INSERT INTO cap_buckets (agent_id, bucket, total) VALUES (?, ?, 7)').run(hot.agent_id, hot.bucket);
+    src.close();
+    const d = await createTestDatabase();
+    dbs.push(d);
+    await migrateStore({ fromDir: dir, toUrl: d.url });
+    const c = new pg.Client({ connectionString: d.url });
+    await c.connect();
+    try {
+      const { rows } = await c.query('SELECT total::text AS total FROM cap_buckets WHERE agent_id = $1 AND bucket = $2', [hot.agent_id, hot.bucket.toString()]);
+      expect(rows).toEqual([{ total: hot.total.toString() }]);
+    } finally {
+      await c.end();
     }
   });
 

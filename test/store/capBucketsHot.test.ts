@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
+import { createCapRowsMover } from '../../src/store/capRows.js';
 import { openDatabase, type Db } from '../../src/store/db.js';
 import { CAP_BUCKETS_UNION } from '../../src/store/migrations/0012_cap_buckets_hot.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
@@ -178,6 +179,42 @@ describe('migration 0012 (cap_buckets_hot)', () => {
 });
 
 describe('the store\'s fold of the hot buckets', () => {
+  test('behavior: after a clock jumped a year ahead and came back, the line comes back with it, and the sums stay exact', () => {
+    const db = openDatabase(tempFile());
+    try {
+      const now = Date.now();
+      seed(db, now - 40 * 24 * H);
+      history(db, now, 30);
+      const mover = createCapRowsMover(db);
+      const payments = createPaymentStore(db);
+      const exact = (label: string) => {
+        expect(sqliteBuckets(db, 'total != 0'), label).toEqual(derivedBuckets(db));
+        for (const agentId of AGENTS.slice(0, 4)) {
+          expect(payments.committedSince(agentId, now - 24 * H, now), `${label} ${agentId}`).toBe(bruteForce(db, agentId, now - 24 * H));
+        }
+      };
+      const year = 365 * 24 * H;
+      db.transaction(() => mover.fold(now + year))();
+      expect(hotFrom(db)).toBe(Math.floor((now + year) / H) - 1);
+      expect(db.prepare('SELECT count(*) FROM cap_buckets_hot').pluck().get()).toBe(0);
+      // Payments while the line is ahead land in cap_buckets.
+      insertSigned(db, 'tx_during', AGENTS[0]!, now, 91);
+      exact('line a year ahead');
+      expect(mover.foldDue(now)).toBe(true);
+      const moved = db.transaction(() => mover.fold(now))();
+      expect(moved).toBeGreaterThanOrEqual(AGENT_COUNT);
+      expect(hotFrom(db)).toBe(Math.floor(now / H) - 1);
+      expect(mover.foldDue(now)).toBe(false);
+      exact('line back');
+      insertSigned(db, 'tx_after', AGENTS[0]!, now, 92);
+      expect(db.prepare('SELECT total FROM cap_buckets_hot WHERE agent_id = ? AND bucket = ?').safeIntegers(true).pluck().get(AGENTS[0], BigInt(Math.floor(now / H))))
+        .toBeGreaterThanOrEqual(183n);
+      exact('after');
+    } finally {
+      db.close();
+    }
+  });
+
   test('behavior: raises the line to the previous hour, moving older hot buckets into cap_buckets, with exact sums throughout', async () => {
     const file = tempFile();
     // A line six hours back, as a server stopped for that long left it.

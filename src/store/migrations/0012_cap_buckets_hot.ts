@@ -16,7 +16,8 @@ import { SQLITE_ONLY_TABLES as CAP_ROWS_TABLES } from './0011_cap_rows.js';
  * by the same triggers routing each change by that line; payments land in the hot table, which
  * holds about two hours of every agent (a few pages) however long the history. The store's mover
  * (capRows.ts) raises the line to the previous hour once an hour has passed, moving the hot rows
- * below it into cap_buckets in the same transaction. A sum reads both tables with the same range
+ * below it into cap_buckets in the same transaction (and lowers it the same way after the clock
+ * went back). A sum reads both tables with the same range
  * each (the cap sum, payments.ts), so it is exact wherever the line is: a stopped mover or a clock
  * jump makes the hot table larger or sends fresh rows to cap_buckets, slower, never wrong.
  *
@@ -29,9 +30,12 @@ import { SQLITE_ONLY_TABLES as CAP_ROWS_TABLES } from './0011_cap_rows.js';
 /** Tables only SQLite has, derived from transactions by triggers (migrate-store skips them). */
 export const SQLITE_ONLY_TABLES: readonly string[] = [...CAP_ROWS_TABLES, 'cap_buckets_hot', 'cap_hot_from'];
 
-/** Every agent-hour bucket, as one relation with cap_buckets' columns (the two tables are disjoint). */
-export const CAP_BUCKETS_UNION = `(SELECT agent_id, bucket, total FROM cap_buckets
-  UNION ALL SELECT agent_id, bucket, total FROM cap_buckets_hot)`;
+/**
+ * Every agent-hour bucket, as one relation with cap_buckets' columns. The tables are disjoint; an
+ * agent-hour in both (a hand edit) is still summed once, as the cap sum adds them.
+ */
+export const CAP_BUCKETS_UNION = `(SELECT agent_id, bucket, SUM(total) AS total FROM (SELECT agent_id, bucket, total FROM cap_buckets
+  UNION ALL SELECT agent_id, bucket, total FROM cap_buckets_hot) GROUP BY agent_id, bucket)`;
 
 /**
  * Adds (or, with '-', takes out) `row`'s amount to its hour, in the table its hour belongs to;

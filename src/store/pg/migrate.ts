@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { PG_MIGRATIONS } from './migrations/index.js';
+import { assertSameMigrations } from '../migrationNames.js';
 
 /**
  * Key of the session advisory lock that serializes schema migrations across processes ("payp"
@@ -20,13 +21,14 @@ export async function migratePg(client: pg.ClientBase, migrations = PG_MIGRATION
   try {
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-    const { rows } = await client.query<{ version: bigint | string }>('SELECT version FROM schema_migrations');
+    const { rows } = await client.query<{ version: bigint | string; name: string }>('SELECT version, name FROM schema_migrations');
     const done = new Set(rows.map((r) => Number(r.version)));
     const known = Math.max(0, ...migrations.map((m) => m.version));
     const newest = Math.max(0, ...done);
     if (newest > known) {
       throw new Error(`database schema version ${newest} is newer than this build knows (${known}); upgrade paypolicy`);
     }
+    assertSameMigrations(rows.map((r) => ({ version: Number(r.version), name: r.name })), migrations);
     const applied: number[] = [];
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
       if (done.has(m.version)) continue;

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { capBucketOf } from '../migrations/0010_cap_buckets.js';
 import { CAP_BUCKETS_UNION, SQLITE_ONLY_TABLES } from '../migrations/0012_cap_buckets_hot.js';
 import { MIGRATIONS } from '../migrations/index.js';
+import { assertSameMigrations } from '../migrationNames.js';
 import { lockDataDir } from '../dataDir.js';
 import { migratePg } from './migrate.js';
 import { TYPES } from './sql.js';
@@ -114,6 +115,12 @@ function sourceVersion(db: Database.Database): number {
   const known = Math.max(...MIGRATIONS.map((m) => m.version));
   const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: bigint | null } | undefined;
   const version = row?.v === null || row?.v === undefined ? 0 : Number(row.v);
+  try {
+    const applied = db.prepare('SELECT version, name FROM schema_migrations').all() as Array<{ version: bigint | number; name: string }>;
+    assertSameMigrations(applied.map((r) => ({ version: Number(r.version), name: r.name })), MIGRATIONS);
+  } catch (err) {
+    throw new MigrateStoreError(`the SQLite ${(err as Error).message.replace(/^database /, 'database\'s ')}`);
+  }
   if (version !== known) {
     throw new MigrateStoreError(version < known
       ? `the SQLite database is at schema version ${version}, this build at ${known}: start paypolicy on it once with this build (it migrates at start), stop it, then run migrate-store`
