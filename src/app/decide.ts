@@ -5,6 +5,7 @@ import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import { shedIfLate } from '../admission.js';
 import { unauthenticated } from '../auth/credentials.js';
 import { newUuid } from '../store/ids.js';
+import type { InitialState } from '../domain/transactionState.js';
 import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import { intentFacts, resolveIntent, type Intent } from './intent.js';
@@ -75,24 +76,25 @@ async function decide(
       approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
-      await payments.insert({ ...row, status: 'denied', reason: verdict.reason });
+      await payments.insert(withState(row, 'denied', verdict.reason, null, null));
       return { verdict, row };
     }
     if (verdict.outcome === 'pending_approval') {
       const approvalId = newUuid();
       const windowMs = (await organizations.get(principal.orgId))!.approvalWindowSeconds * 1000;
-      await payments.insert({ ...row, status: 'pending_approval', reason: verdict.reason, approvalId });
+      const pending = withState(row, 'pending_approval', verdict.reason, null, approvalId);
+      await payments.insert(pending);
       await approvals.insert({
         id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
         expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
       });
-      return { verdict, row: { ...row, approvalId } };
+      return { verdict, row: pending };
     }
     if (presigned) {
-      await payments.insert({ ...row, status: 'signed', result: JSON.stringify(presigned) });
+      await payments.insert(withState(row, 'signed', row.reason, JSON.stringify(presigned), null));
       return { verdict, row, signed: presigned };
     }
-    await payments.insert({ ...row, status: 'signing' });
+    await payments.insert(withState(row, 'signing', row.reason, null, null));
     const floored = intent.needsNonce && await applyNonceFloor(inTx, principal.orgId, intent.chainId, nonceFloor);
     const nonce = intent.needsNonce ? await payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
     return { verdict, row, nonce, floored };
@@ -108,4 +110,16 @@ async function decide(
   const signed = await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce);
   // After the settling commit is durable, never before: broadcast, bounded by the RPC timeout.
   return allowedResult(row, signed, false, await broadcastSettled(deps, row.id, signed));
+}
+
+/**
+ * The row in its first state, every field written out: V8 builds `{ ...row, status, … }` on a
+ * slow path (about 1.5 µs per payment for this 17-field row).
+ */
+function withState(row: Omit<PaymentRow, 'status'>, status: InitialState, reason: string, result: string | null, approvalId: string | null): PaymentRow & { status: InitialState } {
+  return {
+    id: row.id, orgId: row.orgId, agentId: row.agentId, type: row.type, status, chainId: row.chainId, recipient: row.recipient,
+    amountMicros: row.amountMicros, reason, serviceSlug: row.serviceSlug, resourceUrl: row.resourceUrl, idempotencyKey: row.idempotencyKey,
+    requestHash: row.requestHash, request: row.request, result, approvalId, createdAt: row.createdAt,
+  };
 }

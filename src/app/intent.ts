@@ -1,6 +1,7 @@
 import { invalidArgument } from '../domain/errors.js';
 import type { NetworkFee } from '../domain/networkFee.js';
 import type { PaymentRequest } from '../domain/paymentRequest.js';
+import type { PolicyFacts } from '../domain/policy.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { attributeOffer, offerToJson, probeOffer, requireOfferChain, splitRecipients } from './paywall.js';
@@ -61,10 +62,12 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
  * The policy facts of a resolved intent as the store sees them now; `advisory` for the pre-check
  * that only chooses when to sign (policyFacts.ts advisoryPolicyFacts), never for a decision.
  */
-export async function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false) {
-  return {
-    ...await (advisory ? advisoryPolicyFacts : policyFacts)(deps, agent, intent.recipient, intent.amountMicros),
+export async function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false): Promise<PolicyFacts> {
+  const more = {
     otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
     networkFee: intent.networkFee, maxAmountMicros: intent.maxAmountMicros,
   };
+  return advisory
+    ? advisoryPolicyFacts(deps, agent, intent.recipient, intent.amountMicros, more)
+    : policyFacts(deps, agent, intent.recipient, intent.amountMicros, 0n, more);
 }

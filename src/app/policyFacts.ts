@@ -1,23 +1,32 @@
 import type { Agent } from '../domain/types.js';
+import type { PolicyFacts } from '../domain/policy.js';
 import type { AppDeps } from './deps.js';
 
 /** The rolling window of the spend cap. */
 export const CAP_WINDOW_MS = 24 * 3600 * 1000;
 
+/** The facts a use case knows besides the agent, the recipient, the amount and the ledger. */
+export type MoreFacts = Partial<Pick<PolicyFacts, 'otherRecipients' | 'attributedSlug' | 'attributionNote' | 'networkFee' | 'maxAmountMicros'>>;
+const NONE: MoreFacts = {};
+
 /**
  * Policy facts for an agent as the store sees them now. Authoritative only inside the deciding
- * write transaction; outside it (pre-checks, quotes, dry runs) they are a snapshot.
+ * write transaction; outside it (pre-checks, quotes, dry runs) they are a snapshot. `more` is
+ * passed in rather than spread over the result by the caller: V8 builds `{ ...facts, more }`
+ * on a slow path, 1-3 µs each, and the sign path built four such objects per payment.
  */
-export async function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n) {
+export async function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n, more: MoreFacts = NONE): Promise<PolicyFacts> {
   const now = deps.now();
-  return { ...policyFacts0(agent, recipient, amountMicros), committedMicros: (await committedNow(deps, agent.id, now)) - excludeMicros };
+  return factsOf(agent, recipient, amountMicros, (await committedNow(deps, agent.id, now)) - excludeMicros, more);
 }
 
-function policyFacts0(agent: Agent, recipient: string, amountMicros: bigint) {
+/** Every field written out in one literal (see policyFacts). */
+function factsOf(agent: Agent, recipient: string, amountMicros: bigint, committedMicros: bigint, more: MoreFacts): PolicyFacts {
   return {
     agentStatus: agent.status, allowlist: agent.policy.allowlist, spendCapMicros: agent.policy.spendCapMicros,
-    approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: null as string | null,
-    amountMicros, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei,
+    approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: more.attributedSlug ?? null,
+    amountMicros, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei, committedMicros,
+    otherRecipients: more.otherRecipients, attributionNote: more.attributionNote, networkFee: more.networkFee, maxAmountMicros: more.maxAmountMicros,
   };
 }
 
@@ -47,9 +56,9 @@ async function committedNow(deps: AppDeps, agentId: string, now: number): Promis
  * for this agent saw, plus nothing, when it is younger than CAP_SNAPSHOT_MS; otherwise exact.
  * Never use it for a decision that is recorded or answered.
  */
-export async function advisoryPolicyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint) {
+export async function advisoryPolicyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, more: MoreFacts = NONE): Promise<PolicyFacts> {
   const now = deps.now();
   const snap = snapshots.get(snapshotKey(deps))?.get(agent.id);
-  if (!snap || now - snap.at > CAP_SNAPSHOT_MS || now < snap.at) return policyFacts(deps, agent, recipient, amountMicros);
-  return { ...policyFacts0(agent, recipient, amountMicros), committedMicros: snap.committed };
+  if (!snap || now - snap.at > CAP_SNAPSHOT_MS || now < snap.at) return policyFacts(deps, agent, recipient, amountMicros, 0n, more);
+  return factsOf(agent, recipient, amountMicros, snap.committed, more);
 }

@@ -43,12 +43,11 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
   requireOfferChain(offer, principal.mode);
   // The registry vouches for the URL that answered only if it covers every redirect hop too.
   const attribution = await attributeOffer(deps, agent, offer, probed.chain);
-  const verdict = evaluatePolicy({
-    ...await policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros),
+  const verdict = evaluatePolicy(await policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros, 0n, {
     otherRecipients: splitRecipients(offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,
-  });
+  }));
   return { offer, verdict, attribution, resourceUrl: input.url, cached };
 }
 

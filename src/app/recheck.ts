@@ -29,21 +29,19 @@ export function storedNetworkFee(request: string): NetworkFee | null {
  * is checked again because the ceiling may have been lowered while the payment waited.
  */
 export async function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Promise<Verdict> {
-  return evaluatePolicy({
-    ...await policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros),
+  return evaluatePolicy(await policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros, {
     attributedSlug: tx.serviceSlug || null,
     otherRecipients: storedSplitRecipients(tx.request),
     networkFee: storedNetworkFee(tx.request),
-  }, { skipThreshold: true });
+  }), { skipThreshold: true });
 }
 
 /** The collection re-check of an approved paywall payment against the fresh offer and its attribution now. */
 export async function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: { offer: Offer; chain: readonly string[] }): Promise<Verdict> {
   const attribution = await attributeOffer(deps, agent, probed.offer, probed.chain);
-  return evaluatePolicy({
-    ...await policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros),
+  return evaluatePolicy(await policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros, {
     otherRecipients: splitRecipients(probed.offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,
-  }, { skipThreshold: true });
+  }), { skipThreshold: true });
 }

@@ -26,9 +26,19 @@ export function send(res: NodeResponse, status: number, headers: HeaderMap, body
   else res.end(body);
 }
 
+const NO_HEADERS: HeaderMap = {};
+
 /** A JSON answer; `headers` come after the JSON ones (and may replace them). */
-export function sendJson(res: NodeResponse, status: number, body: unknown, headers: HeaderMap = {}): void {
-  send(res, status, { ...JSON_HEADERS, ...headers }, JSON.stringify(body));
+export function sendJson(res: NodeResponse, status: number, body: unknown, headers: HeaderMap = NO_HEADERS): void {
+  const text = JSON.stringify(body);
+  // Most answers: the same three headers as send() would write, in one literal. Merged with
+  // spreads it cost ~1 µs per answer: V8 builds `{ ...a, ...b, more }` on a slow path.
+  if (headers === NO_HEADERS && !leftHalfRead(res)) {
+    res.writeHead(status, { 'content-type': JSON_HEADERS['content-type'], 'cache-control': JSON_HEADERS['cache-control'], 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+    return;
+  }
+  send(res, status, { ...JSON_HEADERS, ...headers }, text);
 }
 
 /** One request header as a string (the first, if a client repeated it). */

@@ -92,10 +92,11 @@ export function createPaymentStore(db: Db) {
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
+  // Positional parameters: binding by name needed the row copied with holdsCap added, a slow
+  // object spread in V8, and a name lookup per parameter.
   const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
     holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
-    VALUES (@id, @orgId, @agentId, @type, @status, @chainId, @recipient, @amountMicros, @holdsCap, @createdAt, @reason, @serviceSlug,
-    @resourceUrl, @idempotencyKey, @requestHash, @request, @result, @approvalId, @createdAt, @createdAt)`);
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   // A raw transaction's nonce must still be the row's: see pg/payments.ts SETTLE.
   const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ? AND (? IS NULL OR nonce = ?)'));
   // Submission is a column of a signed row, not a state (migration 0007).
@@ -204,7 +205,9 @@ export function createPaymentStore(db: Db) {
     },
     /** A new payment row; it holds the cap exactly when its state does. */
     insert(row: PaymentRow & { status: InitialState }): void {
-      insert.run({ ...row, holdsCap: holdsCap(row.status) ? 1 : 0 });
+      insert.run(row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros, holdsCap(row.status) ? 1 : 0,
+        row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey, row.requestHash, row.request, row.result, row.approvalId,
+        row.createdAt, row.createdAt);
     },
     /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
     settleSigned(id: string, result: string, now: number, submit = false, nonce?: number): boolean {
