@@ -312,6 +312,17 @@ async function cpuPerRequest(pid: number, work: () => Promise<Load>): Promise<{ 
   return { load, cpu: `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')}); ${written.toFixed(1)} KiB written` };
 }
 
+/** Stops the server's heap sampling (bench/heapSample.ts) and reads what the phase allocated per request. */
+async function heapPerRequest(server: ChildProcess, dir: string, requests: number): Promise<string> {
+  const file = join(dir, 'heap.json');
+  rmSync(file, { force: true });
+  server.kill('SIGUSR2');
+  for (let i = 0; i < 100 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!existsSync(file)) return 'not written';
+  const { bytes } = JSON.parse(readFileSync(file, 'utf8')) as { bytes: number };
+  return `${(bytes / 1024 / Math.max(1, requests)).toFixed(1)} KiB`;
+}
+
 const HISTORY_ROWS = 1_000_000;
 const DAY_MS = 24 * 3600 * 1000;
 
@@ -377,10 +388,13 @@ async function main(): Promise<void> {
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
   // BENCH_NODE_FLAGS: extra node flags for the server only (to measure one, e.g. a V8 heap setting).
   const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  // BENCH_HEAP=dir samples what the server allocates during the sign phase (bench/heapSample.ts).
+  const heapDir = process.env.BENCH_HEAP;
+  if (heapDir) nodeFlags.push('--import', join(root, 'dist/bench/heapSample.js'));
   const startServer = () => spawn(process.execPath, [...profile, ...nodeFlags, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info', ...(chainNode ? ['--rpc-url', `${SUBMIT_CHAIN}=${chainNode.url}`] : [])], {
     stdio: ['ignore', 'pipe', 'inherit'],
     // The quote phase probes a paywall on loopback, which only this test-only setting allows.
-    env: { ...process.env, PAYPOLICY_DEV: '1', PAYPOLICY_PROBE_ALLOW_HOSTS: `127.0.0.1:${paywall.port}` },
+    env: { ...process.env, PAYPOLICY_DEV: '1', PAYPOLICY_PROBE_ALLOW_HOSTS: `127.0.0.1:${paywall.port}`, ...(heapDir ? { BENCH_HEAP_DIR: heapDir } : {}) },
   });
   let server = startServer();
   const echo = spawn(process.execPath, [join(root, 'dist/bench/echoServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -429,8 +443,10 @@ async function main(): Promise<void> {
     process.stderr.write('warming up…\n');
     await run(base!, signSpec, 3);
     process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
+    if (heapDir) server.kill('SIGUSR2');
     const measuredSign = await cpuPerRequest(server.pid!, () => run(base!, signSpec, only === 'quote' ? 1 : DURATION_S));
     const sign = measuredSign.load;
+    const allocated = heapDir ? await heapPerRequest(server, heapDir, sign.total) : undefined;
     // The floor right after sign, so both see the machine in the same state (same bodies, same load).
     let floorLoad: Load | undefined;
     let floorCpu: string | undefined;
@@ -539,6 +555,7 @@ async function main(): Promise<void> {
       '',
       ...(only ? [] : [target('sign vs reference client', sign.rps / reference, 2, 'x', '>=', 3)]),
       `server CPU per request, sign: ${measuredSign.cpu}`,
+      ...(allocated ? [`server allocation per request, sign: ${allocated} (heap sampling, which slows the server; profile in ${heapDir})`] : []),
       ...(floorCpu ? [`floor CPU per request: ${floorCpu}`] : []),
       ...(quoteCpu ? [`server CPU per request, quote: ${quoteCpu}`] : []),
       ...(connectCpu ? [`server CPU per request, Connect JSON Sign: ${connectCpu}`] : []),
