@@ -84,6 +84,22 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     expect(p.child.exitCode).toBeNull();
   });
 
+  // Every signal a supervisor or a terminal sends stops the server cleanly, so the lines still
+  // buffered are written: SIGHUP and SIGQUIT used to end it at once (Node's default), losing them.
+  test.for(['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const)('behavior: %s right after a burst stops the server cleanly and every access line is written', async (signal, ctx) => {
+    const { expect } = ctx;
+    const p = serve(ctx, newDataDir());
+    const out = await p.waitForStdout(/paypolicy agent list/);
+    const url = /curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
+    const answered = await Promise.all(Array.from({ length: 60 }, (_, i) => rest(url, 'GET', `/api/resolve?slug=s${i}`)));
+    expect(answered.every((r) => r.status === 401)).toBe(true);
+    p.child.kill(signal);
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    const lines = p.stdout().split('\n').filter((l) => l.includes('"path":"/api/resolve"'));
+    expect(lines).toHaveLength(60);
+    expect(p.stdout()).toMatch(/"msg":"paypolicy stopped"/);
+  });
+
   // 3 lines stay gathered in front of sonic-boom; 150 (~10 KiB) are partly handed to it, partly not.
   test.for([3, 150])('behavior: %i lines still buffered when the process exits (process.exit, no shutdown) are written, in order', async (count, ctx) => {
     const { expect } = ctx;
