@@ -51,3 +51,34 @@ test('behavior: a group whose first write changes more than 64 KiB journals the 
     await store.close();
   }
 });
+
+// The journal in memory is what a failed write rolls back from: its own changes go, its
+// neighbours' stay, even after an earlier write in the same group changed more than 64 KiB.
+test('behavior: a write that throws in a group rolls back only its own changes, after a large write and before another', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'paypolicy-sjournal-'));
+  dirs.push(dir);
+  const store = openStore(join(dir, 'p.db'), { capRows: false });
+  try {
+    const big = 'x'.repeat(3000);
+    await store.writes.run(() => {
+      for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, big);
+    });
+    const outcomes = await Promise.allSettled([
+      store.writes.run(() => {
+        for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, 'a'.repeat(3000));
+      }),
+      store.writes.run(() => {
+        for (let i = 0; i < 60; i += 2) store.settings.set(`big${i}`, 'b'.repeat(3000));
+        store.settings.set('failed', 'b');
+        throw new Error('refused');
+      }),
+      store.writes.run(() => store.settings.set('after', 'c')),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    for (let i = 0; i < 60; i++) expect(store.settings.get(`big${i}`)).toBe('a'.repeat(3000));
+    expect(store.settings.get('failed')).toBeUndefined();
+    expect(store.settings.get('after')).toBe('c');
+  } finally {
+    await store.close();
+  }
+});
