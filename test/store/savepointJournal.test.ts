@@ -21,48 +21,52 @@ function openTempFiles(): string[] {
   });
 }
 
-// Each group write runs in a savepoint, and SQLite journals the pages a savepoint changes. A journal
-// past 64 KiB spilled to a temp file and stayed one for the rest of the group's transaction, every
-// page after that costing pwrite calls on the event loop (src/store/store.ts).
-test('behavior: a group whose first write changes more than 64 KiB journals the next writes in memory, not in a temp file', async () => {
+const BIG = 'x'.repeat(3000);
+
+/**
+ * A store whose settings hold 60 rows of 3,000 bytes, committed: pages that exist before a
+ * savepoint are what it journals (new pages need no undo), so rewriting them all in one write
+ * journals well over 64 KiB. Closed after `fn`.
+ */
+async function withFilledStore(fn: (store: ReturnType<typeof openStore>) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'paypolicy-sjournal-'));
   dirs.push(dir);
   const store = openStore(join(dir, 'p.db'), { capRows: false });
   try {
-    const big = 'x'.repeat(3000);
-    // Pages that exist before a savepoint are what it journals (new pages need no undo).
     await store.writes.run(() => {
-      for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, big);
+      for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, BIG);
     });
-    const seen: string[][] = [];
-    await Promise.all([
-      store.writes.run(() => {
-        for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, big.toUpperCase());
-      }),
-      store.writes.run(() => {
-        store.settings.set('after', big);
-        seen.push(openTempFiles());
-      }),
-    ]);
-    expect(store.settings.get('big59')).toBe(big.toUpperCase());
-    expect(store.settings.get('after')).toBe(big);
-    expect(seen).toEqual([[]]);
+    await fn(store);
   } finally {
     await store.close();
   }
+}
+
+// Each group write runs in a savepoint, and SQLite journals the pages a savepoint changes. A journal
+// past 64 KiB spilled to a temp file and stayed one for the rest of the group's transaction, every
+// page after that costing pwrite calls on the event loop (src/store/store.ts).
+test('behavior: a group whose first write changes more than 64 KiB journals the next writes in memory, not in a temp file', async () => {
+  await withFilledStore(async (store) => {
+    const seen: string[][] = [];
+    await Promise.all([
+      store.writes.run(() => {
+        for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, BIG.toUpperCase());
+      }),
+      store.writes.run(() => {
+        store.settings.set('after', BIG);
+        seen.push(openTempFiles());
+      }),
+    ]);
+    expect(store.settings.get('big59')).toBe(BIG.toUpperCase());
+    expect(store.settings.get('after')).toBe(BIG);
+    expect(seen).toEqual([[]]);
+  });
 });
 
 // The journal in memory is what a failed write rolls back from: its own changes go, its
 // neighbours' stay, even after an earlier write in the same group changed more than 64 KiB.
 test('behavior: a write that throws in a group rolls back only its own changes, after a large write and before another', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'paypolicy-sjournal-'));
-  dirs.push(dir);
-  const store = openStore(join(dir, 'p.db'), { capRows: false });
-  try {
-    const big = 'x'.repeat(3000);
-    await store.writes.run(() => {
-      for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, big);
-    });
+  await withFilledStore(async (store) => {
     const outcomes = await Promise.allSettled([
       store.writes.run(() => {
         for (let i = 0; i < 60; i++) store.settings.set(`big${i}`, 'a'.repeat(3000));
@@ -78,7 +82,5 @@ test('behavior: a write that throws in a group rolls back only its own changes, 
     for (let i = 0; i < 60; i++) expect(store.settings.get(`big${i}`)).toBe('a'.repeat(3000));
     expect(store.settings.get('failed')).toBeUndefined();
     expect(store.settings.get('after')).toBe('c');
-  } finally {
-    await store.close();
-  }
+  });
 });
