@@ -24,7 +24,12 @@ import { CAP_ROWS_EVERY_MS, CAP_ROWS_LAG_MS, CAP_ROWS_PER_MOVE, createCapRowsMov
 export type StoreOptions = OpenOptions & {
   /** The cap-rows mover (capRows.ts): how far behind the clock, how often; `false` never moves (tests). */
   capRows?: { lagMs?: number; everyMs?: number } | false;
+  /** The checkpoint thread (checkpointer.ts): how often it checkpoints, and the WAL size that pauses writes for a restart. */
+  checkpoints?: { intervalMs?: number; restartFrames?: number };
 };
+
+/** How long after a catch-up that left frames behind the next one waits (store.ts restartWal). */
+const WAL_CATCH_UP_BACKOFF_MS = 1_000;
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
 function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }): SyncTables {
@@ -74,11 +79,6 @@ export function openStore(file: string, options: StoreOptions = {}) {
   // one write's pages.
   db.pragma('temp_store = MEMORY');
   const wal = createWalSync(`${file}-wal`, undefined, (err) => failStop(db, err));
-  // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
-  const checkpointer = startCheckpointer(file, () => {
-    if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
-  });
-  onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
   const reader = openReader(file);
   let snapshot: Db | undefined;
   let snapshotTables: StoreTables | undefined;
@@ -112,6 +112,25 @@ export function openStore(file: string, options: StoreOptions = {}) {
     ...health,
   };
   const writes = createWriteQueue(db, wal, tx);
+  // Under writes that never pause, SQLite never starts the WAL over (checkpointer.ts). Past
+  // restartFrames the writes are held back for one catch-up checkpoint, after which the next write
+  // transaction starts it over. One at a time; after a catch-up that could not take every frame (a
+  // read snapshot still needs some), the next waits a second.
+  let catchingUp = false;
+  let quietUntil = 0;
+  const restartWal = (): void => {
+    if (catchingUp || performance.now() < quietUntil || !db.open || storageFailure(db) !== undefined) return;
+    catchingUp = true;
+    const backOff = () => (quietUntil = performance.now() + WAL_CATCH_UP_BACKOFF_MS);
+    writes.pause(() => checkpointer.catchUp())
+      .then((complete) => void (complete || backOff()), backOff)
+      .finally(() => (catchingUp = false));
+  };
+  // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
+  const checkpointer = startCheckpointer(file, () => {
+    if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
+  }, { ...options.checkpoints, onLong: restartWal });
+  onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
   const mover = startCapRowsMover(db, writes, options.capRows);
   return {
     db,

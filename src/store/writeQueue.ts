@@ -1,7 +1,8 @@
 import { assertWritable, failStop, isIoError, storageFullOr, type Db } from './db.js';
 import type { WalSync } from './walSync.js';
 
-type Item<X> = { fn: (tx: X) => unknown; alone: boolean; resolve: (v: unknown) => void; reject: (e: unknown) => void };
+/** A write (grouped, or `alone`), or a `pause`: a function run in its turn with no transaction open. */
+type Item<X> = { fn: (tx: X) => unknown; kind: 'group' | 'alone' | 'pause'; resolve: (v: unknown) => void; reject: (e: unknown) => void };
 
 /** How one write is committed; see UnitOfWork.write (src/app/unitOfWork.ts). */
 export type WriteOptions = { alone?: boolean };
@@ -18,6 +19,12 @@ export type WriteQueue<X = unknown> = {
    * depends on (an idempotent replay) may see a group commit whose sync is still running.
    */
   durable(): Promise<void>;
+  /**
+   * Runs `work` in its turn, between two commits, with no write transaction open; the writes
+   * queued after it wait until it settles. For a checkpoint that needs the writes to stop
+   * (store.ts): under writes that never pause, SQLite never starts the WAL over.
+   */
+  pause<T>(work: () => Promise<T>): Promise<T>;
 };
 
 /**
@@ -131,15 +138,23 @@ export function createWriteQueue<X>(db: Db, wal: WalSync, tx: X): WriteQueue<X> 
     const batch = queue;
     queue = [];
     try {
-      // In the order queued: runs of grouped writes share a commit, an `alone` write has its own.
+      // In the order queued: runs of grouped writes share a commit, an `alone` write has its own,
+      // and a pause runs between two commits.
       for (let i = 0; i < batch.length;) {
-        if (batch[i]!.alone) {
-          await commitAlone(batch[i]!);
+        const item = batch[i]!;
+        if (item.kind === 'alone') {
+          await commitAlone(item);
+          i++;
+          continue;
+        }
+        if (item.kind === 'pause') {
+          // Through a promise: a function that throws before returning one still rejects its own pause.
+          await Promise.resolve().then(item.fn as () => Promise<unknown>).then(item.resolve, item.reject);
           i++;
           continue;
         }
         let j = i;
-        while (j < batch.length && !batch[j]!.alone) j++;
+        while (j < batch.length && batch[j]!.kind === 'group') j++;
         await commitGroup(batch.slice(i, j));
         i = j;
       }
@@ -153,7 +168,13 @@ export function createWriteQueue<X>(db: Db, wal: WalSync, tx: X): WriteQueue<X> 
     run<T>(fn: (tx: X) => T | Promise<T>, options?: WriteOptions): Promise<T> {
       return new Promise<T>((resolve, reject) => {
         assertWritable(db);
-        queue.push({ fn, alone: options?.alone === true, resolve: resolve as (v: unknown) => void, reject });
+        queue.push({ fn, kind: options?.alone === true ? 'alone' : 'group', resolve: resolve as (v: unknown) => void, reject });
+        schedule();
+      });
+    },
+    pause<T>(work: () => Promise<T>): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ fn: work, kind: 'pause', resolve: resolve as (v: unknown) => void, reject });
         schedule();
       });
     },
