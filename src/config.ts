@@ -62,6 +62,8 @@ export type Config = {
   databaseStatementTimeoutMs?: number;
   /** PostgreSQL: a row in `signing` untouched this long belongs to no live replica and is repaired (default 60 s). */
   staleSigningMs?: number;
+  /** SQLite: the WAL size (MiB) at which writes pause for a moment so it can start over (store.ts). */
+  walRestartMb?: number;
 };
 
 export class ConfigError extends Error {
@@ -94,6 +96,7 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--database-pool-size': { env: 'PAYPOLICY_DATABASE_POOL_SIZE', key: 'databasePoolSize' },
   '--database-statement-timeout-ms': { env: 'PAYPOLICY_DATABASE_STATEMENT_TIMEOUT_MS', key: 'databaseStatementTimeoutMs' },
   '--stale-signing-ms': { env: 'PAYPOLICY_STALE_SIGNING_MS', key: 'staleSigningMs' },
+  '--wal-restart-mb': { env: 'PAYPOLICY_WAL_RESTART_MB', key: 'walRestartMb' },
 };
 
 /** `serve` flags: a repeated value flag keeps its last value (kind `list`, read with `get`), as it always has. */
@@ -146,6 +149,7 @@ export function loadConfig(argv: string[], env: Env): Config {
     databasePoolSize: optionalInteger(raw.databasePoolSize, '--database-pool-size', 2, 1_000),
     databaseStatementTimeoutMs: optionalInteger(raw.databaseStatementTimeoutMs, '--database-statement-timeout-ms', 100, 600_000),
     staleSigningMs,
+    walRestartMb: optionalInteger(raw.walRestartMb, '--wal-restart-mb', 1, 1_024),
     metricsToken,
     metricsAgentLabels,
     maxConnections: optionalInteger(raw.maxConnections, '--max-connections', 1, 1_000_000),

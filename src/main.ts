@@ -11,6 +11,7 @@ const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L]
         [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels] [--database-url postgres://…]
         [--database-pool-size N] [--database-statement-timeout-ms MS] [--stale-signing-ms MS]
+        [--wal-restart-mb N]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
       PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
 
@@ -60,6 +61,7 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --database-pool-size N     PAYPOLICY_DATABASE_POOL_SIZE  PostgreSQL connections of this process (default 10)
   --database-statement-timeout-ms MS  PAYPOLICY_DATABASE_STATEMENT_TIMEOUT_MS  per statement (default 5000)
   --stale-signing-ms MS      PAYPOLICY_STALE_SIGNING_MS  PostgreSQL: a payment left signing this long by a stopped replica is failed (default 60000)
+  --wal-restart-mb N         PAYPOLICY_WAL_RESTART_MB    SQLite: WAL size at which writes pause a moment so it starts over (default 32)
   --help                     print this text
 
   Environment only: PAYPOLICY_ADMIN_TOKEN (admin token, 24+ characters; default: generated on the

@@ -19,6 +19,7 @@ import { DEFAULT_TRACKING, startSubmitter } from './app/submit.js';
 import { createTreasuryVault } from './signing/treasury.js';
 import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
 import { openStore, type Store } from './store/store.js';
+import { FRAMES_PER_MB } from './store/checkpointer.js';
 import { writeTxn } from './store/db.js';
 import { lockDataDir, prepareDataDir } from './store/dataDir.js';
 import { openLedgerClock } from './store/ledgerClock.js';
@@ -250,7 +251,10 @@ type Opened = {
 
 /** The embedded SQLite store in the data directory (the default). */
 async function openSqlite(config: Config, log: Logger, dbFile: string, master: ReturnType<typeof loadMasterKey> | undefined, options: StartOptions): Promise<Opened> {
-  const store = openStore(dbFile, { skipIntegrityCheck: config.skipIntegrityCheck });
+  const store = openStore(dbFile, {
+    skipIntegrityCheck: config.skipIntegrityCheck,
+    checkpoints: config.walRestartMb === undefined ? undefined : { restartFrames: config.walRestartMb * FRAMES_PER_MB },
+  });
   let vault: ReturnType<typeof createTreasuryVault>;
   try {
     // A database that already holds sealed treasury keys never gets a freshly generated key.

@@ -1,17 +1,18 @@
 import { startWorker } from '../workerUrl.js';
 
 /** What the main thread asks the checkpoint thread (checkpointWorker.ts). */
-export type CheckpointerRequest = { type: 'catchUp'; id: number } | { type: 'close' } | { type: 'stop' };
+export type CheckpointerRequest = { type: 'catchUp'; id: number; retryMs: number } | { type: 'close' } | { type: 'stop' };
 /** What the checkpoint thread tells the main thread. */
-export type CheckpointerMessage = { type: 'long'; frames: number } | { type: 'caughtUp'; id: number; complete: boolean } | { type: 'closed' };
+export type CheckpointerMessage = { type: 'long'; frames: number } | { type: 'caughtUp'; id: number; restarted: boolean } | { type: 'closed' };
 
 export type Checkpointer = {
   /**
-   * Runs a checkpoint now and resolves true when it left every frame of the WAL in the database
-   * file (so the next write transaction starts the WAL over); false when it did not, when the
-   * thread is gone, or after `CATCH_UP_WAIT_MS`.
+   * For a caller that holds every write back until it resolves: checkpoints now, and again for up
+   * to `retryMs` while frames are left or readers still read from the WAL, and starts the WAL over.
+   * Resolves true when it did; false when it could not, when the thread is gone, or after `waitMs`
+   * without an answer (one checkpoint's database sync can be slow).
    */
-  catchUp(): Promise<boolean>;
+  catchUp(limits: { retryMs: number; waitMs: number }): Promise<boolean>;
   close(opts?: { checkpoint?: boolean }): Promise<void>;
 };
 
@@ -29,18 +30,16 @@ export type CheckpointerOptions = {
  */
 const STOP_WAIT_MS = 5_000;
 
-/**
- * How long catchUp waits for its answer. Why bounded: the caller holds writes back meanwhile, and
- * a checkpoint that is still running after this only means the WAL is not started over this time.
- */
-export const CATCH_UP_WAIT_MS = 200;
+
+/** WAL frames (one 4 KiB page each) in a MiB. */
+export const FRAMES_PER_MB = 256;
 
 /**
- * The WAL size (frames of a 4 KiB page) past which the writes are paused for a catch-up. Below the
- * 64 MiB journal_size_limit (db.ts), so a WAL that is started over keeps its file and is written
- * over in place: no growth, and no truncation to grow back from.
+ * The WAL size (frames) past which the writes are paused for a catch-up (--wal-restart-mb). Below
+ * the 64 MiB journal_size_limit (db.ts), so a WAL that is started over keeps its file and is
+ * written over in place: no growth, and no truncation to grow back from.
  */
-export const WAL_RESTART_FRAMES = 8_192;
+export const WAL_RESTART_FRAMES = 32 * FRAMES_PER_MB;
 
 /**
  * Starts the background checkpointer for a database whose own auto-checkpoint is turned off.
@@ -59,17 +58,19 @@ export const WAL_RESTART_FRAMES = 8_192;
  */
 export function startCheckpointer(file: string, onFailure: (err: unknown) => void, options: CheckpointerOptions = {}): Checkpointer {
   const { intervalMs = 250, restartFrames = WAL_RESTART_FRAMES, onLong } = options;
-  const worker = startWorker('checkpointWorker.js', import.meta.url, 'store', { workerData: { file, intervalMs, restartFrames } });
+  // 1 while a catch-up holds the writes back (checkpointWorker.ts restartNow), else 0.
+  const paused = new Int32Array(new SharedArrayBuffer(4));
+  const worker = startWorker('checkpointWorker.js', import.meta.url, 'store', { workerData: { file, intervalMs, restartFrames, paused } });
   worker.unref();
   let closing: Promise<void> | undefined;
   let exited = false;
   // Catch-ups waiting for their answer, by id: an answer that comes after its wait ended is dropped.
-  const caughtUp = new Map<number, (complete: boolean) => void>();
+  const caughtUp = new Map<number, (restarted: boolean) => void>();
   let nextId = 1;
   let closed: (() => void) | undefined;
   worker.on('message', (msg: CheckpointerMessage) => {
     if (msg.type === 'long') onLong?.(msg.frames);
-    else if (msg.type === 'caughtUp') caughtUp.get(msg.id)?.(msg.complete);
+    else if (msg.type === 'caughtUp') caughtUp.get(msg.id)?.(msg.restarted);
     else closed?.();
   });
   worker.on('error', (err) => onFailure(err));
@@ -79,18 +80,23 @@ export function startCheckpointer(file: string, onFailure: (err: unknown) => voi
     if (!closing) onFailure(new Error(`checkpoint thread exited with code ${code}`));
   });
   return {
-    catchUp() {
+    catchUp({ retryMs, waitMs }) {
       if (exited || closing) return Promise.resolve(false);
       const id = nextId++;
       return new Promise<boolean>((resolve) => {
-        const answer = (complete: boolean) => {
+        const answer = (restarted: boolean) => {
+          Atomics.store(paused, 0, 0);
           clearTimeout(timer);
           caughtUp.delete(id);
-          resolve(complete);
+          resolve(restarted);
         };
-        const timer = setTimeout(answer, CATCH_UP_WAIT_MS, false);
+        // Why a caller's wait can end before the answer: it holds writes back meanwhile. The
+        // checkpoints are PASSIVE and never take the write lock, so writes that resume cannot
+        // block on one still running; it only means the WAL is not started over this time.
+        const timer = setTimeout(answer, waitMs, false);
         caughtUp.set(id, answer);
-        worker.postMessage({ type: 'catchUp', id } satisfies CheckpointerRequest);
+        Atomics.store(paused, 0, 1);
+        worker.postMessage({ type: 'catchUp', id, retryMs } satisfies CheckpointerRequest);
       });
     },
     close({ checkpoint = true } = {}) {

@@ -18,7 +18,7 @@ import { createTransactionStore } from './transactions.js';
 import { createTreasuryFundsStore } from './treasuryFunds.js';
 import { createWriteQueue, type WriteQueue } from './writeQueue.js';
 import { createWalSync } from './walSync.js';
-import { startCheckpointer } from './checkpointer.js';
+import { startCheckpointer, WAL_RESTART_FRAMES } from './checkpointer.js';
 import { CAP_ROWS_EVERY_MS, CAP_ROWS_LAG_MS, CAP_ROWS_PER_MOVE, createCapRowsMover } from './capRows.js';
 
 export type StoreOptions = OpenOptions & {
@@ -28,8 +28,13 @@ export type StoreOptions = OpenOptions & {
   checkpoints?: { intervalMs?: number; restartFrames?: number };
 };
 
-/** How long after a catch-up that left frames behind the next one waits (store.ts restartWal). */
-const WAL_CATCH_UP_BACKOFF_MS = 1_000;
+/**
+ * A WAL catch-up (store.ts restartWal): how long the checkpoint thread retries while readers still
+ * need frames, how long the writes wait for its answer (longer once the WAL is FAR_PAST its
+ * restart size: a disk whose database sync takes longer than the short wait would otherwise never
+ * see the WAL started over), and how long after a catch-up that left frames behind the next waits.
+ */
+const WAL_CATCH_UP = { retryMs: 150, waitMs: 200, farPast: 4, farWaitMs: 2_000, backOffMs: 1_000 };
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
 function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }): SyncTables {
@@ -113,23 +118,25 @@ export function openStore(file: string, options: StoreOptions = {}) {
   };
   const writes = createWriteQueue(db, wal, tx);
   // Under writes that never pause, SQLite never starts the WAL over (checkpointer.ts). Past
-  // restartFrames the writes are held back for one catch-up checkpoint, after which the next write
-  // transaction starts it over. One at a time; after a catch-up that could not take every frame (a
-  // read snapshot still needs some), the next waits a second.
+  // restartFrames the writes are held back for one catch-up (WAL_CATCH_UP) that starts it over.
+  // One at a time; after a catch-up that could not (a read snapshot still needs old frames), the
+  // next waits a second.
   let catchingUp = false;
   let quietUntil = 0;
-  const restartWal = (): void => {
+  const restartFrames = options.checkpoints?.restartFrames ?? WAL_RESTART_FRAMES;
+  const restartWal = (frames: number): void => {
     if (catchingUp || performance.now() < quietUntil || !db.open || storageFailure(db) !== undefined) return;
     catchingUp = true;
-    const backOff = () => (quietUntil = performance.now() + WAL_CATCH_UP_BACKOFF_MS);
-    writes.pause(() => checkpointer.catchUp())
-      .then((complete) => void (complete || backOff()), backOff)
+    const backOff = () => (quietUntil = performance.now() + WAL_CATCH_UP.backOffMs);
+    const waitMs = frames >= WAL_CATCH_UP.farPast * restartFrames ? WAL_CATCH_UP.farWaitMs : WAL_CATCH_UP.waitMs;
+    writes.pause(() => checkpointer.catchUp({ retryMs: WAL_CATCH_UP.retryMs, waitMs }))
+      .then((restarted) => void (restarted || backOff()), backOff)
       .finally(() => (catchingUp = false));
   };
   // Should the checkpoint thread die, SQLite checkpoints inside commits again (slower, but bounded).
   const checkpointer = startCheckpointer(file, () => {
     if (db.open && storageFailure(db) === undefined) db.pragma('wal_autocheckpoint = 1000');
-  }, { ...options.checkpoints, onLong: restartWal });
+  }, { ...options.checkpoints, restartFrames, onLong: restartWal });
   onStorageFailure(db, () => void checkpointer.close({ checkpoint: false }));
   const mover = startCapRowsMover(db, writes, options.capRows);
   return {

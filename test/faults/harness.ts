@@ -38,6 +38,8 @@ export type Ctl = {
   fsync?: 'ok' | 'eio' | 'noop';
   fsync_match?: string;
   fsync_delay_ms?: number;
+  /** Delay only the syncs of paths ending with this (e.g. `paypolicy.db`, the database file alone). */
+  fsync_delay_match?: string;
   write?: 'ok' | 'enospc' | 'erofs' | 'eio';
   clock_shift_ms?: number;
 };

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +20,33 @@ function tempDb(): string {
 const VALUE = 'v'.repeat(3000);
 const KEYS = 300;
 const IN_FLIGHT = 32;
+
+/**
+ * Another process reading the database without a break: two connections, each holding a read
+ * transaction for 20 ms, the next one begun 10 ms before the last ends, so some reader always holds
+ * a snapshot older than the newest commit (a monitor or a backup tool polling the file). Resolves
+ * when it has read for `ms`.
+ */
+function overlappingReaders(file: string, ms: number): Promise<void> {
+  const script = `
+    const Database = require('better-sqlite3');
+    const nap = (t) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, t);
+    const readers = [0, 1].map(() => new Database(process.env.DB, { readonly: true }));
+    const read = (db) => { db.exec('BEGIN'); db.prepare('SELECT count(*) FROM settings').get(); };
+    const end = Date.now() + Number(process.env.MS);
+    let [older, newer] = readers;
+    read(older);
+    while (Date.now() < end) {
+      nap(10);
+      read(newer);
+      nap(10);
+      older.exec('COMMIT');
+      [older, newer] = [newer, older];
+    }
+    older.exec('COMMIT');`;
+  const child = spawn(process.execPath, ['-e', script], { cwd: process.cwd(), env: { ...process.env, DB: file, MS: String(ms) }, stdio: ['ignore', 'ignore', 'inherit'] });
+  return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`reader process exited with ${code}`)))));
+}
 
 /**
  * Writes that never pause: IN_FLIGHT writes always queued, each replacing one of KEYS settings of
@@ -65,6 +93,22 @@ describe('WAL restart under writes that never pause', () => {
       for (const [key, value] of result.acked) expect(get.get(key)).toBe(value);
     } finally {
       db.close();
+    }
+  }, 60_000);
+
+  test('behavior: readers of another process that always overlap do not keep the WAL from starting over', async () => {
+    const file = tempDb();
+    const store = openStore(file, { capRows: false, checkpoints: { intervalMs: 20, restartFrames: 500 } });
+    try {
+      await store.writes.run(() => store.settings.set('k0', VALUE));
+      const readers = overlappingReaders(file, 2_500);
+      // The reader process is up and reading before the writes start.
+      await new Promise((r) => setTimeout(r, 300));
+      const { maxWal } = await sustainedWrites(store, file, 25_000);
+      await readers;
+      expect(maxWal).toBeLessThan(16 * 1024 * 1024);
+    } finally {
+      await store.close();
     }
   }, 60_000);
 
@@ -122,36 +166,60 @@ describe('WAL restart under writes that never pause', () => {
   });
 });
 
+/**
+ * A WAL database with its own auto-checkpoint off, one row in table t, a read-only second
+ * connection and a checkpoint thread that checkpoints only when asked; all closed after `fn`.
+ */
+async function withWalDb(fn: (db: Database.Database, reader: Database.Database, checkpointer: ReturnType<typeof startCheckpointer>) => Promise<void>): Promise<void> {
+  const file = tempDb();
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('wal_autocheckpoint = 0');
+  db.exec('CREATE TABLE t (v TEXT)');
+  db.prepare('INSERT INTO t VALUES (?)').run('before');
+  const reader = new Database(file, { readonly: true });
+  const checkpointer = startCheckpointer(file, () => {}, { intervalMs: 60_000 });
+  try {
+    await fn(db, reader, checkpointer);
+  } finally {
+    await checkpointer.close();
+    reader.close();
+    db.close();
+  }
+}
+
 describe('checkpointer catch-up', () => {
-  test('behavior: a catch-up says whether every frame reached the database file: not while a reader holds an older snapshot', async () => {
-    const file = tempDb();
-    const db = new Database(file);
-    db.pragma('journal_mode = WAL');
-    db.pragma('wal_autocheckpoint = 0');
-    db.exec('CREATE TABLE t (v TEXT)');
-    const insert = db.prepare('INSERT INTO t VALUES (?)');
-    insert.run('before');
-    const reader = new Database(file, { readonly: true });
-    const checkpointer = startCheckpointer(file, () => {}, { intervalMs: 60_000 });
-    try {
+  test('behavior: a catch-up starts the WAL over, but not while a reader still holds an older snapshot', async () => {
+    await withWalDb(async (db, reader, checkpointer) => {
+      const insert = db.prepare('INSERT INTO t VALUES (?)');
+      const walFrames = () => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]!.log;
       // The reader's snapshot predates the next commit, whose frames the checkpoint must then leave.
       reader.exec('BEGIN');
       reader.prepare('SELECT count(*) FROM t').get();
       insert.run('after');
-      await expect(checkpointer.catchUp()).resolves.toBe(false);
+      await expect(checkpointer.catchUp({ retryMs: 30, waitMs: 5_000 })).resolves.toBe(false);
+      const before = walFrames();
+      expect(before).toBeGreaterThan(2);
       reader.exec('COMMIT');
-      await expect(checkpointer.catchUp()).resolves.toBe(true);
-      // Every frame in the database file: the next write transaction starts the WAL over.
-      const walBefore = db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
-      expect(walBefore[0]!.log).toBeGreaterThan(0);
+      await expect(checkpointer.catchUp({ retryMs: 30, waitMs: 5_000 })).resolves.toBe(true);
+      // Started over: the next commit's frames are the first of the WAL.
       insert.run('restarted');
-      const walAfter = db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>;
-      expect(walAfter[0]!.log).toBeLessThan(walBefore[0]!.log);
-    } finally {
-      await checkpointer.close();
-      reader.close();
-      db.close();
-    }
+      expect(walFrames()).toBeLessThan(before);
+      expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(3);
+    });
+  });
+
+  test('behavior: a reader that began before the last frame was copied delays the start-over until it ends, within the retries', async () => {
+    await withWalDb(async (_db, reader, checkpointer) => {
+      // Its snapshot is the newest, so every frame can be copied; its WAL read lock still blocks a
+      // start-over until it ends, 40 ms into a catch-up that retries for 500.
+      reader.exec('BEGIN');
+      reader.prepare('SELECT count(*) FROM t').get();
+      setTimeout(() => reader.exec('COMMIT'), 40);
+      const started = performance.now();
+      await expect(checkpointer.catchUp({ retryMs: 500, waitMs: 5_000 })).resolves.toBe(true);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(35);
+    });
   });
 
   test('error: a catch-up asked after the thread was closed answers false at once', async () => {
@@ -160,7 +228,7 @@ describe('checkpointer catch-up', () => {
     db.pragma('journal_mode = WAL');
     const checkpointer = startCheckpointer(file, () => {});
     await checkpointer.close();
-    await expect(checkpointer.catchUp()).resolves.toBe(false);
+    await expect(checkpointer.catchUp({ retryMs: 0, waitMs: 5_000 })).resolves.toBe(false);
     db.close();
   });
 });

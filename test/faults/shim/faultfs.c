@@ -22,6 +22,7 @@
  *                                          without syncing (positive control: nothing is durable)
  *                    fsync_match=SUFFIX    eio/noop only for paths ending with SUFFIX (e.g. -wal)
  *                    fsync_delay_ms=N      sleep before every sync of a tracked file
+ *                    fsync_delay_match=SUFFIX  only before syncs of paths ending with SUFFIX
  *                    write=ok|enospc|erofs|eio   fail writes and truncates of tracked files
  *                    clock_shift_ms=N      add N (may be negative) to CLOCK_REALTIME,
  *                                          gettimeofday and time
@@ -89,6 +90,7 @@ static struct {
   int fsync_mode;
   char fsync_match[64];
   long fsync_delay_ms;
+  char fsync_delay_match[64];
   int write_errno; /* 0: writes pass */
   long long clock_shift_ms;
 } ctl;
@@ -100,6 +102,7 @@ static void parse_ctl(const char *text) {
   ctl.fsync_mode = MODE_OK;
   ctl.fsync_match[0] = 0;
   ctl.fsync_delay_ms = 0;
+  ctl.fsync_delay_match[0] = 0;
   ctl.write_errno = 0;
   long long shift = 0;
   const char *line = text;
@@ -117,6 +120,7 @@ static void parse_ctl(const char *text) {
         if (!strcmp(k, "fsync")) ctl.fsync_mode = !strcmp(v, "eio") ? MODE_EIO : !strcmp(v, "noop") ? MODE_NOOP : MODE_OK;
         else if (!strcmp(k, "fsync_match")) snprintf(ctl.fsync_match, sizeof ctl.fsync_match, "%s", v);
         else if (!strcmp(k, "fsync_delay_ms")) ctl.fsync_delay_ms = atol(v);
+        else if (!strcmp(k, "fsync_delay_match")) snprintf(ctl.fsync_delay_match, sizeof ctl.fsync_delay_match, "%s", v);
         else if (!strcmp(k, "write")) ctl.write_errno = !strcmp(v, "enospc") ? ENOSPC : !strcmp(v, "erofs") ? EROFS : !strcmp(v, "eio") ? EIO : 0;
         else if (!strcmp(k, "clock_shift_ms")) shift = atoll(v);
       }
@@ -354,7 +358,7 @@ static int do_sync(int (*real)(int), int fd) {
   if (e && e->undo_fd >= 0) before = lseek(e->undo_fd, 0, SEEK_END);
   int mode = e ? ctl.fsync_mode : MODE_OK;
   if (e && ctl.fsync_match[0] && !ends_with(e->path, ctl.fsync_match)) mode = MODE_OK;
-  long delay = e ? ctl.fsync_delay_ms : 0;
+  long delay = e && (!ctl.fsync_delay_match[0] || ends_with(e->path, ctl.fsync_delay_match)) ? ctl.fsync_delay_ms : 0;
   pthread_mutex_unlock(&lock);
   if (delay > 0) usleep((useconds_t)delay * 1000);
   if (mode == MODE_EIO) {
