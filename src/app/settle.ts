@@ -1,4 +1,5 @@
-import { getAddress, type Address } from 'viem';
+import type { Address } from 'viem';
+import { checksumAddress } from '../domain/address.js';
 import { DomainError } from '../domain/errors.js';
 import type { AppDeps } from './deps.js';
 import { parseStored, preparePayment, storedMppOffer } from './preparePayment.js';
@@ -16,10 +17,10 @@ import { submitsOnChain } from './submit.js';
 export async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
   const parsed = parseStored(stored);
   const mppOffer = storedMppOffer(parsed);
-  const fees = mppOffer ? await deps.tempoFees.feesFor(mppOffer, getAddress(treasury)) : undefined;
+  const fees = mppOffer ? await deps.tempoFees.feesFor(mppOffer, checksumAddress(treasury)) : undefined;
   let prepared;
   try {
-    prepared = preparePayment(deps, orgId, getAddress(treasury), parsed, nonce, fees);
+    prepared = preparePayment(deps, orgId, checksumAddress(treasury), parsed, nonce, fees);
   } catch (err) {
     // A challenge the builders refuse (expired, bad splits) is the caller's 400, not our failure.
     if (err instanceof DomainError && err.kind === 'invalid_argument') throw err;

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
-import { getAddress, type Address } from 'viem';
+import type { Address } from 'viem';
+import { checksumAddress } from '../domain/address.js';
 import { isIdempotencyKeyTaken } from '../store/pg/errors.js';
 import { DomainError } from '../domain/errors.js';
 import { evaluatePolicy } from '../domain/policy.js';
@@ -44,7 +45,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
   if (req.dryRun) {
     const intent = await resolveIntent(deps, principal, agent, req);
     const verdict = evaluatePolicy(await intentFacts(deps, agent, intent));
-    return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: getAddress(intent.recipient), amountMicros: intent.amountMicros };
+    return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: checksumAddress(intent.recipient), amountMicros: intent.amountMicros };
   }
   const requestHash = hash('sha256', canonicalRequest(req), 'hex');
   const key = req.idempotencyKey;

@@ -1,4 +1,4 @@
-import { getAddress } from 'viem';
+import { checksumAddress } from '../domain/address.js';
 import type { Verdict } from '../domain/policy.js';
 import type { PaymentType } from '../domain/paymentRequest.js';
 import type { PaymentRow } from '../store/payments.js';
@@ -19,6 +19,6 @@ export type SignResult =
 export function allowedResult(row: Omit<PaymentRow, 'status'>, signed: SignedPayment, idempotent: boolean, txHash: string | null = row.txHash ?? null): SignResult {
   return {
     outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
-    chainId: row.chainId, type: row.type as PaymentType, recipient: getAddress(row.recipient), signed, resourceUrl: row.resourceUrl, txHash,
+    chainId: row.chainId, type: row.type as PaymentType, recipient: checksumAddress(row.recipient), signed, resourceUrl: row.resourceUrl, txHash,
   };
 }

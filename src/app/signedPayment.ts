@@ -1,4 +1,5 @@
-import { encodeFunctionData, erc20Abi, getAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
+import { checksumAddress } from '../domain/address.js';
 import { DomainError } from '../domain/errors.js';
 import { microsToAtomic } from '../domain/money.js';
 import type { DirectPayload, PaymentRequest, PaymentType } from '../domain/paymentRequest.js';
@@ -67,7 +68,7 @@ function randomUint256(): bigint {
 export function prepareSignature(orgId: string, treasury: Address, r: StoredRequest, nowSeconds: number, nonce?: number): PreparedSignature {
   const token = USDC[r.chainId];
   if (!token) throw new DomainError('internal', `no token for chain ${r.chainId}`);
-  const to = getAddress(r.recipient);
+  const to = checksumAddress(r.recipient);
   const value = microsToAtomic(BigInt(r.amountMicros), token.decimals);
   const p = r.payload;
   if (r.type === 'eip3009' && p.kind === 'authorization') {
