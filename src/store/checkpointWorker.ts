@@ -74,11 +74,21 @@ function restartNow(): boolean {
  * Checkpoints until every frame is in the database file and the WAL is started over, retrying for
  * up to `retryMs`: a reader (another process's, say) that began before the writes stopped keeps the
  * frames it may still read out of reach, and its WAL read lock keeps the WAL from starting over.
+ * The window starts again once every frame is copied. Why: readers that began during that copy
+ * (its database sync can take hundreds of ms on a slow disk) hold WAL read locks too, and only from
+ * then on do new readers read the database file alone; timed from the start, the window could end
+ * inside the copy, and against overlapping readers every catch-up failed (red-team run).
  */
 function catchUp(retryMs: number): boolean {
-  const deadline = performance.now() + retryMs;
+  let deadline = performance.now() + retryMs;
+  let copied = false;
   for (;;) {
-    if (complete(round()) && restartNow()) return true;
+    const done = complete(round());
+    if (done && !copied) {
+      copied = true;
+      deadline = performance.now() + retryMs;
+    }
+    if (done && restartNow()) return true;
     if (Atomics.load(paused, 0) !== 1 || performance.now() + CATCH_UP_RETRY_MS >= deadline) return false;
     Atomics.wait(nap, 0, 0, CATCH_UP_RETRY_MS);
   }

@@ -30,7 +30,6 @@ export type CheckpointerOptions = {
  */
 const STOP_WAIT_MS = 5_000;
 
-
 /** WAL frames (one 4 KiB page each) in a MiB. */
 export const FRAMES_PER_MB = 256;
 
@@ -90,9 +89,10 @@ export function startCheckpointer(file: string, onFailure: (err: unknown) => voi
           caughtUp.delete(id);
           resolve(restarted);
         };
-        // Why a caller's wait can end before the answer: it holds writes back meanwhile. The
-        // checkpoints are PASSIVE and never take the write lock, so writes that resume cannot
-        // block on one still running; it only means the WAL is not started over this time.
+        // Why a caller's wait can end before the answer: it holds writes back meanwhile. Writes
+        // that resume do not wait on the thread: its PASSIVE checkpoints never take the write
+        // lock, and it tries the RESTART only while `paused` is still 1, when there is nothing to
+        // copy (at worst a BEGIN that lands just then waits out that brief lock).
         const timer = setTimeout(answer, waitMs, false);
         caughtUp.set(id, answer);
         Atomics.store(paused, 0, 1);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +5,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, test } from 'vitest';
 import { startCheckpointer } from '../../src/store/checkpointer.js';
 import { openStore } from '../../src/store/store.js';
+import { overlappingReaders } from '../helpers/overlappingReaders.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -20,33 +20,6 @@ function tempDb(): string {
 const VALUE = 'v'.repeat(3000);
 const KEYS = 300;
 const IN_FLIGHT = 32;
-
-/**
- * Another process reading the database without a break: two connections, each holding a read
- * transaction for 20 ms, the next one begun 10 ms before the last ends, so some reader always holds
- * a snapshot older than the newest commit (a monitor or a backup tool polling the file). Resolves
- * when it has read for `ms`.
- */
-function overlappingReaders(file: string, ms: number): Promise<void> {
-  const script = `
-    const Database = require('better-sqlite3');
-    const nap = (t) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, t);
-    const readers = [0, 1].map(() => new Database(process.env.DB, { readonly: true }));
-    const read = (db) => { db.exec('BEGIN'); db.prepare('SELECT count(*) FROM settings').get(); };
-    const end = Date.now() + Number(process.env.MS);
-    let [older, newer] = readers;
-    read(older);
-    while (Date.now() < end) {
-      nap(10);
-      read(newer);
-      nap(10);
-      older.exec('COMMIT');
-      [older, newer] = [newer, older];
-    }
-    older.exec('COMMIT');`;
-  const child = spawn(process.execPath, ['-e', script], { cwd: process.cwd(), env: { ...process.env, DB: file, MS: String(ms) }, stdio: ['ignore', 'ignore', 'inherit'] });
-  return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`reader process exited with ${code}`)))));
-}
 
 /**
  * Writes that never pause: IN_FLIGHT writes always queued, each replacing one of KEYS settings of
