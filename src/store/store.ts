@@ -30,9 +30,9 @@ export type StoreOptions = OpenOptions & {
 
 /**
  * A WAL catch-up (store.ts restartWal): how long the checkpoint thread retries while readers still
- * need frames, how long the writes wait for its answer (longer once the WAL is FAR_PAST its
- * restart size: a disk whose database sync takes longer than the short wait would otherwise never
- * see the WAL started over), and how long after a catch-up that left frames behind the next waits.
+ * need frames, how long the writes wait for its answer (`farWaitMs` once the WAL is `farPast` times
+ * its restart size: a disk whose database sync takes longer than the short wait would otherwise
+ * never see the WAL started over), and how long after a catch-up that failed the next waits.
  */
 const WAL_CATCH_UP = { retryMs: 150, waitMs: 200, farPast: 4, farWaitMs: 2_000, backOffMs: 1_000 };
 
