@@ -107,7 +107,7 @@ export async function decideApproval(
       await payments.releasePending(tx.id, 'denied', note ? `Denied by approver: ${note}` : 'Denied by approver', now);
       return { kind: 'done' as const };
     }
-    const agent = (await agents.get(a.agentId))!;
+    const agent = (await agents.getForUse(a.agentId))!;
     // The pending row already holds its amount against the cap; count it once, as this payment.
     const own = tx.createdAt > now - CAP_WINDOW_MS ? tx.amountMicros : 0n;
     const verdict = await recheckApproved(inTx, agent, tx, own);

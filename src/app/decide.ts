@@ -66,7 +66,7 @@ async function decide(
     const key = await tx.apiKeys.getForUse(principal.keyId);
     if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
     const inTx = withinWrite(deps, tx);
-    const current = (await agents.get(agent.id)) ?? agent;
+    const current = (await agents.getForUse(agent.id)) ?? agent;
     const now = deps.now();
     const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(await intentFacts(inTx, current, intent)));
     const row: Omit<PaymentRow, 'status'> = {

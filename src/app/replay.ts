@@ -58,7 +58,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
       const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
       return { kind: await payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
-    const agent = await agents.get(row.agentId);
+    const agent = await agents.getForUse(row.agentId);
     if (!agent) return { kind: 'over' as const };
     // Within its collection window the approved row's hold is inside the cap window: count it
     // once, as this payment.

@@ -59,21 +59,28 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
     cache.delete(agentId);
     upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.updatedAt);
   };
+  const get = (id: string): Agent | undefined => {
+    const hit = cache.get(id);
+    if (hit) return hit;
+    const r = byId.get(id) as AgentRow | undefined;
+    if (!r) return undefined;
+    const agent = toAgent(r);
+    // Inside a transaction the row may still be rolled back: only committed state is cached.
+    if (cacheable()) cache.set(id, agent);
+    return agent;
+  };
   return {
     insert(agent: Agent): void {
       insertAgent.run(agent.id, agent.orgId, agent.name, agent.status, agent.createdAt, agent.updatedAt);
       setPolicy(agent.id, agent.policy);
     },
-    get(id: string): Agent | undefined {
-      const hit = cache.get(id);
-      if (hit) return hit;
-      const r = byId.get(id) as AgentRow | undefined;
-      if (!r) return undefined;
-      const agent = toAgent(r);
-      // Inside a transaction the row may still be rolled back: only committed state is cached.
-      if (cacheable()) cache.set(id, agent);
-      return agent;
-    },
+    get,
+    /**
+     * The agent and policy a write decides on (a payment, an approval, a collection, a fee bump),
+     * held against a concurrent pause or policy change until the write commits. SQLite's writes
+     * are serialized, so this is `get`; PostgreSQL's twin locks both rows.
+     */
+    getForUse: get,
     listByOrg(orgId: string): Agent[] {
       return (byOrg.all(orgId) as AgentRow[]).map(toAgent);
     },

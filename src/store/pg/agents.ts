@@ -20,6 +20,11 @@ const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (age
   spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
   max_network_fee_wei = excluded.max_network_fee_wei, updated_at = excluded.updated_at`);
 const BY_ID = statement('agent.byId', `${SELECT} WHERE a.id = $1`);
+// FOR SHARE locks the agent's row and its policy's (both tables of the join): a pause's or a policy
+// change's UPDATE waits for the deciding write, or, committed since its snapshot, makes this read a
+// serialization failure (retried on a fresh snapshot). A plain read under SERIALIZABLE would let a
+// payment decided on the old rows commit after the change was acknowledged.
+const BY_ID_FOR_USE = statement('agent.byIdForUse', `${SELECT} WHERE a.id = $1 FOR SHARE`);
 const BY_ORG = statement('agent.byOrg', `${SELECT} WHERE a.org_id = $1 ORDER BY a.created_at, a.id`);
 const UPDATE = statement('agent.update', 'UPDATE agents SET name = $1, status = $2, updated_at = $3 WHERE id = $4');
 const TOUCH_PING = statement('agent.touchPing', 'UPDATE agents SET last_ping_at = $1 WHERE id = $2');
@@ -54,6 +59,10 @@ export function createPgAgentStore(sql: Sql): AsyncTable<AgentStore> {
     },
     async get(id) {
       const r = await sql.one<AgentRow>(BY_ID, [id]);
+      return r && toAgent(r);
+    },
+    async getForUse(id) {
+      const r = await sql.one<AgentRow>(BY_ID_FOR_USE, [id]);
       return r && toAgent(r);
     },
     async listByOrg(orgId) {

@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import pg from 'pg';
+import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import { AgentStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { createAgent } from '../helpers/admin.js';
+import { postSign, setPolicy, type SignBody } from '../helpers/payments.js';
+import { PAY_TO, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { startCluster, type Cluster } from '../helpers/replicas.js';
+
+/**
+ * A payment's deciding write on replica B (a new payment, an approval, the collection of an
+ * approved paywall payment) and a pause or policy change on replica A, made to overlap exactly:
+ * a trigger, installed in this test's database only, holds B's write at its first ledger row
+ * change, after it has read the agent, until the test lets it go. A change on A acknowledged
+ * while B waits there would make B's later commit a payment decided on a row the operator had
+ * already been told was replaced. The agent read in the write must hold the change back instead
+ * (FOR SHARE), so the change is acknowledged only after B's payment, or B decides on the change.
+ */
+
+const RECIPIENT = '0x1111111111111111111111111111111111111111';
+const GATE = [777, 1] as const;
+
+let c: Cluster;
+let db: pg.Client;
+let x402: X402Peer;
+
+beforeAll(async () => {
+  x402 = await startX402Peer();
+  c = await startCluster({ replicas: 2, args: ['--dev'], env: { PAYPOLICY_PROBE_ALLOW_HOSTS: x402.host } });
+  db = new pg.Client({ connectionString: c.db.url });
+  await db.connect();
+  await db.query(`CREATE TABLE pp_test_gate (agent_id TEXT PRIMARY KEY)`);
+  await db.query(`CREATE FUNCTION pp_test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM pp_test_gate WHERE agent_id = NEW.agent_id) THEN PERFORM pg_advisory_xact_lock(${GATE[0]}, ${GATE[1]}); END IF;
+      RETURN NEW;
+    END $$`);
+  await db.query(`CREATE TRIGGER pp_test_gate BEFORE INSERT OR UPDATE ON transactions FOR EACH ROW EXECUTE FUNCTION pp_test_gate()`);
+}, 120_000);
+afterAll(async () => {
+  await db?.end().catch(() => {});
+  await c?.close();
+  await x402?.close();
+}, 60_000);
+
+async function freshAgent(name: string, thresholdUsd: string): Promise<string> {
+  const agentId = await createAgent(c.admin(0), c.bootstrap.org_id, name);
+  await setPolicy(c.admin(0), agentId, { allowlist: [RECIPIENT, PAY_TO], capUsd: '1000', thresholdUsd });
+  return agentId;
+}
+
+const eip3009 = (agentId: string): SignBody => ({ agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '0.01' });
+const paywall = (agentId: string): SignBody => ({ agent_id: agentId, type: 'x402', chain_id: 8453, recipient_address: PAY_TO, amount_usd: 0.5, payload: { resource_url: x402.url('/approval') } });
+
+type Outcome = { ok: boolean; detail: string };
+
+/**
+ * Runs `decide` (on replica 1) held at its first ledger row change, then `change` (on replica 0);
+ * reports whether the change was acknowledged while the decision was still held, and both outcomes.
+ */
+async function overlap(agentId: string, decide: () => Promise<Outcome>, change: () => Promise<unknown>): Promise<{ ackedWhileHeld: boolean; decided: Outcome }> {
+  await db.query(`SELECT pg_advisory_lock($1, $2)`, GATE);
+  await db.query(`INSERT INTO pp_test_gate VALUES ($1)`, [agentId]);
+  let released = false;
+  try {
+    const deciding = decide();
+    for (let i = 0; ; i++) {
+      const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1 AND objid = $2`, GATE);
+      if (Number(rows[0]!.n) > 0) break;
+      if (i > 400) throw new Error(`the decision never reached the gate: ${JSON.stringify(await Promise.race([deciding, 'still running']))}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    let acked = false;
+    const changing = change().then(() => { acked = true; });
+    await new Promise((r) => setTimeout(r, 500));
+    const ackedWhileHeld = acked;
+    await db.query(`SELECT pg_advisory_unlock($1, $2)`, GATE);
+    released = true;
+    const decided = await deciding;
+    await changing;
+    return { ackedWhileHeld, decided };
+  } finally {
+    if (!released) await db.query(`SELECT pg_advisory_unlock($1, $2)`, GATE);
+    await db.query(`DELETE FROM pp_test_gate WHERE agent_id = $1`, [agentId]);
+  }
+}
+
+const pauseOn0 = (agentId: string) => () => c.admin(0).client.updateAgent({ agentId, status: AgentStatus.PAUSED }, c.admin(0).auth);
+const capToZeroOn0 = (agentId: string) => () => setPolicy(c.admin(0), agentId, { allowlist: [RECIPIENT, PAY_TO], capUsd: '0', thresholdUsd: '0' });
+const signedOutcome = async (p: Promise<{ status: number; json: Record<string, unknown>; text: string }>): Promise<Outcome> => {
+  const r = await p;
+  return { ok: r.status === 200 && typeof r.json.signature === 'string', detail: `${r.status} ${r.text}` };
+};
+
+for (const [what, change] of [['paused', pauseOn0], ['capped at zero', capToZeroOn0]] as const) {
+  test(`sign on B, agent ${what} on A meanwhile: the change is not acknowledged before B's payment commits`, async () => {
+    const agentId = await freshAgent(`sign-${what}`, '500');
+    const { ackedWhileHeld, decided } = await overlap(agentId, () => signedOutcome(postSign(c.replicas[1]!.url, c.bootstrap.api_key, eip3009(agentId))), change(agentId));
+    expect(ackedWhileHeld, decided.detail).toBe(false);
+    expect(decided.ok, decided.detail).toBe(true);
+    // And once acknowledged, it binds: the next payment is refused.
+    const next = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, eip3009(agentId));
+    expect([next.status, next.json.error], next.text).toEqual([403, 'Policy denied']);
+  }, 60_000);
+
+  test(`approve on B, agent ${what} on A meanwhile: the change is not acknowledged before the approval commits`, async () => {
+    const agentId = await freshAgent(`approve-${what}`, '0.005');
+    const pending = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, eip3009(agentId));
+    expect(pending.json.status, pending.text).toBe('pending_approval');
+    const approve = async (): Promise<Outcome> => {
+      try {
+        const r = await c.admin(1).client.decideApproval({ id: pending.json.approval_request_id as string, decision: Decision.APPROVE }, c.admin(1).auth);
+        return { ok: true, detail: JSON.stringify(r.approval?.status) };
+      } catch (err) {
+        return { ok: false, detail: String(err) };
+      }
+    };
+    const { ackedWhileHeld, decided } = await overlap(agentId, approve, change(agentId));
+    expect(ackedWhileHeld, decided.detail).toBe(false);
+    expect(decided.ok, decided.detail).toBe(true);
+  }, 60_000);
+
+  test(`an approved paywall payment collected on B, agent ${what} on A meanwhile: the change is not acknowledged before the collection commits`, async () => {
+    const agentId = await freshAgent(`collect-${what}`, '0.005');
+    const key = `collect-${what.replace(/ /g, '-')}`;
+    const pending = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, paywall(agentId), key);
+    expect(pending.json.status, pending.text).toBe('pending_approval');
+    await c.admin(0).client.decideApproval({ id: pending.json.approval_request_id as string, decision: Decision.APPROVE }, c.admin(0).auth);
+    const { ackedWhileHeld, decided } = await overlap(agentId, () => signedOutcome(postSign(c.replicas[1]!.url, c.bootstrap.api_key, paywall(agentId), key)), change(agentId));
+    expect(ackedWhileHeld, decided.detail).toBe(false);
+    expect(decided.ok, decided.detail).toBe(true);
+  }, 60_000);
+}

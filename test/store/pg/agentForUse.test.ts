@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
+import type { Agent } from '../../../src/domain/types.js';
+import type { PaymentRow } from '../../../src/store/payments.js';
+import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
+import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
+
+/**
+ * A payment's write reads the agent and its policy with `agents.getForUse`. Two stores stand in
+ * for two replicas: A decides a payment on what it reads, B pauses the agent or lowers its cap.
+ * Under SERIALIZABLE a plain read lets A commit a payment decided on the old row *after* B's
+ * change was acknowledged (A is serialized before B, but answered after it): a pause that an
+ * operator was told had taken effect would not bind a payment signed a moment later.
+ */
+let d: TestDatabase;
+let a: PgStore;
+let b: PgStore;
+const ORG = 'org_foruse';
+let seq = 0;
+let agentId = '';
+
+beforeAll(async () => {
+  d = await createTestDatabase();
+  [a, b] = await Promise.all([0, 1].map(() => createPgStore({ connectionString: d.url, poolSize: 4 })));
+  await a.uow.write((tx) => tx.organizations.insert({ id: ORG, name: 'foruse', approvalWindowSeconds: 3600, createdAt: 1 }));
+}, 60_000);
+afterAll(async () => {
+  await Promise.all([a?.close(), b?.close()]);
+  await d?.drop();
+});
+beforeEach(async () => {
+  agentId = `agt_foruse_${++seq}`;
+  await a.uow.write((tx) => tx.agents.insert({
+    id: agentId, orgId: ORG, name: 'foruse', status: 'active', createdAt: 1, updatedAt: 1, lastPingAt: null,
+    policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: 1 },
+  }));
+});
+
+function signedRow(): PaymentRow {
+  seq++;
+  return {
+    id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`, orgId: ORG, agentId, type: 'eip3009', status: 'signed',
+    chainId: 8453, recipient: '0x' + '11'.repeat(20), amountMicros: 1_000n, reason: '', serviceSlug: '', resourceUrl: '',
+    idempotencyKey: null, requestHash: 'h', request: '{}', result: '{}', approvalId: null, createdAt: Date.now(),
+  };
+}
+
+const gate = () => {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => { open = r; });
+  return { opened, open };
+};
+
+/** B's change, acknowledged (its write resolved) or not yet, 300 ms after it was started. */
+async function settleFor<T>(p: Promise<T>, ms: number): Promise<boolean> {
+  let done = false;
+  void p.then(() => { done = true; }, () => { done = true; });
+  await new Promise((r) => setTimeout(r, ms));
+  return done;
+}
+
+type Change = (agent: Agent) => Promise<void>;
+const pause: Change = (agent) => b.uow.write((tx) => tx.agents.update(agent.id, agent.name, 'paused', Date.now()));
+const lowerCap: Change = (agent) => b.uow.write((tx) => tx.agents.setPolicy(agent.id, { ...agent.policy, spendCapMicros: 0n, updatedAt: Date.now() }));
+
+/** A's write: the agent as its decision saw it, on the attempt that committed. */
+async function paymentDecidedOn(beforeRead: () => Promise<void>, afterRead: () => Promise<void>): Promise<Agent> {
+  let attempt = 0;
+  return a.uow.write(async (tx) => {
+    const first = attempt++ === 0;
+    // The transaction's snapshot is taken by its first statement, as a payment's key check does.
+    await tx.organizations.get(ORG);
+    if (first) await beforeRead();
+    const agent = (await tx.agents.getForUse(agentId))!;
+    if (first) await afterRead();
+    if (agent.status === 'active' && agent.policy.spendCapMicros >= 1_000n) await tx.payments.insert(signedRow());
+    return agent;
+  });
+}
+
+for (const [name, change] of [['a pause', pause], ['a cap lowered to zero', lowerCap]] as const) {
+  test(`${name} committed on B after A's snapshot but before A reads the agent: A decides on the change`, async () => {
+    const original = (await a.agents.get(agentId))!;
+    const seen = await paymentDecidedOn(() => change(original), async () => {});
+    const changed = name === 'a pause' ? seen.status === 'paused' : seen.policy.spendCapMicros === 0n;
+    expect(changed, JSON.stringify({ status: seen.status, cap: String(seen.policy.spendCapMicros) })).toBe(true);
+    expect(await a.payments.committedSince(agentId, 0, Date.now() + 1)).toBe(0n);
+  });
+
+  test(`${name} on B while A holds the agent it read: not acknowledged until A's payment has committed`, async () => {
+    const original = (await a.agents.get(agentId))!;
+    const read = gate();
+    const release = gate();
+    let changeAcked: boolean | undefined;
+    const payment = paymentDecidedOn(async () => {}, async () => { read.open(); await release.opened; });
+    await read.opened;
+    const changing = change(original);
+    changeAcked = await settleFor(changing, 300);
+    release.open();
+    const seen = await payment;
+    await changing;
+    // Whatever A decided on, it must not be a row B had already been told it replaced.
+    if (seen.status === 'active' && seen.policy.spendCapMicros !== 0n) expect(changeAcked).toBe(false);
+    const after = (await b.agents.get(agentId))!;
+    expect(name === 'a pause' ? after.status : after.policy.spendCapMicros).toBe(name === 'a pause' ? 'paused' : 0n);
+  });
+}
