@@ -7,6 +7,7 @@ import type { AppDeps } from './deps.js';
 import type { SignedPayment } from './signedPayment.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 import { recheckApproved } from './recheck.js';
+import { withinWrite } from './withinWrite.js';
 
 /**
  * On-chain submission of raw transactions (README "On-chain submission"). A raw transaction whose
@@ -170,12 +171,19 @@ async function fillNonce(deps: AppDeps, chainId: number, orgId: string, rowId: s
 
 /**
  * Signs a new version of a row (same nonce) through the signing threads and records it durably
- * before anything is broadcast (invariant 2). Undefined when the row became final meanwhile.
+ * before anything is broadcast (invariant 2). Undefined when the row became final meanwhile, or
+ * when `stillAllowed` refused it in that write.
  */
-async function signVersion(deps: AppDeps, rowId: string, orgId: string, kind: 'bump' | 'filler', tx: Eip1559Fields, reason?: string): Promise<Version | undefined> {
+async function signVersion(
+  deps: AppDeps, rowId: string, orgId: string, kind: 'bump' | 'filler', tx: Eip1559Fields, reason?: string,
+  /** Checked in the recording write, before anything is recorded: false drops the signature unseen. */
+  stillAllowed?: (inTx: AppDeps) => Promise<boolean>,
+): Promise<Version | undefined> {
   const out = await deps.signer.sign({ kind: 'eip1559', orgId, tx });
   if (!out.serialized || !out.hash) throw new Error('the signer returned no transaction');
-  const recorded = await deps.uow.write(async ({ payments }) => {
+  const recorded = await deps.uow.write(async (store) => {
+    if (stillAllowed && !await stillAllowed(withinWrite(deps, store))) return false;
+    const { payments } = store;
     const now = deps.now();
     const ok = await payments.addAttempt(rowId, {
       hash: out.hash!, kind, serialized: out.serialized!, gas: tx.gas, maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas, createdAt: now,
@@ -343,7 +351,43 @@ async function rebroadcastDropped(deps: AppDeps, chainId: number, row: InFlightR
   await deps.uow.write((tx) => tx.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
 }
 
-/** Rows (by id and fee level) whose bump was refused by the ceiling: logged once. */
+type BumpRefusal = { policy: string } | { ceilingWei: bigint };
+
+/**
+ * Why the policy as it stands refuses a fee bump of `row` to `feeWei` (gas × max fee per gas), or
+ * undefined when it allows it. A bump is a new signature by the treasury's key: the agent active,
+ * the recipient allowed, the cap with the payment's own hold counted once (the threshold was
+ * decided already), as an approved payment is re-checked when collected; and the bumped fee
+ * within the network fee ceiling. Inside a write (withinWrite) the agent row is held for it.
+ */
+async function bumpRefusal(deps: AppDeps, row: InFlightRow, feeWei: bigint, to: Address | null | undefined): Promise<BumpRefusal | undefined> {
+  const agent = await deps.store.agents.getForUse(row.agentId);
+  const payment = await deps.store.payments.get(row.id);
+  if (!agent || !payment) return { policy: 'agent or payment not found' };
+  const own = payment.createdAt > deps.now() - CAP_WINDOW_MS ? payment.amountMicros : 0n;
+  const verdict = await recheckApproved(deps, agent, payment, own);
+  if (verdict.outcome !== 'allowed') return { policy: verdict.outcome === 'denied' ? verdict.reason : 'policy refused' };
+  if (feeWei > agent.policy.maxNetworkFeeWei || !to) return { ceilingWei: agent.policy.maxNetworkFeeWei };
+  return undefined;
+}
+
+/** Logs a refused bump once per row (policy) or per row and fee level (ceiling). */
+function logBumpRefusal(deps: AppDeps, chainId: number, rowId: string, refused: BumpRefusal, gas: bigint, maxFee: bigint): void {
+  const logged = ceilingLogged.get(deps) ?? new Set<string>();
+  ceilingLogged.set(deps, logged);
+  const key = 'policy' in refused ? `${rowId}:policy` : `${rowId}:${maxFee}`;
+  if (logged.has(key)) return;
+  logged.add(key);
+  if ('policy' in refused) {
+    deps.log.warn({ transactionId: rowId, chainId, reason: refused.policy },
+      'a submitted raw transaction is waiting, but the agent\'s policy no longer allows the payment, so no fee bump is signed; it stays as it is');
+  } else {
+    deps.log.warn({ transactionId: rowId, chainId, gas: String(gas), maxFeePerGas: String(maxFee), ceilingWei: String(refused.ceilingWei) },
+      'a submitted raw transaction is waiting, but a fee bump would exceed the policy\'s network fee ceiling; it stays as it is');
+  }
+}
+
+/** Rows (by id, and by fee level for the ceiling) whose bump was refused: logged once. */
 const ceilingLogged = new WeakMap<AppDeps, Set<string>>();
 
 /**
@@ -359,38 +403,16 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
   const priority = tx.maxPriorityFeePerGas ?? 0n;
   const bumpedMax = maxFee + (maxFee + 7n) / 8n;
   const bumpedPriority = priority + (priority + 7n) / 8n;
-  const agent = await deps.store.agents.get(row.agentId);
-  const ceiling = agent?.policy.maxNetworkFeeWei ?? 0n;
-  // A bump is a new signature: made only while the policy as it stands still allows the payment
-  // (agent active, recipient allowed, cap with its own hold counted once; the threshold was
-  // decided already), as an approved payment is re-checked when collected.
-  const payment = await deps.store.payments.get(row.id);
-  const own = payment && payment.createdAt > deps.now() - CAP_WINDOW_MS ? payment.amountMicros : 0n;
-  const verdict = agent && payment ? await recheckApproved(deps, agent, payment, own) : undefined;
-  if (verdict?.outcome !== 'allowed') {
-    const logged = ceilingLogged.get(deps) ?? new Set<string>();
-    ceilingLogged.set(deps, logged);
-    if (!logged.has(`${row.id}:policy`)) {
-      logged.add(`${row.id}:policy`);
-      deps.log.warn({ transactionId: row.id, chainId, reason: verdict?.outcome === 'denied' ? verdict.reason : 'agent or payment not found' },
-        'a submitted raw transaction is waiting, but the agent\'s policy no longer allows the payment, so no fee bump is signed; it stays as it is');
-    }
+  const refused = await bumpRefusal(deps, row, gas * bumpedMax, tx.to);
+  if (refused) {
+    logBumpRefusal(deps, chainId, row.id, refused, gas, maxFee);
     return;
   }
-  if (gas * bumpedMax > ceiling || !tx.to) {
-    const logged = ceilingLogged.get(deps) ?? new Set<string>();
-    ceilingLogged.set(deps, logged);
-    const key = `${row.id}:${maxFee}`;
-    if (!logged.has(key)) {
-      logged.add(key);
-      deps.log.warn({ transactionId: row.id, chainId, gas: String(gas), maxFeePerGas: String(maxFee), ceilingWei: String(ceiling) },
-        'a submitted raw transaction is waiting, but a fee bump would exceed the policy\'s network fee ceiling; it stays as it is');
-    }
-    return;
-  }
+  // Checked again in the write that records the bump: a pause or a lowered ceiling acknowledged
+  // while the signing thread worked drops the signature unseen (logged by the next pass).
   const version = await signVersion(deps, row.id, row.orgId, 'bump', {
-    chainId, nonce: row.nonce, to: tx.to, data: tx.data ?? '0x', gas, maxFeePerGas: bumpedMax, maxPriorityFeePerGas: bumpedPriority,
-  });
+    chainId, nonce: row.nonce, to: tx.to!, data: tx.data ?? '0x', gas, maxFeePerGas: bumpedMax, maxPriorityFeePerGas: bumpedPriority,
+  }, undefined, async (inTx) => (await bumpRefusal(inTx, row, gas * bumpedMax, tx.to)) === undefined);
   if (!version) return;
   const refusal = await broadcast(deps, chainId, version.serialized, version.hash);
   if (refusal !== undefined) {

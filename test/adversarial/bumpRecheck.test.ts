@@ -37,6 +37,17 @@ afterAll(async () => {
   await node?.close();
 });
 
+/** Mines the pool and waits for the row to be confirmed by its original transaction. */
+async function expectOriginalConfirmed(id: string, original: Hex): Promise<void> {
+  await chain.rpc('hardhat_mine', ['0x1']);
+  await chain.rpc('evm_setAutomine', [true]);
+  for (const until = Date.now() + 10_000; s.app.store.payments.get(id)!.submitStatus !== 'confirmed';) {
+    if (Date.now() > until) throw new Error('not confirmed');
+    await new Promise((res) => setTimeout(res, 25));
+  }
+  expect(s.app.store.payments.get(id)!.txHash).toBe(original);
+}
+
 describe('fee bumps re-check the policy', () => {
   test.each([
     ['the agent is revoked', async (admin: ReturnType<typeof adminFor>, agentId: string) => {
@@ -69,12 +80,58 @@ describe('fee bumps re-check the policy', () => {
     expect(await chain.rpc('eth_getTransactionByHash', [original])).not.toBeNull();
     expect(s.logs.filter((l) => l.includes(id) && l.includes('no longer allows'))).toHaveLength(1);
 
-    await chain.rpc('hardhat_mine', ['0x1']);
-    await chain.rpc('evm_setAutomine', [true]);
-    for (const until = Date.now() + 10_000; s.app.store.payments.get(id)!.submitStatus !== 'confirmed';) {
-      if (Date.now() > until) throw new Error('not confirmed');
-      await new Promise((res) => setTimeout(res, 25));
+    await expectOriginalConfirmed(id, original);
+  });
+
+  // The check above ran before the bump was signed; a change acknowledged while the signing
+  // thread worked must still stop it: the bump's recording write checks the policy again.
+  test.each([
+    ['the agent is paused', async (admin: ReturnType<typeof adminFor>, agentId: string) => {
+      await admin.client.updateAgent({ agentId, status: AgentStatus.PAUSED }, admin.auth);
+    }],
+    ['the network fee ceiling is lowered to zero', async (admin: ReturnType<typeof adminFor>, agentId: string) => {
+      await admin.client.setPolicy({ agentId, allowlist: [RECIPIENT], spendCapUsd: '10', approvalThresholdUsd: '1000', maxNetworkFeeWei: '0' }, admin.auth);
+    }],
+  ])('error: %s while the bump is being signed: the bump is neither recorded nor broadcast', async (name, change) => {
+    const admin = adminFor(s);
+    const slug = `bump-signing-${name.replace(/\W+/g, '-')}`;
+    const agentId = await createAgent(admin, s.bootstrap.org_id, slug);
+    await admin.client.setPolicy({ agentId, allowlist: [RECIPIENT], spendCapUsd: '10', approvalThresholdUsd: '1000' }, admin.auth);
+    await chain.rpc('evm_setAutomine', [false]);
+    const r = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: 'raw_transaction', chain_id: CHAIN, recipient_address: RECIPIENT, amount_usd: '0.10' }, slug);
+    expect(r.status, r.text).toBe(200);
+    const id = r.json.transaction_id as string;
+    const original = r.json.tx_hash as Hex;
+    const nonce = Number(r.json.raw_transaction.nonce);
+
+    // The real signing thread signs the bump; the change is made and acknowledged before its answer comes back.
+    const signer = s.app.deps.signer;
+    const sign = signer.sign.bind(signer);
+    let changed = 0;
+    signer.sign = async (job) => {
+      const out = await sign(job);
+      if (job.kind === 'eip1559' && job.tx.nonce === nonce && changed === 0) {
+        changed++;
+        await change(admin, agentId);
+      }
+      return out;
+    };
+    try {
+      for (const until = Date.now() + 5_000; changed === 0;) {
+        if (Date.now() > until) throw new Error('no bump was signed');
+        await new Promise((res) => setTimeout(res, 25));
+      }
+      // Two more bump periods: the next passes see the change before signing.
+      await new Promise((res) => setTimeout(res, 2_200));
+    } finally {
+      signer.sign = sign;
     }
+    expect(s.app.store.payments.attempts(id)).toEqual([]);
     expect(s.app.store.payments.get(id)!.txHash).toBe(original);
+    const pool = await chain.rpc('txpool_content', []).catch(() => undefined) as { pending?: Record<string, Record<string, { hash: string }>> } | undefined;
+    const inPool = Object.values(pool?.pending ?? {}).flatMap((byNonce) => Object.values(byNonce).map((t) => t.hash.toLowerCase()));
+    if (pool) expect(inPool.filter((h) => h !== original.toLowerCase())).toEqual([]);
+
+    await expectOriginalConfirmed(id, original);
   });
 });
