@@ -68,10 +68,11 @@ async function decide(
     const inTx = withinWrite(deps, tx);
     const current = (await agents.getForUse(agent.id)) ?? agent;
     const now = deps.now();
-    const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(await intentFacts(inTx, current, intent)));
+    const facts = await intentFacts(inTx, current, intent);
+    const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(facts));
     const row: Omit<PaymentRow, 'status'> = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
-      recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: intent.attributedSlug ?? '',
+      recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: facts.attributedSlug ?? '',
       resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
       approvalId: null, createdAt: now,
     };

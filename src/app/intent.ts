@@ -1,6 +1,7 @@
 import { invalidArgument } from '../domain/errors.js';
 import type { NetworkFee } from '../domain/networkFee.js';
 import type { PaymentRequest } from '../domain/paymentRequest.js';
+import type { Offer } from '../probe/offer.js';
 import type { PolicyFacts } from '../domain/policy.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
@@ -24,8 +25,11 @@ export type Intent = {
   amountMicros: bigint;
   /** The requester's ceiling on amountMicros (x402/mpp payload.max_amount_usd); null when none. */
   maxAmountMicros: bigint | null;
+  /** The attribution when the challenge was probed; the deciding write attributes again (intentFacts). */
   attributedSlug: string | null;
   attributionNote: string | null;
+  /** The probed challenge and its redirect chain (x402 and mpp); null for the direct types. */
+  paywall: { offer: Offer; chain: readonly string[] } | null;
   resourceUrl: string;
   /** The ledger's `request` column: everything needed to sign later. */
   stored: string;
@@ -35,7 +39,7 @@ export type Intent = {
 export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest): Promise<Intent> {
   if (req.payload.kind !== 'paywall') {
     return {
-      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, maxAmountMicros: null, attributedSlug: null, attributionNote: null,
+      chainId: req.chainId, recipient: req.recipient, otherRecipients: [], amountMicros: req.amountMicros, maxAmountMicros: null, attributedSlug: null, attributionNote: null, paywall: null,
       networkFee: req.payload.kind === 'raw_transaction' ? { gas: req.payload.gas, maxFeePerGas: req.payload.maxFeePerGas } : null,
       resourceUrl: '', stored: storeRequest(req), needsNonce: req.type === 'raw_transaction',
     };
@@ -53,7 +57,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
   };
   return {
     chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), otherRecipients: splitRecipients(offer), amountMicros: offer.amountMicros, maxAmountMicros: req.maxAmountMicros, networkFee: null,
-    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note,
+    attributedSlug: attribution.attributed ? attribution.slug : null, attributionNote: attribution.note, paywall: { offer, chain },
     resourceUrl, stored: JSON.stringify(stored), needsNonce: false,
   };
 }
@@ -63,8 +67,13 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
  * that only chooses when to sign (policyFacts.ts advisoryPolicyFacts), never for a decision.
  */
 export async function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false): Promise<PolicyFacts> {
+  // A decision is judged by the registry as it is in its own write: a service removed or moved
+  // since the probe (and acknowledged) no longer vouches for the URL.
+  const fresh = !advisory && intent.paywall ? await attributeOffer(deps, agent, intent.paywall.offer, intent.paywall.chain, true) : undefined;
   const more = {
-    otherRecipients: intent.otherRecipients, attributedSlug: intent.attributedSlug, attributionNote: intent.attributionNote,
+    otherRecipients: intent.otherRecipients,
+    attributedSlug: fresh ? (fresh.attributed ? fresh.slug : null) : intent.attributedSlug,
+    attributionNote: fresh ? fresh.note : intent.attributionNote,
     networkFee: intent.networkFee, maxAmountMicros: intent.maxAmountMicros,
   };
   return advisory

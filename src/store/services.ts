@@ -54,6 +54,13 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredS
     if (cacheable()) visible.set(SHARED, list);
     return list;
   };
+  const visibleTo = (orgId: string): readonly RegisteredService[] => {
+    const hit = visible.get(orgId);
+    if (hit) return hit;
+    const list = [...listShared(), ...(allPrivate.all(orgId) as ServiceRow[]).map(toService)];
+    if (cacheable()) visible.set(orgId, list);
+    return list;
+  };
 
   return {
     /** Inserts or replaces by slug within one scope (`orgId` null: shared); an existing record keeps its id. */
@@ -79,13 +86,13 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredS
       return orgId === null ? listShared() : (allPrivate.all(orgId) as ServiceRow[]).map(toService);
     },
     /** What one organization's agents see: every shared record, then the organization's own, each by slug. */
-    visibleTo(orgId: string): readonly RegisteredService[] {
-      const hit = visible.get(orgId);
-      if (hit) return hit;
-      const list = [...listShared(), ...(allPrivate.all(orgId) as ServiceRow[]).map(toService)];
-      if (cacheable()) visible.set(orgId, list);
-      return list;
-    },
+    visibleTo,
+    /**
+     * `visibleTo` for a write that decides a signature on an attribution, held against a concurrent
+     * registry change until it commits. SQLite's writes are serialized, so this is `visibleTo`;
+     * PostgreSQL's twin locks the rows.
+     */
+    visibleToForUse: visibleTo,
     /** Organizations holding a private record with this slug. */
     privateHolders(slug: string): string[] {
       return (holders.all(slug) as Array<{ org_id: string }>).map((r) => r.org_id);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import pg from 'pg';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { AgentStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
-import { createAgent } from '../helpers/admin.js';
+import { createAgent, upsertService } from '../helpers/admin.js';
 import { postSign, setPolicy, type SignBody } from '../helpers/payments.js';
 import { PAY_TO, startX402Peer, type X402Peer } from '../helpers/peers.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
@@ -131,3 +131,40 @@ for (const [what, change] of [['paused', pauseOn0], ['capped at zero', capToZero
     expect(decided.ok, decided.detail).toBe(true);
   }, 60_000);
 }
+
+// The registry is part of the policy for an agent that allows a service by slug: a paywall payment
+// is attributed (and so allowed) again in its deciding write, with the service rows held.
+for (const flow of ['a paywall payment signed', 'an approved paywall payment collected'] as const) {
+  test(`${flow} on B through an allowlisted service, the service removed on A meanwhile: the removal is not acknowledged before B commits`, async () => {
+    const slug = `svc-${flow.split(' ')[1]}-${Date.now()}`;
+    await upsertService(c.admin(0), { slug, name: 'Gated', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
+    const collect = flow.startsWith('an approved');
+    const agentId = await createAgent(c.admin(0), c.bootstrap.org_id, slug);
+    await setPolicy(c.admin(0), agentId, { allowlist: [slug], capUsd: '1000', thresholdUsd: collect ? '0.005' : '500' });
+    const body: SignBody = { ...paywall(agentId), payload: { resource_url: x402.url('/svc/paid') } };
+    if (collect) {
+      const pending = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, body, slug);
+      expect(pending.json.status, pending.text).toBe('pending_approval');
+      await c.admin(0).client.decideApproval({ id: pending.json.approval_request_id as string, decision: Decision.APPROVE }, c.admin(0).auth);
+    }
+    const { ackedWhileHeld, decided } = await overlap(agentId, () => signedOutcome(postSign(c.replicas[1]!.url, c.bootstrap.api_key, body, slug)),
+      () => c.admin(0).client.deleteService({ slug }, c.admin(0).auth));
+    expect(ackedWhileHeld, decided.detail).toBe(false);
+    expect(decided.ok, decided.detail).toBe(true);
+  }, 60_000);
+}
+
+test('a paywall payment signed on B through an allowlisted service, a new service taking its URL over registered on A meanwhile: not acknowledged before B commits', async () => {
+  const slug = `zz-kept-${Date.now()}`;
+  await upsertService(c.admin(0), { slug, name: 'Kept', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
+  const agentId = await createAgent(c.admin(0), c.bootstrap.org_id, slug);
+  await setPolicy(c.admin(0), agentId, { allowlist: [slug], capUsd: '1000', thresholdUsd: '500' });
+  const body: SignBody = { ...paywall(agentId), payload: { resource_url: x402.url('/svc/paid') } };
+  // Sorted first, it is the first match for the URL once registered: the payment would no longer be attributed to the allowlisted one.
+  const { ackedWhileHeld, decided } = await overlap(agentId, () => signedOutcome(postSign(c.replicas[1]!.url, c.bootstrap.api_key, body)),
+    () => upsertService(c.admin(0), { slug: `aa-taker-${Date.now()}`, name: 'Taker', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] }));
+  expect(ackedWhileHeld, decided.detail).toBe(false);
+  expect(decided.ok, decided.detail).toBe(true);
+  const after = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, body);
+  expect([after.status, after.json.error], after.text).toEqual([403, 'Policy denied']);
+}, 60_000);

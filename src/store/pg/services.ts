@@ -16,6 +16,17 @@ const SHARED_BY_SLUG = statement('svc.sharedBySlug', `SELECT ${COLUMNS} FROM ser
 const PRIVATE_BY_SLUG = statement('svc.privateBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug = $2`);
 const ALL_SHARED = statement('svc.allShared', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
 const ALL_PRIVATE = statement('svc.allPrivate', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 ORDER BY slug`);
+// Both scopes in visibleTo's order (shared first, each by slug), every row locked FOR SHARE: an
+// update or delete of a record the deciding write attributed by waits for it, or, committed since
+// its snapshot, makes this read a serialization failure (retried on a fresh snapshot).
+const VISIBLE_FOR_USE = statement('svc.visibleForUse', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL OR org_id = $1
+  ORDER BY org_id IS NOT NULL, slug FOR SHARE`);
+// A new record can take a URL over from the one a deciding write attributed it to (the first
+// match wins), and the rows that write holds cannot hold back a row that does not exist yet. So
+// an insert first writes a new version of every row the new one could compete with (all of them
+// for a shared record; the shared ones and the organization's own for a private one): a deciding
+// write holding any of them holds the insert back, or, having read before it, fails to serialize.
+const TOUCH_SCOPE = statement('svc.touchScope', 'UPDATE services SET updated_at = updated_at WHERE $1::text IS NULL OR org_id IS NULL OR org_id = $1');
 const HOLDERS = statement('svc.holders', 'SELECT org_id FROM services WHERE org_id IS NOT NULL AND slug = $1 ORDER BY org_id');
 const REMOVE_SHARED = statement('svc.removeShared', 'DELETE FROM services WHERE org_id IS NULL AND slug = $1');
 const REMOVE_PRIVATE = statement('svc.removePrivate', 'DELETE FROM services WHERE org_id = $1 AND slug = $2');
@@ -47,6 +58,7 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
       if (existing) {
         await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id]);
       } else {
+        await sql.run(TOUCH_SCOPE, [orgId]);
         await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now]);
       }
       return toService((await read(orgId, s.slug))!);
@@ -60,6 +72,9 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
     },
     async visibleTo(orgId) {
       return [...(await listShared()), ...(await listPrivate(orgId))];
+    },
+    async visibleToForUse(orgId) {
+      return (await sql.rows<ServiceRow>(VISIBLE_FOR_USE, [orgId])).map(toService);
     },
     async privateHolders(slug) {
       return (await sql.rows<{ org_id: string }>(HOLDERS, [slug])).map((r) => r.org_id);

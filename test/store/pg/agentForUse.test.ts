@@ -104,3 +104,33 @@ for (const [name, change] of [['a pause', pause], ['a cap lowered to zero', lowe
     expect(name === 'a pause' ? after.status : after.policy.spendCapMicros).toBe(name === 'a pause' ? 'paused' : 0n);
   });
 }
+
+/** The registry a write that attributes a payment reads with `services.visibleToForUse`. */
+const service = (slug: string, baseUrl: string) => ({
+  id: `svc_${slug}`, slug, name: slug, description: '', category: '', logoUrl: '', docsUrl: '',
+  paymentMethods: [{ realm: '', baseUrl, protocol: 'x402' as const }], endpoints: [],
+});
+
+for (const [name, change] of [
+  ['removed', (slug: string) => b.uow.write((tx) => tx.services.delete(slug, null).then(() => {}))],
+  ['moved', (slug: string) => b.uow.write((tx) => tx.services.upsert(service(slug, 'https://elsewhere.example'), null, Date.now()).then(() => {}))],
+  ['preceded by a new one', (slug: string) => b.uow.write((tx) => tx.services.upsert(service(`0-${slug}`, 'https://paid.example'), null, Date.now()).then(() => {}))],
+] as const) {
+  test(`a service ${name} on B after A's snapshot but before A reads the registry: A reads the registry as changed`, async () => {
+    const slug = `svc-${++seq}`;
+    await b.uow.write((tx) => tx.services.upsert(service(slug, 'https://paid.example'), null, Date.now()));
+    let attempt = 0;
+    const seen = await a.uow.write(async (tx) => {
+      const first = attempt++ === 0;
+      await tx.organizations.get(ORG);
+      if (first) await change(slug);
+      const visible = await tx.services.visibleToForUse(ORG);
+      return visible.filter((s) => s.paymentMethods.some((m) => m.baseUrl === 'https://paid.example')).map((s) => s.slug);
+    });
+    expect(attempt).toBeGreaterThan(1);
+    expect(seen[0]).not.toBe(slug);
+    await b.uow.write(async (tx) => {
+      for (const s of [slug, `0-${slug}`]) await tx.services.delete(s, null);
+    });
+  });
+}
