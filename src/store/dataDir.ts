@@ -1,6 +1,7 @@
 import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, watch, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { storageAdvice } from './storageAdvice.js';
 
 /**
  * Makes sure the data directory is private before anything is read from or written to it. It is
@@ -139,9 +140,20 @@ function takeLockFile(dir: string, file: string): Database.Database {
     db.close();
     const code = (err as { code?: unknown }).code;
     if (code === 'SQLITE_BUSY') throw new DataDirInUseError(dir);
-    throw new Error(`cannot lock data directory ${dir} through ${file} (${String(code)}: ${(err as Error).message}); if no paypolicy process uses the directory, delete that file`, { cause: err });
+    throw new Error(`cannot lock data directory ${dir} through ${file} (${String(code)}: ${(err as Error).message}); ${lockAdvice(code, dir)}`, { cause: err });
   }
   return db;
+}
+
+/**
+ * What the operator should do when the lock file cannot be locked. Deleting it is the answer only
+ * when the file itself is bad; on a full or read-only disk it would only lose the lock's safety.
+ */
+function lockAdvice(code: unknown, dir: string): string {
+  if (code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT'))) {
+    return 'the file is not a lock file paypolicy made; if no paypolicy process uses the directory, delete that file';
+  }
+  return storageAdvice(typeof code === 'string' ? code : 'unknown', dir);
 }
 
 /** Data directories (real paths) this process holds. */

@@ -1,7 +1,9 @@
 import { chmodSync, closeSync, fchmodSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { DomainError } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
+import { storageAdvice } from './storageAdvice.js';
 import { assertSameMigrations } from './migrationNames.js';
 
 export type Db = Database.Database;
@@ -30,7 +32,7 @@ export function openDatabase(file: string, options: OpenOptions = {}): Db {
     return db;
   } catch (err) {
     db?.close();
-    throw damaged(err, file);
+    throw explained(err, file);
   }
 }
 
@@ -90,13 +92,15 @@ export class IntegrityError extends Error {
   }
 }
 
-/** SQLite's corruption errors, wherever they surface while opening, name the file. */
-function damaged(err: unknown, file: string): unknown {
+/**
+ * SQLite's errors, wherever they surface while opening, name the file: corruption as damage, the
+ * others with what to do (a full disk, a read-only file system).
+ */
+function explained(err: unknown, file: string): unknown {
   const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')) {
-    return new IntegrityError(file, (err as Error).message);
-  }
-  return err;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return err;
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return new IntegrityError(file, (err as Error).message);
+  return new Error(`cannot open ${file} (${code}: ${(err as Error).message}); ${storageAdvice(code, dirname(file))}`, { cause: err });
 }
 
 function configure(db: Db): void {

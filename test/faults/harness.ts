@@ -41,6 +41,8 @@ export type Ctl = {
   /** Delay only the syncs of paths ending with this (e.g. `paypolicy.db`, the database file alone). */
   fsync_delay_match?: string;
   write?: 'ok' | 'enospc' | 'erofs' | 'eio';
+  /** Fail only the writes of paths ending with this (e.g. `-shm`). */
+  write_match?: string;
   clock_shift_ms?: number;
 };
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { postSign } from '../helpers/payments.js';
-import { Load, missingAcks, openPolicy, RECIPIENT, rigPerTest, rollBackUnsynced } from './harness.js';
+import { Load, missingAcks, openPolicy, RECIPIENT, rigPerTest, rollBackUnsynced, spawnServer } from './harness.js';
 import { ACKS_PER_ROUND, FAULT_TIMEOUT_MS } from './config.js';
 
 const newRig = rigPerTest();
@@ -60,5 +60,39 @@ describe('write errors (faultfs write=enospc|erofs)', () => {
     expect(again.status, again.text).toBe(200);
     // A first attempt, not a replay: the refused request left no row behind.
     expect(again.json.idempotent).toBe(false);
+  }, FAULT_TIMEOUT_MS);
+
+  test('error: a restart on a full disk exits 2 saying the disk is full, not that the lock file should be deleted; it starts once space is back', async () => {
+    const rig = newRig();
+    await rig.start();
+    await rig.stop();
+    rig.ctl({ write: 'enospc' });
+    const refused = spawnServer({ dataDir: rig.dataDir, shim: { stateDir: rig.stateDir, ctlPath: rig.ctlPath } });
+    await expect(refused.process).rejects.toThrow();
+    expect((await refused.exited).code).toBe(2);
+    const { stderr } = refused.output();
+    expect(stderr).toMatch(/^paypolicy: cannot start: .*full/m);
+    expect(stderr).toContain('free some space');
+    expect(stderr).not.toContain('delete');
+    rig.ctl({});
+    await rig.start();
+    await rig.stop();
+  }, FAULT_TIMEOUT_MS);
+
+  test('error: a restart whose database files cannot grow (a full disk after the lock is taken) exits 2 naming the file and what to do', async () => {
+    const rig = newRig();
+    await rig.start();
+    await rig.stop();
+    // Only the write-ahead log fails to grow: the lock is taken, the first write at start fails.
+    rig.ctl({ write: 'enospc', write_match: '-wal' });
+    const refused = spawnServer({ dataDir: rig.dataDir, shim: { stateDir: rig.stateDir, ctlPath: rig.ctlPath } });
+    await expect(refused.process).rejects.toThrow();
+    expect((await refused.exited).code).toBe(2);
+    const { stderr } = refused.output();
+    expect(stderr).toContain(`paypolicy: cannot start: cannot open ${rig.dataDir}/paypolicy.db (SQLITE_IOERR_`);
+    expect(stderr).toContain('free some space and start again');
+    rig.ctl({});
+    await rig.start();
+    await rig.stop();
   }, FAULT_TIMEOUT_MS);
 });

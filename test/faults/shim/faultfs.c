@@ -24,6 +24,8 @@
  *                    fsync_delay_ms=N      sleep before every sync of a tracked file
  *                    fsync_delay_match=SUFFIX  only before syncs of paths ending with SUFFIX
  *                    write=ok|enospc|erofs|eio   fail writes and truncates of tracked files
+ *                    write_match=SUFFIX    only of paths ending with SUFFIX (e.g. -wal)
+ *                                          (with enospc, statfs of FAULTFS_DIR reports no free space)
  *                    clock_shift_ms=N      add N (may be negative) to CLOCK_REALTIME,
  *                                          gettimeofday and time
  *
@@ -42,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -63,6 +66,8 @@ static int (*real_unlinkat)(int, const char *, int);
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static int (*real_gettimeofday)(struct timeval *, void *);
 static time_t (*real_time)(time_t *);
+static int (*real_statfs)(const char *, struct statfs *);
+static int (*real_statfs64)(const char *, struct statfs64 *);
 
 static void resolve(void) {
   if (real_write) return;
@@ -80,6 +85,8 @@ static void resolve(void) {
   real_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
   real_gettimeofday = dlsym(RTLD_NEXT, "gettimeofday");
   real_time = dlsym(RTLD_NEXT, "time");
+  real_statfs = dlsym(RTLD_NEXT, "statfs");
+  real_statfs64 = dlsym(RTLD_NEXT, "statfs64");
   __atomic_store_n(&real_write, (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write"), __ATOMIC_RELEASE);
 }
 
@@ -92,6 +99,7 @@ static struct {
   long fsync_delay_ms;
   char fsync_delay_match[64];
   int write_errno; /* 0: writes pass */
+  char write_match[64];
   long long clock_shift_ms;
 } ctl;
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -104,6 +112,7 @@ static void parse_ctl(const char *text) {
   ctl.fsync_delay_ms = 0;
   ctl.fsync_delay_match[0] = 0;
   ctl.write_errno = 0;
+  ctl.write_match[0] = 0;
   long long shift = 0;
   const char *line = text;
   while (*line) {
@@ -121,6 +130,7 @@ static void parse_ctl(const char *text) {
         else if (!strcmp(k, "fsync_match")) snprintf(ctl.fsync_match, sizeof ctl.fsync_match, "%s", v);
         else if (!strcmp(k, "fsync_delay_ms")) ctl.fsync_delay_ms = atol(v);
         else if (!strcmp(k, "fsync_delay_match")) snprintf(ctl.fsync_delay_match, sizeof ctl.fsync_delay_match, "%s", v);
+        else if (!strcmp(k, "write_match")) snprintf(ctl.write_match, sizeof ctl.write_match, "%s", v);
         else if (!strcmp(k, "write")) ctl.write_errno = !strcmp(v, "enospc") ? ENOSPC : !strcmp(v, "erofs") ? EROFS : !strcmp(v, "eio") ? EIO : 0;
         else if (!strcmp(k, "clock_shift_ms")) shift = atoll(v);
       }
@@ -247,6 +257,10 @@ static void save_undo(entry_t *e, int fd, off_t size, off_t off, size_t len) {
  * record written and `lock` HELD (the caller does the real write, then unlocks), or 0 with the
  * lock released for untracked fds (*held = 0).
  */
+static int write_fails(const entry_t *e) {
+  return ctl.write_errno && (!ctl.write_match[0] || ends_with(e->path, ctl.write_match));
+}
+
 static int before_write(int fd, off_t off, int use_cursor, size_t len, int *err, int *held) {
   *held = 0;
   resolve();
@@ -258,7 +272,7 @@ static int before_write(int fd, off_t off, int use_cursor, size_t len, int *err,
     pthread_mutex_unlock(&lock);
     return 0;
   }
-  if (ctl.write_errno) {
+  if (write_fails(e)) {
     *err = ctl.write_errno;
     pthread_mutex_unlock(&lock);
     return 1;
@@ -303,7 +317,7 @@ static int do_truncate(int (*real)(int, off_t), int fd, off_t len) {
   pthread_mutex_lock(&lock);
   struct stat st;
   entry_t *e = entry_for(fd, &st);
-  if (e && ctl.write_errno) {
+  if (e && write_fails(e)) {
     pthread_mutex_unlock(&lock);
     errno = ctl.write_errno;
     return -1;
@@ -479,3 +493,27 @@ time_t time(time_t *out) {
 }
 
 __attribute__((constructor)) static void init(void) { resolve(); }
+
+/* ---- free space: a disk that refuses writes with ENOSPC reports none free ---- */
+
+static int looks_full(const char *path) {
+  const char *dir = getenv("FAULTFS_DIR");
+  refresh_ctl();
+  if (!dir || !path || ctl.write_errno != ENOSPC) return 0;
+  size_t dl = strlen(dir);
+  return strncmp(path, dir, dl) == 0 && (path[dl] == 0 || path[dl] == '/');
+}
+
+int statfs(const char *path, struct statfs *buf) {
+  resolve();
+  int rc = real_statfs(path, buf);
+  if (rc == 0 && looks_full(path)) buf->f_bavail = buf->f_bfree = 0;
+  return rc;
+}
+
+int statfs64(const char *path, struct statfs64 *buf) {
+  resolve();
+  int rc = real_statfs64(path, buf);
+  if (rc == 0 && looks_full(path)) buf->f_bavail = buf->f_bfree = 0;
+  return rc;
+}
