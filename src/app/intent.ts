@@ -69,7 +69,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
 export async function intentFacts(deps: AppDeps, agent: Agent, intent: Intent, advisory = false): Promise<PolicyFacts> {
   // A decision is judged by the registry as it is in its own write: a service removed or moved
   // since the probe (and acknowledged) no longer vouches for the URL.
-  const fresh = !advisory && intent.paywall ? await attributeOffer(deps, agent, intent.paywall.offer, intent.paywall.chain, true) : undefined;
+  const fresh = !advisory && intent.paywall ? await attributeOffer(deps, agent, intent.paywall.offer, intent.paywall.chain) : undefined;
   const more = {
     otherRecipients: intent.otherRecipients,
     attributedSlug: fresh ? (fresh.attributed ? fresh.slug : null) : intent.attributedSlug,

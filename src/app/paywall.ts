@@ -49,14 +49,12 @@ export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod
 /**
  * Attributes a paid resource to a registered service, explaining failures of the agent's slug
  * entries. `chain` is the probe's whole redirect chain: the registry must vouch for every hop.
- * `forUse` inside a write that decides a signature on the attribution: the registry rows are held
- * against a concurrent change until it commits (only when the agent allows a slug, since otherwise
- * the attribution cannot allow anything).
+ * Inside a deciding write the registry read is held by the agent's policy row (agents.getForUse),
+ * which every registry write touches for agents that allow a slug.
  */
-export async function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[], forUse = false): Promise<Attribution> {
+export async function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[]): Promise<Attribution> {
   const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
-  const services = forUse && slugs.length > 0 ? deps.store.services.visibleToForUse(agent.orgId) : deps.store.services.visibleTo(agent.orgId);
-  return attributeResource(await services, chain, offer.rail, offer.realm, slugs);
+  return attributeResource(await deps.store.services.visibleTo(agent.orgId), chain, offer.rail, offer.realm, slugs);
 }
 
 /** An offer as JSON text for the ledger (bigints as decimal strings). */

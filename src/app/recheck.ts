@@ -38,7 +38,7 @@ export async function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRo
 
 /** The collection re-check of an approved paywall payment against the fresh offer and its attribution now. */
 export async function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: { offer: Offer; chain: readonly string[] }): Promise<Verdict> {
-  const attribution = await attributeOffer(deps, agent, probed.offer, probed.chain, true);
+  const attribution = await attributeOffer(deps, agent, probed.offer, probed.chain);
   return evaluatePolicy(await policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros, {
     otherRecipients: splitRecipients(probed.offer),
     attributedSlug: attribution.attributed ? attribution.slug : null,

@@ -87,12 +87,6 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredS
     },
     /** What one organization's agents see: every shared record, then the organization's own, each by slug. */
     visibleTo,
-    /**
-     * `visibleTo` for a write that decides a signature on an attribution, held against a concurrent
-     * registry change until it commits. SQLite's writes are serialized, so this is `visibleTo`;
-     * PostgreSQL's twin locks the rows.
-     */
-    visibleToForUse: visibleTo,
     /** Organizations holding a private record with this slug. */
     privateHolders(slug: string): string[] {
       return (holders.all(slug) as Array<{ org_id: string }>).map((r) => r.org_id);

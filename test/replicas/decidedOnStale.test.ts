@@ -161,10 +161,55 @@ test('a paywall payment signed on B through an allowlisted service, a new servic
   await setPolicy(c.admin(0), agentId, { allowlist: [slug], capUsd: '1000', thresholdUsd: '500' });
   const body: SignBody = { ...paywall(agentId), payload: { resource_url: x402.url('/svc/paid') } };
   // Sorted first, it is the first match for the URL once registered: the payment would no longer be attributed to the allowlisted one.
+  const taker = `aa-taker-${Date.now()}`;
   const { ackedWhileHeld, decided } = await overlap(agentId, () => signedOutcome(postSign(c.replicas[1]!.url, c.bootstrap.api_key, body)),
-    () => upsertService(c.admin(0), { slug: `aa-taker-${Date.now()}`, name: 'Taker', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] }));
+    () => upsertService(c.admin(0), { slug: taker, name: 'Taker', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] }));
   expect(ackedWhileHeld, decided.detail).toBe(false);
   expect(decided.ok, decided.detail).toBe(true);
   const after = await postSign(c.replicas[1]!.url, c.bootstrap.api_key, body);
   expect([after.status, after.json.error], after.text).toEqual([403, 'Policy denied']);
+  await c.admin(0).client.deleteService({ slug: taker }, c.admin(0).auth);
+}, 60_000);
+
+test('registry churn on A against slug-attributed paywall payments on B: no deadlock, no 5xx, the registry changes all acknowledged', async () => {
+  const deadlocks = async () => {
+    await db.query('SELECT pg_stat_clear_snapshot()');
+    const { rows } = await db.query<{ n: string }>('SELECT deadlocks AS n FROM pg_stat_database WHERE datname = current_database()');
+    return Number(rows[0]!.n);
+  };
+  const target = `m-churn-${Date.now()}`;
+  for (let i = 0; i < 20; i++) {
+    await upsertService(c.admin(0), { slug: `churn-${String(i).padStart(2, '0')}-${Date.now()}`, name: 'filler', paymentMethods: [{ realm: '', baseUrl: x402.url(`/filler${i}`), protocol: 'x402' }] });
+  }
+  await upsertService(c.admin(0), { slug: target, name: 'Target', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
+  const agents = await Promise.all([0, 1, 2, 3].map(async (i) => {
+    const id = await createAgent(c.admin(0), c.bootstrap.org_id, `${target}-${i}`);
+    await setPolicy(c.admin(0), id, { allowlist: [target], capUsd: '100000', thresholdUsd: '50000' });
+    return id;
+  }));
+  const before = await deadlocks();
+  const until = Date.now() + 6_000;
+  const statuses: number[] = [];
+  const pay = async (w: number) => {
+    for (let k = 0; Date.now() < until; k++) {
+      const body: SignBody = { ...paywall(agents[(w + k) % agents.length]!), payload: { resource_url: x402.url('/svc/paid') } };
+      statuses.push((await postSign(c.replicas[1]!.url, c.bootstrap.api_key, body)).status);
+    }
+  };
+  const changes: string[] = [];
+  const churn = async (w: number) => {
+    for (let k = 0; Date.now() < until; k++) {
+      const slug = `a-churn-${w}-${k}-${Date.now()}`;
+      await upsertService(c.admin(w % 2), { slug, name: 'churn', paymentMethods: [{ realm: '', baseUrl: x402.url(`/churn${w}`), protocol: 'x402' }] });
+      await c.admin((w + 1) % 2).client.deleteService({ slug }, c.admin((w + 1) % 2).auth);
+      changes.push(slug);
+    }
+  };
+  await Promise.all([...Array.from({ length: 24 }, (_, w) => pay(w)), churn(0), churn(1)]);
+  expect(statuses.filter((s) => s !== 200)).toEqual([]);
+  expect(statuses.length).toBeGreaterThan(50);
+  expect(changes.length).toBeGreaterThan(5);
+  // The counter is flushed by busy sessions at least once a second.
+  await new Promise((r) => setTimeout(r, 1_500));
+  expect(await deadlocks() - before).toBe(0);
 }, 60_000);

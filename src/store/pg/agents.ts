@@ -20,11 +20,15 @@ const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (age
   spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
   max_network_fee_wei = excluded.max_network_fee_wei, updated_at = excluded.updated_at`);
 const BY_ID = statement('agent.byId', `${SELECT} WHERE a.id = $1`);
-// FOR SHARE locks the agent's row and its policy's (both tables of the join): a pause's or a policy
-// change's UPDATE waits for the deciding write, or, committed since its snapshot, makes this read a
-// serialization failure (retried on a fresh snapshot). A plain read under SERIALIZABLE would let a
-// payment decided on the old rows commit after the change was acknowledged.
-const BY_ID_FOR_USE = statement('agent.byIdForUse', `${SELECT} WHERE a.id = $1 FOR SHARE`);
+// The policy row is what a deciding write holds: FOR SHARE OF p makes a change's UPDATE of it wait
+// for the write, or, committed since the write's snapshot, makes this read a serialization failure
+// (retried on a fresh snapshot). A plain read under SERIALIZABLE would let a payment decided on the
+// old rows commit after the change was acknowledged. Every change a decision depends on writes this
+// row: a policy change, an agent update (status, TOUCH_POLICY) and, for agents that allow services
+// by slug, a registry change (services.ts). The agent row itself is not locked: pings update it
+// (last_ping_at) many times a second and decide nothing, and would make every payment retry.
+const BY_ID_FOR_USE = statement('agent.byIdForUse', `${SELECT} WHERE a.id = $1 FOR SHARE OF p`);
+const TOUCH_POLICY = statement('agent.touchPolicy', 'UPDATE policies SET updated_at = updated_at WHERE agent_id = $1');
 const BY_ORG = statement('agent.byOrg', `${SELECT} WHERE a.org_id = $1 ORDER BY a.created_at, a.id`);
 const UPDATE = statement('agent.update', 'UPDATE agents SET name = $1, status = $2, updated_at = $3 WHERE id = $4');
 const TOUCH_PING = statement('agent.touchPing', 'UPDATE agents SET last_ping_at = $1 WHERE id = $2');
@@ -69,6 +73,7 @@ export function createPgAgentStore(sql: Sql): AsyncTable<AgentStore> {
       return (await sql.rows<AgentRow>(BY_ORG, [orgId])).map(toAgent);
     },
     async update(id, name, status, now) {
+      await sql.run(TOUCH_POLICY, [id]);
       await sql.run(UPDATE, [name, status, now, id]);
     },
     setPolicy,

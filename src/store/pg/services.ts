@@ -16,17 +16,17 @@ const SHARED_BY_SLUG = statement('svc.sharedBySlug', `SELECT ${COLUMNS} FROM ser
 const PRIVATE_BY_SLUG = statement('svc.privateBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug = $2`);
 const ALL_SHARED = statement('svc.allShared', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
 const ALL_PRIVATE = statement('svc.allPrivate', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 ORDER BY slug`);
-// Both scopes in visibleTo's order (shared first, each by slug), every row locked FOR SHARE: an
-// update or delete of a record the deciding write attributed by waits for it, or, committed since
-// its snapshot, makes this read a serialization failure (retried on a fresh snapshot).
-const VISIBLE_FOR_USE = statement('svc.visibleForUse', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL OR org_id = $1
-  ORDER BY org_id IS NOT NULL, slug FOR SHARE`);
-// A new record can take a URL over from the one a deciding write attributed it to (the first
-// match wins), and the rows that write holds cannot hold back a row that does not exist yet. So
-// an insert first writes a new version of every row the new one could compete with (all of them
-// for a shared record; the shared ones and the organization's own for a private one): a deciding
-// write holding any of them holds the insert back, or, having read before it, fails to serialize.
-const TOUCH_SCOPE = statement('svc.touchScope', 'UPDATE services SET updated_at = updated_at WHERE $1::text IS NULL OR org_id IS NULL OR org_id = $1');
+// A registry change can change which service a paywall URL is attributed to, and so whether an
+// agent that allows services by slug may pay it. Deciding writes hold the agent's policy row
+// (agents.ts BY_ID_FOR_USE), so a registry write first writes a new version of the policy row of
+// every agent in its scope (all organizations' for a shared record) that allows a slug: a deciding
+// write holding one holds the registry write back, or, having read before it, fails to serialize.
+// Locked in agent order, so two registry writes cannot deadlock; once per transaction and scope.
+const TOUCH_SLUG_POLICIES = statement('svc.touchSlugPolicies', `UPDATE policies SET updated_at = updated_at WHERE agent_id IN (
+  SELECT p.agent_id FROM policies p JOIN agents a ON a.id = p.agent_id
+  WHERE ($1::text IS NULL OR a.org_id = $1)
+    AND EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '^0x[0-9a-fA-F]{40}$')
+  ORDER BY p.agent_id FOR UPDATE OF p)`);
 const HOLDERS = statement('svc.holders', 'SELECT org_id FROM services WHERE org_id IS NOT NULL AND slug = $1 ORDER BY org_id');
 const REMOVE_SHARED = statement('svc.removeShared', 'DELETE FROM services WHERE org_id IS NULL AND slug = $1');
 const REMOVE_PRIVATE = statement('svc.removePrivate', 'DELETE FROM services WHERE org_id = $1 AND slug = $2');
@@ -50,15 +50,22 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
     orgId === null ? sql.one<ServiceRow>(SHARED_BY_SLUG, [slug]) : sql.one<ServiceRow>(PRIVATE_BY_SLUG, [orgId, slug]);
   const listShared = async () => (await sql.rows<ServiceRow>(ALL_SHARED)).map(toService);
   const listPrivate = async (orgId: string) => (await sql.rows<ServiceRow>(ALL_PRIVATE, [orgId])).map(toService);
+  // This binding lives for one transaction (tables.ts): the scopes whose agents it already touched.
+  const touched = new Set<string | null>();
+  const touchScope = async (orgId: string | null) => {
+    if (touched.has(null) || touched.has(orgId)) return;
+    await sql.run(TOUCH_SLUG_POLICIES, [orgId]);
+    touched.add(orgId);
+  };
   return {
     async upsert(s, orgId, now) {
+      await touchScope(orgId);
       const methods = JSON.stringify(s.paymentMethods);
       const endpoints = JSON.stringify(s.endpoints);
       const existing = await read(orgId, s.slug);
       if (existing) {
         await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id]);
       } else {
-        await sql.run(TOUCH_SCOPE, [orgId]);
         await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now]);
       }
       return toService((await read(orgId, s.slug))!);
@@ -73,13 +80,11 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
     async visibleTo(orgId) {
       return [...(await listShared()), ...(await listPrivate(orgId))];
     },
-    async visibleToForUse(orgId) {
-      return (await sql.rows<ServiceRow>(VISIBLE_FOR_USE, [orgId])).map(toService);
-    },
     async privateHolders(slug) {
       return (await sql.rows<{ org_id: string }>(HOLDERS, [slug])).map((r) => r.org_id);
     },
     async delete(slug, orgId) {
+      await touchScope(orgId);
       return (orgId === null ? await sql.run(REMOVE_SHARED, [slug]) : await sql.run(REMOVE_PRIVATE, [orgId, slug])) > 0;
     },
   };

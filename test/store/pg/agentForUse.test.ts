@@ -1,7 +1,11 @@
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
 import type { Agent } from '../../../src/domain/types.js';
 import type { PaymentRow } from '../../../src/store/payments.js';
+import type { PgTables } from '../../../src/store/pg/asyncTable.js';
+import { createSql } from '../../../src/store/pg/sql.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
+import { createPgTables } from '../../../src/store/pg/tables.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
@@ -105,32 +109,118 @@ for (const [name, change] of [['a pause', pause], ['a cap lowered to zero', lowe
   });
 }
 
-/** The registry a write that attributes a payment reads with `services.visibleToForUse`. */
+/** A registry record covering `baseUrl` for x402. */
 const service = (slug: string, baseUrl: string) => ({
   id: `svc_${slug}`, slug, name: slug, description: '', category: '', logoUrl: '', docsUrl: '',
   paymentMethods: [{ realm: '', baseUrl, protocol: 'x402' as const }], endpoints: [],
 });
 
-for (const [name, change] of [
+/** Gives the test's agent an allowlist naming `slug`: its payments depend on the registry. */
+const allowSlug = (slug: string) => a.uow.write(async (tx) => {
+  const agent = (await tx.agents.get(agentId))!;
+  await tx.agents.setPolicy(agentId, { ...agent.policy, allowlist: [slug], updatedAt: Date.now() });
+});
+
+/** The slugs of the records covering https://paid.example, as a deciding write on A reads them (after the agent). */
+const coveringAsDecided = (tx: PgTables) => async () => {
+  await tx.agents.getForUse(agentId);
+  const visible = await tx.services.visibleTo(ORG);
+  return visible.filter((s) => s.paymentMethods.some((m) => m.baseUrl === 'https://paid.example')).map((s) => s.slug);
+};
+
+const registryChanges = [
   ['removed', (slug: string) => b.uow.write((tx) => tx.services.delete(slug, null).then(() => {}))],
   ['moved', (slug: string) => b.uow.write((tx) => tx.services.upsert(service(slug, 'https://elsewhere.example'), null, Date.now()).then(() => {}))],
   ['preceded by a new one', (slug: string) => b.uow.write((tx) => tx.services.upsert(service(`0-${slug}`, 'https://paid.example'), null, Date.now()).then(() => {}))],
-] as const) {
-  test(`a service ${name} on B after A's snapshot but before A reads the registry: A reads the registry as changed`, async () => {
+] as const;
+
+const cleanRegistry = (slug: string) => b.uow.write(async (tx) => {
+  for (const s of [slug, `0-${slug}`]) await tx.services.delete(s, null);
+});
+
+for (const [name, change] of registryChanges) {
+  test(`a service ${name} on B after A's snapshot but before A reads the agent and registry: A reads the registry as changed`, async () => {
     const slug = `svc-${++seq}`;
+    await allowSlug(slug);
     await b.uow.write((tx) => tx.services.upsert(service(slug, 'https://paid.example'), null, Date.now()));
     let attempt = 0;
     const seen = await a.uow.write(async (tx) => {
       const first = attempt++ === 0;
       await tx.organizations.get(ORG);
       if (first) await change(slug);
-      const visible = await tx.services.visibleToForUse(ORG);
-      return visible.filter((s) => s.paymentMethods.some((m) => m.baseUrl === 'https://paid.example')).map((s) => s.slug);
+      return coveringAsDecided(tx)();
     });
     expect(attempt).toBeGreaterThan(1);
     expect(seen[0]).not.toBe(slug);
-    await b.uow.write(async (tx) => {
-      for (const s of [slug, `0-${slug}`]) await tx.services.delete(s, null);
+    await cleanRegistry(slug);
+  });
+
+  test(`a service ${name} on B while A holds the agent and registry it read: not acknowledged until A has committed`, async () => {
+    const slug = `svc-${++seq}`;
+    await allowSlug(slug);
+    await b.uow.write((tx) => tx.services.upsert(service(slug, 'https://paid.example'), null, Date.now()));
+    const read = gate();
+    const release = gate();
+    let attempt = 0;
+    const deciding = a.uow.write(async (tx) => {
+      const first = attempt++ === 0;
+      await tx.organizations.get(ORG);
+      const seen = await coveringAsDecided(tx)();
+      if (first) { read.open(); await release.opened; }
+      return seen;
     });
+    await read.opened;
+    const changing = change(slug);
+    const acked = await settleFor(changing, 300);
+    release.open();
+    const seen = await deciding;
+    await changing;
+    if (seen[0] === slug) expect(acked).toBe(false);
+    await cleanRegistry(slug);
   });
 }
+
+test(`a ping on B while A holds the agent it read is not held back, and one committed after A's snapshot does not make A retry`, async () => {
+  // Pings come from the paying agent itself, often; they change no field a payment decides on.
+  const read = gate();
+  const release = gate();
+  let attempts = 0;
+  let held = false;
+  const payment = a.uow.write(async (tx) => {
+    attempts++;
+    await tx.organizations.get(ORG);
+    if (attempts === 1) await b.uow.write((t) => t.agents.touchPing(agentId, Date.now()));
+    const agent = (await tx.agents.getForUse(agentId))!;
+    // On whichever run gets here first (a retry, if the first ping made the read fail).
+    if (!held) { held = true; read.open(); await release.opened; }
+    return agent;
+  });
+  await read.opened;
+  const pinged = await settleFor(b.uow.write((t) => t.agents.touchPing(agentId, Date.now())), 300);
+  release.open();
+  await payment;
+  expect(pinged).toBe(true);
+  expect(attempts).toBe(1);
+});
+
+
+test('a registry import of many records in one write touches each slug agent once and no other record', async () => {
+  await allowSlug(`imp-${++seq}`);
+  const client = new pg.Client(d.url);
+  await client.connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    const { rows: [slugAgents] } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM policies p JOIN agents a ON a.id = p.agent_id
+      WHERE a.org_id = $1 AND EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '^0x[0-9a-fA-F]{40}$')`, [ORG]);
+    const tables = createPgTables(createSql(client));
+    for (let i = 0; i < 30; i++) await tables.services.upsert(service(`imp-${seq}-${i}`, `https://imp${i}.example`), ORG, Date.now());
+    const { rows } = await client.query<{ relname: string; n_tup_upd: string }>(
+      `SELECT relname, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname IN ('policies', 'services') ORDER BY relname`);
+    // Once per write, not once per record (an import was quadratic in the registry's size).
+    expect(rows.map((r) => [r.relname, Number(r.n_tup_upd)])).toEqual([['policies', Number(slugAgents!.n)], ['services', 0]]);
+    expect(Number(slugAgents!.n)).toBeGreaterThan(0);
+  } finally {
+    await client.query('ROLLBACK').catch(() => {});
+    await client.end();
+  }
+});
