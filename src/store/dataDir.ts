@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, watch, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, realpathSync, statSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { storageAdvice } from './storageAdvice.js';
@@ -93,7 +93,21 @@ export function lockDataDir(dir: string): DataDirLock {
   // The lock is on the file, not the name: a lock file deleted or replaced while this process runs
   // would let the next start lock a new file and open the same database. So whatever file bears
   // the name is locked again at once (inotify), and checked every second in case an event is missed.
+  // The watch is on the lock file itself, not the directory: every WAL write is an event in the
+  // directory (~900 a second under load), while the file's own inode reports exactly its unlink
+  // or a rename over it (its link count drops) and its own move.
   let locked = statSync(file);
+  let watcher: FSWatcher | undefined;
+  const watchLockFile = () => {
+    watcher?.close();
+    try {
+      const w = watch(file, { persistent: false }, () => relock());
+      w.on('error', () => w.close());
+      watcher = w;
+    } catch {
+      watcher = undefined; // gone again already: the next check relocks and watches again
+    }
+  };
   const relock = () => {
     let now;
     try {
@@ -105,20 +119,18 @@ export function lockDataDir(dir: string): DataDirLock {
     try {
       held.push(takeLockFile(dir, file));
       locked = statSync(file);
+      watchLockFile();
     } catch {
       // Another process locked the new file first; nothing more can be done from here.
     }
   };
-  const watcher = watch(dir, { persistent: false }, (_event, name) => {
-    if (name === null || name === LOCK_FILE) relock();
-  });
-  watcher.on('error', () => watcher.close());
+  watchLockFile();
   const timer = setInterval(relock, 1000).unref();
   return {
     release() {
       if (!heldHere.has(key)) return;
       clearInterval(timer);
-      watcher.close();
+      watcher?.close();
       for (const db of held) db.close();
       heldHere.delete(key);
     },
