@@ -28,7 +28,7 @@ export async function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agent
   if (agentId === '') throw missingAgent('agent_id is required');
   if (!AGENT_ID.test(agentId)) throw missingAgent('agent_id is unknown or revoked');
   return deps.uow.write(async (tx) => {
-    const agent = await tx.agents.get(agentId);
+    const agent = await tx.agents.getIdentity(agentId);
     if (!agent || agent.orgId !== principal.orgId || agent.status === 'revoked') throw missingAgent('agent_id is unknown or revoked');
     const now = deps.now();
     if (!await tx.transactions.hasPingBetween(agent.orgId, agent.id, now - PING_RECORD_INTERVAL_MS, now)) {

@@ -40,6 +40,9 @@ function toAgent(r: AgentRow): Agent {
  * which drops the cached record in the same call, so a cached read is never older than the row.
  * Callers treat the returned records as read-only.
  */
+/** Who an agent is, without its policy. */
+export type AgentIdentity = Pick<Agent, 'id' | 'orgId' | 'name' | 'status'>;
+
 export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
   // A reader connection's store (store.ts) shares the writer's cache, so a write's drop reaches it,
   // and fills it only when no write transaction is open (see SharedCache).
@@ -81,6 +84,12 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
      * are serialized, so this is `get`; PostgreSQL's twin locks both rows.
      */
     getForUse: get,
+    /**
+     * The agent without its policy, for a write that decides nothing on the policy (a ping).
+     * SQLite: the cached record; PostgreSQL's twin reads the agent row alone, so a ping never reads
+     * the policy row a registry write rewrites (pg/services.ts).
+     */
+    getIdentity: (id: string): AgentIdentity | undefined => get(id),
     listByOrg(orgId: string): Agent[] {
       return (byOrg.all(orgId) as AgentRow[]).map(toAgent);
     },

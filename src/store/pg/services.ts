@@ -22,11 +22,13 @@ const ALL_PRIVATE = statement('svc.allPrivate', `SELECT ${COLUMNS} FROM services
 // every agent in its scope (all organizations' for a shared record) that allows a slug: a deciding
 // write holding one holds the registry write back, or, having read before it, fails to serialize.
 // Locked in agent order, so two registry writes cannot deadlock; once per transaction and scope.
-const TOUCH_SLUG_POLICIES = statement('svc.touchSlugPolicies', `UPDATE policies SET updated_at = updated_at WHERE agent_id IN (
-  SELECT p.agent_id FROM policies p JOIN agents a ON a.id = p.agent_id
-  WHERE ($1::text IS NULL OR a.org_id = $1)
-    AND EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '^0x[0-9a-fA-F]{40}$')
-  ORDER BY p.agent_id FOR UPDATE OF p)`);
+const SLUG_ENTRY = `EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '^0x[0-9a-fA-F]{40}$')`;
+// A shared record's scope is every agent: the agents table is not read at all, so the write is in
+// no read/write cycle with pings (which write agents rows); a private one reads the organization's.
+const TOUCH_ALL_SLUG_POLICIES = statement('svc.touchAllSlugPolicies', `UPDATE policies SET updated_at = updated_at WHERE agent_id IN (
+  SELECT p.agent_id FROM policies p WHERE ${SLUG_ENTRY} ORDER BY p.agent_id FOR UPDATE OF p)`);
+const TOUCH_ORG_SLUG_POLICIES = statement('svc.touchOrgSlugPolicies', `UPDATE policies SET updated_at = updated_at WHERE agent_id IN (
+  SELECT p.agent_id FROM policies p JOIN agents a ON a.id = p.agent_id WHERE a.org_id = $1 AND ${SLUG_ENTRY} ORDER BY p.agent_id FOR UPDATE OF p)`);
 const HOLDERS = statement('svc.holders', 'SELECT org_id FROM services WHERE org_id IS NOT NULL AND slug = $1 ORDER BY org_id');
 const REMOVE_SHARED = statement('svc.removeShared', 'DELETE FROM services WHERE org_id IS NULL AND slug = $1');
 const REMOVE_PRIVATE = statement('svc.removePrivate', 'DELETE FROM services WHERE org_id = $1 AND slug = $2');
@@ -54,7 +56,8 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
   const touched = new Set<string | null>();
   const touchScope = async (orgId: string | null) => {
     if (touched.has(null) || touched.has(orgId)) return;
-    await sql.run(TOUCH_SLUG_POLICIES, [orgId]);
+    if (orgId === null) await sql.run(TOUCH_ALL_SLUG_POLICIES);
+    else await sql.run(TOUCH_ORG_SLUG_POLICIES, [orgId]);
     touched.add(orgId);
   };
   return {

@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import type { Agent } from '../../../src/domain/types.js';
+import type { AppDeps } from '../../../src/app/deps.js';
+import { pingAgent } from '../../../src/app/ping.js';
+import type { Agent, ApiKeyPrincipal } from '../../../src/domain/types.js';
 import type { PaymentRow } from '../../../src/store/payments.js';
 import type { PgTables } from '../../../src/store/pg/asyncTable.js';
 import { createSql } from '../../../src/store/pg/sql.js';
@@ -32,7 +34,7 @@ afterAll(async () => {
   await d?.drop();
 });
 beforeEach(async () => {
-  agentId = `agt_foruse_${++seq}`;
+  agentId = `agt_foruse${String(++seq).padStart(8, '0')}`;
   await a.uow.write((tx) => tx.agents.insert({
     id: agentId, orgId: ORG, name: 'foruse', status: 'active', createdAt: 1, updatedAt: 1, lastPingAt: null,
     policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, updatedAt: 1 },
@@ -224,3 +226,31 @@ test('a registry import of many records in one write touches each slug agent onc
     await client.end();
   }
 });
+
+for (const scope of ['shared', 'private'] as const) {
+  test(`pings of a slug agent while a ${scope} registry write is open do not make it fail to serialize`, async () => {
+    // A ping reads the agent and writes last_ping_at; a registry write reads the agents in its
+    // scope and writes their policy rows. Had the ping read the policy row too, the two would
+    // form a read/write cycle the ping always won (it commits first): under pings of any slug
+    // agent at 10/s a registry import never committed (40 of 40 attempts failed).
+    const slug = `pinged-${++seq}`;
+    await allowSlug(slug);
+    const principal: ApiKeyPrincipal = { kind: 'api_key', orgId: ORG, mode: 'test', keyId: 'key_unused' };
+    // pingAgent uses only the unit of work and the clock.
+    const pingDeps = { uow: a.uow, now: Date.now } as unknown as AppDeps;
+    const orgId = scope === 'shared' ? null : ORG;
+    let attempts = 0;
+    await b.uow.write(async (tx) => {
+      attempts++;
+      await tx.services.upsert(service(`${slug}-1`, 'https://one.example'), orgId, Date.now());
+      if (attempts === 1) {
+        for (let i = 0; i < 3; i++) await pingAgent(pingDeps, principal, agentId);
+      }
+      await tx.services.upsert(service(`${slug}-2`, 'https://two.example'), orgId, Date.now());
+    });
+    expect(attempts).toBe(1);
+    await b.uow.write(async (tx) => {
+      for (const s of [`${slug}-1`, `${slug}-2`]) await tx.services.delete(s, orgId);
+    });
+  });
+}
