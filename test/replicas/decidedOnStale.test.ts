@@ -59,13 +59,13 @@ type Outcome = { ok: boolean; detail: string };
  * reports whether the change was acknowledged while the decision was still held, and both outcomes.
  */
 async function overlap(agentId: string, decide: () => Promise<Outcome>, change: () => Promise<unknown>): Promise<{ ackedWhileHeld: boolean; decided: Outcome }> {
-  await db.query(`SELECT pg_advisory_lock($1, $2)`, GATE);
+  await db.query(`SELECT pg_advisory_lock($1, $2)`, [...GATE]);
   await db.query(`INSERT INTO pp_test_gate VALUES ($1)`, [agentId]);
   let released = false;
   try {
     const deciding = decide();
     for (let i = 0; ; i++) {
-      const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1 AND objid = $2`, GATE);
+      const { rows } = await db.query<{ n: string }>(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1 AND objid = $2`, [...GATE]);
       if (Number(rows[0]!.n) > 0) break;
       if (i > 400) throw new Error(`the decision never reached the gate: ${JSON.stringify(await Promise.race([deciding, 'still running']))}`);
       await new Promise((r) => setTimeout(r, 10));
@@ -74,13 +74,13 @@ async function overlap(agentId: string, decide: () => Promise<Outcome>, change: 
     const changing = change().then(() => { acked = true; });
     await new Promise((r) => setTimeout(r, 500));
     const ackedWhileHeld = acked;
-    await db.query(`SELECT pg_advisory_unlock($1, $2)`, GATE);
+    await db.query(`SELECT pg_advisory_unlock($1, $2)`, [...GATE]);
     released = true;
     const decided = await deciding;
     await changing;
     return { ackedWhileHeld, decided };
   } finally {
-    if (!released) await db.query(`SELECT pg_advisory_unlock($1, $2)`, GATE);
+    if (!released) await db.query(`SELECT pg_advisory_unlock($1, $2)`, [...GATE]);
     await db.query(`DELETE FROM pp_test_gate WHERE agent_id = $1`, [agentId]);
   }
 }

@@ -26,7 +26,8 @@ let agentId = '';
 
 beforeAll(async () => {
   d = await createTestDatabase();
-  [a, b] = await Promise.all([0, 1].map(() => createPgStore({ connectionString: d.url, poolSize: 4 })));
+  a = await createPgStore({ connectionString: d.url, poolSize: 4 });
+  b = await createPgStore({ connectionString: d.url, poolSize: 4 });
   await a.uow.write((tx) => tx.organizations.insert({ id: ORG, name: 'foruse', approvalWindowSeconds: 3600, createdAt: 1 }));
 }, 60_000);
 afterAll(async () => {
@@ -41,7 +42,7 @@ beforeEach(async () => {
   }));
 });
 
-function signedRow(): PaymentRow {
+function signedRow(): PaymentRow & { status: 'signed' } {
   seq++;
   return {
     id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`, orgId: ORG, agentId, type: 'eip3009', status: 'signed',
