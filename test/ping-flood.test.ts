@@ -8,7 +8,7 @@ import { rest, startTestServer, type TestServer } from './helpers/server.js';
 /**
  * An agent that pings as a health check must not flood the ledger: the real server, its clock
  * injected, takes 1,000 pings and keeps at most one zero-amount `recorded` row per agent per
- * PING_RECORD_INTERVAL_MS, while last_ping_at follows every ping.
+ * PING_RECORD_INTERVAL_MS, while last_ping_at follows the pings to the second.
  */
 
 const T0 = Date.parse('2031-03-01T00:00:00Z');
@@ -73,5 +73,24 @@ describe('ping flood', { timeout: 120_000 }, () => {
     expect((await pingRows(a)).length).toBe(1);
     expect((await pingRows(b)).length).toBe(1);
     expect([await lastPingAt(a), await lastPingAt(b)]).toEqual([clock, clock]);
+  });
+
+  test('behavior: last_ping_at moves at most once a second: pings within a second of it leave it, the first one a second later moves it', async () => {
+    const agentId = await createAgent(admin, s.bootstrap.org_id, 'rapid-pinger');
+    const start = T0 + 10_800_000;
+    clock = start;
+    await pingMany(agentId, 1, () => {});
+    for (const dt of [1, 250, 999]) {
+      clock = start + dt;
+      await pingMany(agentId, 1, () => {});
+      expect(await lastPingAt(agentId)).toBe(start);
+    }
+    clock = start + 1_000;
+    await pingMany(agentId, 1, () => {});
+    expect(await lastPingAt(agentId)).toBe(start + 1_000);
+    // A clock that went back (a correction) moves it at once: never left ahead of the clock.
+    clock = start + 500;
+    await pingMany(agentId, 1, () => {});
+    expect(await lastPingAt(agentId)).toBe(start + 500);
   });
 });

@@ -19,8 +19,16 @@ function missingAgent(message: string): DomainError {
 export const PING_RECORD_INTERVAL_MS = 10 * 60_000;
 
 /**
+ * last_ping_at moves at most once per this many milliseconds: a ping within it of the recorded
+ * time writes nothing. An agent that pings many times a second while it pays would otherwise
+ * write its own agent row for every ping, and on PostgreSQL each such write put the agent's
+ * in-flight payments (which read that row) in a read/write cycle with the ping, failing them.
+ */
+export const PING_TOUCH_INTERVAL_MS = 1_000;
+
+/**
  * Confirms a key and agent pair, updates the agent's last-ping time (the dashboard shows it as
- * connected) and records a zero-amount `ping` transaction unless one from the last
+ * connected; at most once a second, PING_TOUCH_INTERVAL_MS) and records a zero-amount `ping` transaction unless one from the last
  * PING_RECORD_INTERVAL_MS exists. Unknown, revoked and other organizations' agents all get the
  * same 400, so nothing about other organizations leaks. Paused agents may ping.
  */
@@ -37,7 +45,8 @@ export async function pingAgent(deps: AppDeps, principal: ApiKeyPrincipal, agent
         amountMicros: 0n, reason: '', serviceSlug: '', approvalId: null, createdAt: now,
       });
     }
-    await tx.agents.touchPing(agent.id, now);
+    // A clock that went back moves it at once, so it is never left ahead of the clock.
+    if (agent.lastPingAt === null || now - agent.lastPingAt >= PING_TOUCH_INTERVAL_MS || now < agent.lastPingAt) await tx.agents.touchPing(agent.id, now);
     return { ok: true, agentId: agent.id, agentName: agent.name, orgId: agent.orgId, status: agent.status };
   }, { alone: true });
 }

@@ -41,7 +41,7 @@ function toAgent(r: AgentRow): Agent {
  * Callers treat the returned records as read-only.
  */
 /** Who an agent is, without its policy. */
-export type AgentIdentity = Pick<Agent, 'id' | 'orgId' | 'name' | 'status'>;
+export type AgentIdentity = Pick<Agent, 'id' | 'orgId' | 'name' | 'status' | 'lastPingAt'>;
 
 export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
   // A reader connection's store (store.ts) shares the writer's cache, so a write's drop reaches it,

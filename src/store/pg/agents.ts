@@ -33,7 +33,7 @@ const BY_ORG = statement('agent.byOrg', `${SELECT} WHERE a.org_id = $1 ORDER BY 
 const UPDATE = statement('agent.update', 'UPDATE agents SET name = $1, status = $2, updated_at = $3 WHERE id = $4');
 // The agent row alone (a ping): reading the policy row too would put every ping in a read/write
 // cycle with any registry write that rewrites it (services.ts), and the ping, short, would win.
-const IDENTITY = statement('agent.identity', 'SELECT id, org_id, name, status FROM agents WHERE id = $1');
+const IDENTITY = statement('agent.identity', 'SELECT id, org_id, name, status, last_ping_at FROM agents WHERE id = $1');
 const TOUCH_PING = statement('agent.touchPing', 'UPDATE agents SET last_ping_at = $1 WHERE id = $2');
 
 function toAgent(r: AgentRow): Agent {
@@ -73,8 +73,8 @@ export function createPgAgentStore(sql: Sql): AsyncTable<AgentStore> {
       return r && toAgent(r);
     },
     async getIdentity(id) {
-      const r = await sql.one<Pick<AgentRow, 'id' | 'org_id' | 'name' | 'status'>>(IDENTITY, [id]);
-      return r && { id: r.id, orgId: r.org_id, name: r.name, status: r.status };
+      const r = await sql.one<Pick<AgentRow, 'id' | 'org_id' | 'name' | 'status' | 'last_ping_at'>>(IDENTITY, [id]);
+      return r && { id: r.id, orgId: r.org_id, name: r.name, status: r.status, lastPingAt: numOrNull(r.last_ping_at) };
     },
     async listByOrg(orgId) {
       return (await sql.rows<AgentRow>(BY_ORG, [orgId])).map(toAgent);

@@ -255,3 +255,21 @@ for (const scope of ['shared', 'private'] as const) {
     });
   });
 }
+
+test('a ping of the paying agent within a second of its last one does not make the payment retry', async () => {
+  // An agent that pings as a health check, many times a second, while it pays: the ping's write
+  // of last_ping_at and the payment's read of the agent row, with the ping's read of the ledger,
+  // formed a read/write cycle that failed the payment (it ran again, every time).
+  const principal: ApiKeyPrincipal = { kind: 'api_key', orgId: ORG, mode: 'test', keyId: 'key_unused' };
+  const pingDeps = { uow: b.uow, now: Date.now } as unknown as AppDeps;
+  await pingAgent(pingDeps, principal, agentId);
+  let attempts = 0;
+  await a.uow.write(async (tx) => {
+    attempts++;
+    await tx.agents.getForUse(agentId);
+    await tx.payments.committedSince(agentId, Date.now() - 86_400_000, Date.now());
+    if (attempts === 1) await pingAgent(pingDeps, principal, agentId);
+    await tx.payments.insert(signedRow());
+  });
+  expect(attempts).toBe(1);
+});
