@@ -197,7 +197,7 @@ const NOT_USE_CASES: Record<string, string> = {
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',
-  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
+  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', PING_TOUCH_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure', parseStored: 'pure',
