@@ -1,4 +1,4 @@
-import { describe, expect, test } from 'vitest';
+import { describe, expect, onTestFinished, test } from 'vitest';
 import { postSign } from '../helpers/payments.js';
 import { Load, missingAcks, openPolicy, RECIPIENT, rigPerTest, rollBackUnsynced, spawnServer } from './harness.js';
 import { ACKS_PER_ROUND, FAULT_TIMEOUT_MS } from './config.js';
@@ -68,6 +68,8 @@ describe('write errors (faultfs write=enospc|erofs)', () => {
     await rig.stop();
     rig.ctl({ write: 'enospc' });
     const refused = spawnServer({ dataDir: rig.dataDir, shim: { stateDir: rig.stateDir, ctlPath: rig.ctlPath } });
+    // Had it started after all, it must not outlive the test (it would hold the directory's lock).
+    onTestFinished(() => { if (refused.child.exitCode === null && refused.child.signalCode === null) refused.child.kill('SIGKILL'); });
     await expect(refused.process).rejects.toThrow();
     expect((await refused.exited).code).toBe(2);
     const { stderr } = refused.output();
@@ -86,6 +88,8 @@ describe('write errors (faultfs write=enospc|erofs)', () => {
     // Only the write-ahead log fails to grow: the lock is taken, the first write at start fails.
     rig.ctl({ write: 'enospc', write_match: '-wal' });
     const refused = spawnServer({ dataDir: rig.dataDir, shim: { stateDir: rig.stateDir, ctlPath: rig.ctlPath } });
+    // Had it started after all, it must not outlive the test (it would hold the directory's lock).
+    onTestFinished(() => { if (refused.child.exitCode === null && refused.child.signalCode === null) refused.child.kill('SIGKILL'); });
     await expect(refused.process).rejects.toThrow();
     expect((await refused.exited).code).toBe(2);
     const { stderr } = refused.output();
