@@ -81,7 +81,8 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
     /**
      * The agent and policy a write decides on (a payment, an approval, a collection, a fee bump),
      * held against a concurrent pause or policy change until the write commits. SQLite's writes
-     * are serialized, so this is `get`; PostgreSQL's twin locks both rows.
+     * are serialized, so this is `get`; PostgreSQL's twin locks the policy row, which every such
+     * change writes.
      */
     getForUse: get,
     /**

@@ -1,4 +1,5 @@
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
+import { ADDRESS } from '../../domain/validate.js';
 import type { ServiceStore } from '../services.js';
 import type { AsyncTable } from './asyncTable.js';
 import { statement, type Sql } from './sql.js';
@@ -22,7 +23,8 @@ const ALL_PRIVATE = statement('svc.allPrivate', `SELECT ${COLUMNS} FROM services
 // every agent in its scope (all organizations' for a shared record) that allows a slug: a deciding
 // write holding one holds the registry write back, or, having read before it, fails to serialize.
 // Locked in agent order, so two registry writes cannot deadlock; once per transaction and scope.
-const SLUG_ENTRY = `EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '^0x[0-9a-fA-F]{40}$')`;
+// An entry that is not an address is a slug: the same pattern the policy engine tells them apart by.
+const SLUG_ENTRY = `EXISTS (SELECT 1 FROM json_array_elements_text(p.allowlist::json) e WHERE e !~ '${ADDRESS.source}')`;
 // A shared record's scope is every agent: the agents table is not read at all, so the write is in
 // no read/write cycle with pings (which write agents rows); a private one reads the organization's.
 const TOUCH_ALL_SLUG_POLICIES = statement('svc.touchAllSlugPolicies', `UPDATE policies SET updated_at = updated_at WHERE agent_id IN (
