@@ -2,13 +2,14 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AppDeps } from '../app/deps.js';
 import type { SignResult } from '../app/signResult.js';
 import { toDomainError } from '../domain/errors.js';
+import { createCounterTally, createHistogramTally } from './tally.js';
 
 /**
  * The Prometheus metrics of one running service (served at /metrics, see server.ts). Every label
  * value comes from a closed set written in the source: route templates (never raw paths), outcome
  * classes, payment types, policy rule names, error codes. Nothing that names a caller, a key, an
  * address or an amount is a label, except agent ids when the operator opts in
- * (`--metrics-agent-labels`). Hot-path observations are a cached child lookup and an add.
+ * (`--metrics-agent-labels`). Hot-path observations are a map lookup and an add (tally.ts).
  */
 export type Metrics = {
   /** Prometheus text exposition of everything below, plus the process metrics. */
@@ -38,9 +39,13 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 /** A request's status as a label: the statuses the wire protocol gives meaning to, else the class. */
 export function outcomeClass(status: number): string {
-  if (status === 200 || status === 202 || status === 403) return String(status);
-  return `${Math.floor(status / 100)}xx`;
+  if (status === 200 || status === 202 || status === 403) return OUTCOME_OF[status]!;
+  const cls = Math.floor(status / 100);
+  return CLASSES[cls] ?? `${cls}xx`;
 }
+// Written once: a label built per request is a string to allocate and hash per request.
+const OUTCOME_OF: Record<number, string> = { 200: '200', 202: '202', 403: '403' };
+const CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
 
 /**
  * Why a payment was refused or held, as a label: the policy rule that decided (the texts are
@@ -86,19 +91,15 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  const requests = new Counter({ name: 'paypolicy_http_requests_total', help: 'HTTP requests answered, by route template and outcome class', labelNames: ['route', 'outcome'] as const, registers: [registry] });
-  const latency = new Histogram({
-    name: 'paypolicy_http_request_duration_seconds', help: 'Time from request to the end of the answer, by route template and outcome class',
-    labelNames: ['route', 'outcome'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
-  });
-  // prom-client hashes labels on every call; the children are few (routes × outcomes), so keep them.
-  const children = new Map<string, { count: { inc: () => void }; time: { observe: (v: number) => void } }>();
-
-  const signs = new Counter({ name: 'paypolicy_sign_outcomes_total', help: 'Sign requests by payment type, outcome and reason class (policy rule or error code)', labelNames: ['type', 'outcome', 'reason'] as const, registers: [registry] });
+  // Observed on every request: tallies of our own, written out after the registry's (tally.ts).
+  const requests = createCounterTally('paypolicy_http_requests_total', 'HTTP requests answered, by route template and outcome class', ['route', 'outcome']);
+  const latency = createHistogramTally('paypolicy_http_request_duration_seconds', 'Time from request to the end of the answer, by route template and outcome class', ['route', 'outcome'], LATENCY_BUCKETS);
+  const signs = createCounterTally('paypolicy_sign_outcomes_total', 'Sign requests by payment type, outcome and reason class (policy rule or error code)', ['type', 'outcome', 'reason']);
   const agentSigns = options.agentLabels
-    ? new Counter({ name: 'paypolicy_agent_sign_outcomes_total', help: 'Sign requests by agent id and outcome (--metrics-agent-labels)', labelNames: ['agent_id', 'outcome'] as const, registers: [registry] })
+    ? createCounterTally('paypolicy_agent_sign_outcomes_total', 'Sign requests by agent id and outcome (--metrics-agent-labels)', ['agent_id', 'outcome'])
     : undefined;
-  const probes = new Counter({ name: 'paypolicy_probe_outcomes_total', help: 'Quote probes of paywalled URLs: the rail of a priced offer, else the refusal code', labelNames: ['outcome'] as const, registers: [registry] });
+  const probes = createCounterTally('paypolicy_probe_outcomes_total', 'Quote probes of paywalled URLs: the rail of a priced offer, else the refusal code', ['outcome']);
+  const tallies = [requests, latency, signs, ...(agentSigns ? [agentSigns] : []), probes];
 
   new Gauge({
     name: 'paypolicy_pending_approvals', help: 'Approval requests waiting for a human', registers: [registry],
@@ -162,21 +163,18 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
   const refused = new Counter({ name: 'paypolicy_refused_connections_total', help: 'Connections closed at once by the connection cap (--max-connections)', registers: [registry] });
 
   return {
-    scrape: () => registry.metrics(),
+    scrape: async () => `${await registry.metrics()}\n${tallies.map((t) => t.render()).join('\n\n')}\n`,
     contentType: registry.contentType,
     observeRequest(route, status, seconds) {
       const outcome = outcomeClass(status);
-      const key = `${route} ${outcome}`;
-      let child = children.get(key);
-      if (!child) children.set(key, (child = { count: requests.labels(route, outcome), time: latency.labels(route, outcome) }));
-      child.count.inc();
-      child.time.observe(seconds);
+      requests.inc(route, outcome);
+      latency.observe(seconds, route, outcome);
     },
     observeSign(type, outcome, reason, agentId) {
-      signs.labels(paymentTypeLabel(type), outcome, reason).inc();
-      if (agentSigns && agentId) agentSigns.labels(agentId, outcome).inc();
+      signs.inc(paymentTypeLabel(type), outcome, reason);
+      if (agentSigns && agentId) agentSigns.inc(agentId, outcome);
     },
-    observeProbe: (outcome) => probes.labels(outcome).inc(),
+    observeProbe: (outcome) => probes.inc(outcome),
     countConnections(count) {
       connections = count;
     },
