@@ -87,8 +87,33 @@ export const CAP_SUM_SQL = `SELECT
   (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
    WHERE a.agent_id = ? AND a.status = 'pending' AND a.expires_at <= ? AND t.holds_cap = 1 AND t.cap_at > ?)`;
 
-export function createPaymentStore(db: Db) {
+/**
+ * CAP_SUM_SQL, then what bounds how long its answer stands while nothing is written: the earliest
+ * cap_at after `since` among the agent's rows up to the horizon (cap_rows), the earliest among
+ * every agent's rows above it (one step into the time index; none of the agent's rows there
+ * leaves the window sooner) and the earliest deadline of the agent's pending approvals still
+ * ahead of `now`.
+ */
+export const CAP_SUM_BOUNDED_SQL = `${CAP_SUM_SQL},
+  (SELECT MIN(cap_at) FROM cap_rows WHERE agent_id = ? AND cap_at > ?),
+  (SELECT MIN(cap_at) FROM transactions WHERE holds_cap = 1 AND cap_at > (SELECT horizon FROM cap_horizon)),
+  (SELECT MIN(expires_at) FROM approvals WHERE agent_id = ? AND status = 'pending' AND expires_at > ?)`;
+
+/**
+ * Lets a store on a read connection remember cap sums. `version` names the committed state the
+ * next read will see, or is undefined when that cannot be known (the writer has a transaction
+ * open): a sum is reused only under the version it was read at, and only while the clock stays
+ * inside the span over which no row can leave the window and no approval fall due.
+ */
+export type CapSumMemo = { version: () => number | undefined };
+
+/** Agents whose sums are remembered at most (then forgotten all at once: a bound on memory, nothing more). */
+const CAP_MEMO_AGENTS = 100_000;
+
+export function createPaymentStore(db: Db, memo?: CapSumMemo) {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
+  const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
+  const remembered = new Map<string, { version: number; window: number; from: number; until: number; sum: bigint }>();
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
   const keylessById = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ? AND agent_id = ? AND idempotency_key IS NULL AND type != 'ping'`).safeIntegers(true);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE id = ?`).safeIntegers(true);
@@ -185,10 +210,28 @@ export function createPaymentStore(db: Db) {
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
     committedSince(agentId: string, since: number, now: number): bigint {
+      const version = memo?.version();
+      const window = now - since;
+      if (version !== undefined) {
+        const r = remembered.get(agentId);
+        if (r && r.version === version && r.window === window && r.from <= now && now < r.until) return r.sum;
+      }
       const { bucket, end } = capHourOf(since);
-      const [hours, hotHours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as
-        [bigint, bigint, bigint, bigint, bigint];
-      return hours + hotHours + indexed + recent - overdue;
+      if (version === undefined || !capSumBounded) {
+        const [hours, hotHours, indexed, recent, overdue] = capSum.get(agentId, bucket, agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since) as
+          [bigint, bigint, bigint, bigint, bigint];
+        return hours + hotHours + indexed + recent - overdue;
+      }
+      const [hours, hotHours, indexed, recent, overdue, firstRow, firstAbove, firstDue] = capSumBounded.get(
+        agentId, bucket, agentId, bucket, agentId, since, end, since, end, agentId, agentId, now, since, agentId, since, agentId, now,
+      ) as [bigint, bigint, bigint, bigint, bigint, bigint | null, bigint | null, bigint | null];
+      const sum = hours + hotHours + indexed + recent - overdue;
+      // A row counts while now < cap_at + window; an approval is subtracted from its deadline on.
+      const exit = (capAt: bigint | null) => (capAt === null ? Infinity : Number(capAt) + window);
+      const until = Math.min(exit(firstRow), exit(firstAbove), firstDue === null ? Infinity : Number(firstDue));
+      if (remembered.size >= CAP_MEMO_AGENTS) remembered.clear();
+      remembered.set(agentId, { version, window, from: now, until, sum });
+      return sum;
     },
     findByIdempotencyKey(agentId: string, key: string): PaymentRow | undefined {
       const r = byKey.get(agentId, key) as Raw | undefined;

@@ -10,7 +10,7 @@ import { createDashboardSessionStore } from './dashboardSessions.js';
 import { createDashboardUserStore } from './dashboardUsers.js';
 import { createLoginFailureStore } from './loginFailures.js';
 import { createOrganizationStore, type OrganizationStore } from './organizations.js';
-import { createPaymentStore } from './payments.js';
+import { createPaymentStore, type CapSumMemo } from './payments.js';
 import { createServiceStore } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createSpendStore } from './spend.js';
@@ -37,14 +37,14 @@ export type StoreOptions = OpenOptions & {
 const WAL_CATCH_UP = { retryMs: 150, waitMs: 200, farPast: 4, farWaitMs: 2_000, backOffMs: 1_000 };
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
-function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }): SyncTables {
+function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }, capMemo?: CapSumMemo): SyncTables {
   return {
     organizations: createOrganizationStore(db),
     apiKeys: createApiKeyStore(db, caches?.apiKeys),
     agents: createAgentStore(db, caches?.agents),
     services: createServiceStore(db, caches?.services),
     transactions: createTransactionStore(db),
-    payments: createPaymentStore(db),
+    payments: createPaymentStore(db, capMemo),
     approvals: createApprovalStore(db),
     settings: createSettingsStore(db),
     spend: createSpendStore(db),
@@ -101,7 +101,13 @@ export function openStore(file: string, options: StoreOptions = {}) {
     services: { ...caches.services, cacheable: () => !db.inTransaction },
   });
   const tx = asyncTables(writer);
-  const readerSync = tablesOver(reader, caches);
+  // The committed state the reader sees, named by the writer's count of changed rows: this process
+  // is the database's only writer (the data directory's lock), so while the writer has no
+  // transaction open the reader sees exactly what that count has reached. While one is open it
+  // may still commit, under the same count, rows it already wrote: nothing read then is remembered.
+  const totalChanges = db.prepare('SELECT total_changes()').pluck();
+  const capMemo: CapSumMemo = { version: () => (db.inTransaction || reader.inTransaction || !db.open ? undefined : totalChanges.get() as number) };
+  const readerSync = tablesOver(reader, caches, capMemo);
   const readerTables = asyncTables(readerSync);
   const health = {
     failure: (): Error | undefined => storageFailure(db),
