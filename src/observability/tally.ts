@@ -7,7 +7,8 @@
  * a bucket search here. The label values are the caller's, each from a closed set in the source.
  */
 
-type Series = { labels: readonly string[]; count: number; sum: number; buckets: number[] };
+type Series = { labels: readonly string[]; count: number };
+type HistogramSeries = Series & { sum: number; buckets: number[] };
 
 /** The label values of one series, as one map key (no label value contains NUL). */
 const keyOf = (values: readonly string[]): string => (values.length === 1 ? values[0]! : values.join('\u0000'));
@@ -45,7 +46,7 @@ export function createCounterTally(name: string, help: string, labelNames: reado
       const key = keyOf(labels);
       const s = series.get(key);
       if (s) s.count++;
-      else series.set(key, { labels, count: 1, sum: 0, buckets: [] });
+      else series.set(key, { labels, count: 1 });
     },
     render() {
       const lines = [`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} counter`];
@@ -59,7 +60,7 @@ export type HistogramTally = { observe: (value: number, ...labels: string[]) => 
 
 /** `bounds` ascending; each bucket line counts the observations at or below its bound, as Prometheus defines them. */
 export function createHistogramTally(name: string, help: string, labelNames: readonly string[], bounds: readonly number[]): HistogramTally {
-  const series = new Map<string, Series>();
+  const series = new Map<string, HistogramSeries>();
   return {
     observe(value, ...labels) {
       if (!Number.isFinite(value)) return;
