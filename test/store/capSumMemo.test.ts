@@ -163,6 +163,8 @@ describe('cap sum memo', () => {
       other.close();
       expect(expected(plain, agent, now)).toBe(700n);
       expect(await store.app.payments.committedSince(agent, now - W, now)).toBe(0n);
+      // A write, which is where payments are decided, never answers from the memo: it sees the row.
+      expect(await store.writes.run(async (tx) => tx.payments.committedSince(agent, now - W, now))).toBe(700n);
       // Any row this process changes (here an unrelated agent's) names a new state: read again.
       await store.writes.run(async () => store.db.prepare("UPDATE agents SET name = 'renamed' WHERE id = ?").run(AGENTS[1]));
       expect(await store.app.payments.committedSince(agent, now - W, now)).toBe(700n);
