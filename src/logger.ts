@@ -17,33 +17,26 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** The longest a log line waits in the stdout buffer for others to fill it. */
 export const LOG_FLUSH_MS = 200;
 
-/**
- * How much gathers before one write to stdout. 12 KiB rather than 4: a third of the writes, each a
- * hand-off to libuv's thread pool, was ~6% more cache-hit quotes per second (A/B, README Speed).
- * sonic-boom refuses a minLength of its maxWrite (16 KiB) or more.
- */
-export const LOG_CHUNK_BYTES = 12 * 1024;
-
 /** Handed-over lines still gathered in front of each stdout stream, written out at exit (see below). */
 const gatheredAtExit = new Set<WeakRef<() => void>>();
 let exitHookInstalled = false;
 
 /**
- * stdout in LOG_CHUNK_BYTES chunks rather than one write syscall per line (one line per request adds up
+ * stdout in 4 KiB chunks rather than one write syscall per line (one line per request adds up
  * under load), but never holding a line back for longer than about LOG_FLUSH_MS: a quiet server's
- * lines appear at once, not when a chunk has gathered. A flush asked for while a write is in flight
+ * lines appear at once, not when 4 KiB have gathered. A flush asked for while a write is in flight
  * does nothing, so the timer keeps coming back until every byte handed over was written. On exit,
  * however the process exits short of SIGKILL, pino writes what sonic-boom holds synchronously (it
  * registers the stream for that itself, since the stream is asynchronous); the lines gathered here
  * are handed to it first by an exit hook of our own.
  *
- * Lines gather in an array here and reach sonic-boom a chunk at a time, not one by one: sonic-boom's
+ * Lines gather in an array here and reach sonic-boom 4 KiB at a time, not one by one: sonic-boom's
  * write measures the byte length of the string it appends to, which flattens that string, so with
  * the gathering left to it every line copied all the lines before it (3.8 KiB of garbage per
  * request under the sign bench, 7% of everything the event loop allocated).
  */
 function bufferedStdout(): DestinationStream {
-  const stream = pino.destination({ dest: 1, sync: false, minLength: LOG_CHUNK_BYTES });
+  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096 });
   let lines: string[] = [];
   let gathered = 0;
   let unwritten = 0;
@@ -86,7 +79,7 @@ function bufferedStdout(): DestinationStream {
       unwritten += n;
       gathered += n;
       lines.push(line);
-      if (gathered >= LOG_CHUNK_BYTES) handOver();
+      if (gathered >= 4096) handOver();
       timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
     },
     // pino's logger.flush() and its exit handler reach the stream through these.
