@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**
@@ -17,80 +18,106 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** The longest a log line waits in the stdout buffer for others to fill it. */
 export const LOG_FLUSH_MS = 200;
 
-/** Handed-over lines still gathered in front of each stdout stream, written out at exit (see below). */
-const gatheredAtExit = new Set<WeakRef<() => void>>();
+/** Bytes gathered before a write: one syscall carries many lines. */
+const CHUNK_BYTES = 16 * 1024;
+
+/** How long the exit path waits for room on a full stdout (its reader fell behind) before giving up. */
+const EXIT_WAIT_MS = 5_000;
+
+/** Every stdout writer's exit path, run by one exit hook (below). */
+const exitPaths = new Set<WeakRef<() => void>>();
 let exitHookInstalled = false;
+const forgetExitPath = new FinalizationRegistry<WeakRef<() => void>>((ref) => exitPaths.delete(ref));
+const nap = new Int32Array(new SharedArrayBuffer(4));
 
 /**
- * stdout in 4 KiB chunks rather than one write syscall per line (one line per request adds up
+ * stdout in 16 KiB writes rather than one write syscall per line (one line per request adds up
  * under load), but never holding a line back for longer than about LOG_FLUSH_MS: a quiet server's
- * lines appear at once, not when 4 KiB have gathered. A flush asked for while a write is in flight
- * does nothing, so the timer keeps coming back until every byte handed over was written. On exit,
- * however the process exits short of SIGKILL, pino writes what sonic-boom holds synchronously (it
- * registers the stream for that itself, since the stream is asynchronous); the lines gathered here
- * are handed to it first by an exit hook of our own.
+ * lines appear at once, not when a chunk has gathered.
  *
- * Lines gather in an array here and reach sonic-boom 4 KiB at a time, not one by one: sonic-boom's
- * write measures the byte length of the string it appends to, which flattens that string, so with
- * the gathering left to it every line copied all the lines before it (3.8 KiB of garbage per
- * request under the sign bench, 7% of everything the event loop allocated).
+ * Every write is synchronous and in order, from this thread. Why not sonic-boom's asynchronous
+ * writes on libuv's pool: a write still in flight when the process exits (stdout full, its reader
+ * behind) was lost, and one not yet started came out after the lines written synchronously at
+ * exit (test/startup-output.test.ts). When `paypolicy serve` has printed its banner, a pipe on
+ * stdout is in non-blocking mode (libuv sets it): a write that finds it full takes what fits, and
+ * the rest waits here, ahead of every newer line, for the next turn of the timer. On a blocking
+ * stdout (a file, a terminal) a write waits for room, as Node's own stdout does. At exit, however
+ * the process exits short of SIGKILL, whatever is left is written before the process ends,
+ * waiting up to EXIT_WAIT_MS for a reader that fell behind. A stdout that is gone (EPIPE) drops
+ * lines, as a closed terminal would. Measured against the pool writes (two servers, alternating
+ * loads): no difference in throughput either way.
+ *
+ * Lines gather in an array and are joined once per write: appending them to one string made every
+ * line copy all the lines before it (3.8 KiB of garbage per request under the sign bench).
  */
-function bufferedStdout(): DestinationStream {
-  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+function bufferedStdout(fd = 1): DestinationStream {
   let lines: string[] = [];
   let gathered = 0;
-  let unwritten = 0;
+  // Bytes already handed over but not yet written (stdout full), oldest first.
+  const waiting: Buffer[] = [];
+  let gone = false;
   let timer: NodeJS.Timeout | undefined;
-  const destroyed = () => (stream as { destroyed?: boolean }).destroyed === true;
-  stream.on('write', (n: number) => {
-    unwritten = Math.max(0, unwritten - n);
-  });
-  const handOver = () => {
-    if (lines.length === 0 || destroyed()) return;
-    const chunk = lines.length === 1 ? lines[0]! : lines.join('');
-    lines = [];
-    gathered = 0;
-    stream.write(chunk);
+
+  /** Writes the waiting bytes until stdout is full; false when some are still waiting. */
+  const writeWaiting = (): boolean => {
+    while (waiting.length > 0 && !gone) {
+      const head = waiting[0]!;
+      let n: number;
+      try {
+        n = writeSync(fd, head);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EAGAIN' || code === 'EINTR') return false;
+        gone = true;
+        break;
+      }
+      if (n < head.length) waiting[0] = head.subarray(n);
+      else waiting.shift();
+    }
+    if (gone) waiting.length = 0;
+    return true;
+  };
+  const handOver = (): boolean => {
+    if (lines.length > 0) {
+      const chunk = lines.length === 1 ? lines[0]! : lines.join('');
+      lines = [];
+      gathered = 0;
+      if (!gone) waiting.push(Buffer.from(chunk, 'utf8'));
+    }
+    return writeWaiting();
   };
   const tick = () => {
     timer = undefined;
-    handOver();
-    if (unwritten === 0 || destroyed()) return;
-    stream.flush();
-    timer = setTimeout(tick, LOG_FLUSH_MS).unref();
+    if (!handOver()) timer = setTimeout(tick, LOG_FLUSH_MS).unref();
   };
   const atExit = () => {
-    if (lines.length === 0 || destroyed()) return;
-    handOver();
-    stream.flushSync();
+    const until = Date.now() + EXIT_WAIT_MS;
+    while (!handOver() && Date.now() < until) Atomics.wait(nap, 0, 0, 5);
   };
   const ref = new WeakRef(atExit);
-  gatheredAtExit.add(ref);
-  stream.on('close', () => gatheredAtExit.delete(ref));
+  exitPaths.add(ref);
+  forgetExitPath.register(atExit, ref);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on('exit', () => {
-      for (const r of gatheredAtExit) r.deref()?.();
+      for (const r of exitPaths) r.deref()?.();
     });
   }
   return {
     write(line: string) {
-      const n = Buffer.byteLength(line);
-      unwritten += n;
-      gathered += n;
+      // String length, not bytes: the bound is only a batch size.
+      gathered += line.length;
       lines.push(line);
-      if (gathered >= 4096) handOver();
+      if (gathered >= CHUNK_BYTES) handOver();
       timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
     },
-    // pino's logger.flush() and its exit handler reach the stream through these.
+    // pino's logger.flush() and flushSync() reach the stream through these. flush never waits
+    // for room (the timer, or the exit, writes what is left); flushSync does, like the exit.
     flush: (cb?: (err?: Error) => void) => {
-      handOver();
-      stream.flush(cb);
+      if (!handOver()) timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
+      cb?.();
     },
-    flushSync: () => {
-      handOver();
-      stream.flushSync();
-    },
+    flushSync: atExit,
     // Keeps atExit alive exactly as long as this stream (the WeakRef above does not).
     atExit,
   } as DestinationStream;
