@@ -161,6 +161,10 @@ async function serve(argv: string[]): Promise<number> {
   }
   const running = app;
   const cli = isSingleExecutable() ? process.execPath : 'npx paypolicy';
+  // The banner is best effort: a stdout that fails (a full disk, a reader gone) raised an
+  // unhandled 'error' here and stopped a server that had just started. Log lines handle their
+  // own write failures (logger.ts).
+  serving = true;
   if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);
   else process.stdout.write(`paypolicy listening on ${running.url} (${await adminTokenNotice(running.deps, config.adminToken)})\n`);
   await new Promise<void>((resolve) => {
@@ -174,7 +178,23 @@ async function serve(argv: string[]): Promise<number> {
 }
 
 /** Entry point of the `paypolicy` command. */
+/** Set once `serve` is up: from then on stdout carries only the banner and the logs. */
+let serving = false;
+
+/**
+ * A stdout that fails is reported once, not thrown: unhandled, its 'error' printed a stack trace
+ * (`paypolicy org list | head -1`) or stopped a server at start (a full disk). A command's output
+ * that could not be written makes it exit 1 (quietly when the reader simply went away: EPIPE, as
+ * `head` expects); a running server carries on.
+ */
+function onStdoutError(err: NodeJS.ErrnoException): void {
+  if (serving) return;
+  if (err.code !== 'EPIPE') process.stderr.write(`paypolicy: cannot write to stdout: ${err.code ?? err.message}\n`);
+  process.exitCode = 1;
+}
+
 export async function main(argv: string[]): Promise<number> {
+  if (!process.stdout.listeners('error').includes(onStdoutError)) process.stdout.on('error', onStdoutError);
   const [command, ...rest] = argv;
   if (command === undefined) {
     // Not `serve`: a second server started by a bare `npx paypolicy` is a surprise, not a default.

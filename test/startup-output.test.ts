@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, test, type TestContext } from 'vitest';
 import { LOG_FLUSH_MS } from '../src/logger.js';
-import { runCli, spawnCli, type CliProcess } from './helpers/cli.js';
+import { CLI, runCli, spawnCli, type CliProcess } from './helpers/cli.js';
 import { rest, startTestServer } from './helpers/server.js';
 
 // Tests run concurrently: each kills its own processes when it finishes; directories go at the end.
@@ -149,5 +150,51 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const seen = Buffer.concat(chunks).toString('utf8').trimEnd().split('\n').filter((l) => l !== 'banner').map((l) => JSON.parse(l).i as number);
     expect(seen.length).toBe(count);
     expect(seen).toEqual([...Array(count).keys()]);
+  });
+
+  // stdout on a full disk (/dev/full answers every write with ENOSPC). The banner's write raised
+  // an unhandled 'error' and stopped the server at start; and through sonic-boom, a log write that
+  // failed was retried at once, forever, starving the event loop.
+  test('behavior: a server whose stdout fails every write (a full disk) starts, answers, logs nothing and stops cleanly', async ({ expect, onTestFinished }) => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: p } = probe.address() as { port: number };
+        probe.close(() => resolve(p));
+      });
+    });
+    const full = openSync('/dev/full', 'w');
+    const child = spawn(process.execPath, [CLI, 'serve', '--port', String(port), '--data-dir', newDataDir(), '--signer-threads', '1'], { stdio: ['ignore', full, 'pipe'] });
+    closeSync(full);
+    onTestFinished(() => void child.kill('SIGKILL'));
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+    const url = `http://127.0.0.1:${port}`;
+    let up = false;
+    for (let i = 0; i < 200 && !up && child.exitCode === null; i++) {
+      up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+      if (!up) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(up, stderr).toBe(true);
+    // Each request logs an access line: more than a chunk's worth, so writes are tried and fail.
+    for (let round = 0; round < 4; round++) {
+      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => rest(url, 'GET', `/api/resolve?slug=s${round}-${i}`)));
+      expect(answers.every((r) => r.status === 401)).toBe(true);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+  });
+
+  // The same class for the commands: their output failed with an unhandled 'error' (a stack trace).
+  test('behavior: a command whose stdout fails (a full disk) says so in one line and exits 1', async ({ expect }) => {
+    const full = openSync('/dev/full', 'w');
+    const child = spawn(process.execPath, [CLI, 'version'], { stdio: ['ignore', full, 'pipe'] });
+    closeSync(full);
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+    expect({ code, stderr }).toEqual({ code: 1, stderr: 'paypolicy: cannot write to stdout: ENOSPC\n' });
   });
 });
