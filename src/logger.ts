@@ -1,4 +1,5 @@
-import { writeSync } from 'node:fs';
+import { write, writeSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**
@@ -21,78 +22,155 @@ export const LOG_FLUSH_MS = 200;
 /** Bytes gathered before a write: one syscall carries many lines. */
 const CHUNK_BYTES = 16 * 1024;
 
+/** How soon a write that found stdout full is tried again. */
+const RETRY_MS = 5;
+
 /** How long the exit path waits for room on a full stdout (its reader fell behind) before giving up. */
 const EXIT_WAIT_MS = 5_000;
+
+/** At exit, how long a terminal write still on libuv's pool is given before the rest is written. */
+const EXIT_IN_FLIGHT_MS = 50;
+
+/** The signals that stop the server; while the exit waits for stdout, one ends the process at once. */
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const;
 
 /** Every stdout writer's exit path, run by one exit hook (below). */
 const exitPaths = new Set<WeakRef<() => void>>();
 let exitHookInstalled = false;
 const forgetExitPath = new FinalizationRegistry<WeakRef<() => void>>((ref) => exitPaths.delete(ref));
 const nap = new Int32Array(new SharedArrayBuffer(4));
+const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
 
 /**
  * stdout in 16 KiB writes rather than one write syscall per line (one line per request adds up
  * under load), but never holding a line back for longer than about LOG_FLUSH_MS: a quiet server's
- * lines appear at once, not when a chunk has gathered.
+ * lines appear at once, not when a chunk has gathered. Lines leave in order, whole, and what is
+ * left at exit is written before the process ends (short of SIGKILL).
  *
- * Every write is synchronous and in order, from this thread. Why not sonic-boom's asynchronous
- * writes on libuv's pool: a write still in flight when the process exits (stdout full, its reader
- * behind) was lost, and one not yet started came out after the lines written synchronously at
- * exit (test/startup-output.test.ts). When `paypolicy serve` has printed its banner, a pipe on
- * stdout is in non-blocking mode (libuv sets it): a write that finds it full takes what fits, and
- * the rest waits here, ahead of every newer line, for the next turn of the timer. On a blocking
- * stdout (a file, a terminal) a write waits for room, as Node's own stdout does. At exit, however
- * the process exits short of SIGKILL, whatever is left is written before the process ends,
- * waiting up to EXIT_WAIT_MS for a reader that fell behind. A write that fails otherwise (stdout
- * closed, a full disk) drops what waits; later lines are tried again. Measured against the pool
- * writes (two servers, alternating loads): 1-4% more throughput, a few µs of CPU less per request.
+ * How a write is made depends on what stdout is:
+ * - A pipe or a socket (a supervisor, a container runtime): `serve` prints its banner through
+ *   process.stdout first, and libuv leaves such a stdout in non-blocking mode. Writes are
+ *   synchronous, from this thread: a write that finds it full takes what fits, and the rest waits
+ *   here, ahead of every newer line, retried every RETRY_MS. The exit waits up to EXIT_WAIT_MS
+ *   for a reader that fell behind. Why not sonic-boom's writes on libuv's pool, as before: one
+ *   still in flight at exit was lost, one not yet started came out after newer lines, and a write
+ *   that failed was retried at once, forever (test/startup-output.test.ts).
+ * - A terminal: Node keeps it blocking, and a terminal that stops reading (Ctrl-S, a slow link)
+ *   would stop the event loop. Writes go to libuv's pool, one at a time; at exit the one in flight
+ *   gets EXIT_IN_FLIGHT_MS before the rest is written.
+ * - A file: synchronous, as Node's own stdout writes files.
+ *
+ * A write that fails otherwise (stdout closed, a full disk) drops what waits, and later lines are
+ * tried again (a disk can have room again). A line cut short by such a failure is ended with a
+ * newline before the next one, so it cannot run into it.
  *
  * Lines gather in an array and are joined once per write: appending them to one string made every
  * line copy all the lines before it (3.8 KiB of garbage per request under the sign bench).
+ * Measured against the pool writes (two servers, alternating loads): 1-4% more throughput.
  */
-function bufferedStdout(fd = 1): DestinationStream {
+/** The system calls a stdout writer makes (fault tests give it failing ones). */
+export type StdoutIo = { writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty };
+const SYSTEM_IO: StdoutIo = { writeSync, write, isatty };
+
+/** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */
+export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => void) => void; flushSync: () => void };
+
+export function bufferedStdout(fd = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
+  const onPool = io.isatty(fd);
   let lines: string[] = [];
   let gathered = 0;
-  // Bytes already handed over but not yet written (stdout full), oldest first.
+  // Bytes handed over but not yet written, oldest first.
   const waiting: Buffer[] = [];
+  // The last byte written did not end a line; a failed write then leaves it cut short.
+  let lineOpen = false;
+  let cut = false;
+  // A pool write (terminals) is running.
+  let inFlight = false;
   let timer: NodeJS.Timeout | undefined;
 
-  /** Writes the waiting bytes until stdout is full; false when some are still waiting. */
-  const writeWaiting = (): boolean => {
+  const gather = () => {
+    if (lines.length === 0) return;
+    const chunk = lines.length === 1 ? lines[0]! : lines.join('');
+    lines = [];
+    gathered = 0;
+    waiting.push(Buffer.from(chunk, 'utf8'));
+  };
+  /** Before a write starts: a line a failure cut short is ended first. */
+  const endCutLine = () => {
+    if (!cut) return;
+    waiting.unshift(Buffer.from('\n'));
+    cut = false;
+  };
+  /** The first `n` bytes waiting were written. */
+  const wrote = (n: number) => {
+    if (n === 0) return;
+    const head = waiting[0]!;
+    lineOpen = head[n - 1] !== 0x0a;
+    if (n < head.length) waiting[0] = head.subarray(n);
+    else waiting.shift();
+  };
+  /** Closed (EPIPE), a full disk (ENOSPC), an I/O error: what waits is dropped. */
+  const failed = () => {
+    cut = lineOpen;
+    lineOpen = false;
+    waiting.length = 0;
+  };
+  const retryable = (code: string | undefined) => code === 'EAGAIN' || code === 'EINTR';
+  /** Synchronous writes until stdout is full; false when bytes are still waiting. */
+  const writeNow = (): boolean => {
+    if (waiting.length > 0) endCutLine();
     while (waiting.length > 0) {
-      const head = waiting[0]!;
-      let n: number;
       try {
-        n = writeSync(fd, head);
+        wrote(io.writeSync(fd, waiting[0]!));
       } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EAGAIN' || code === 'EINTR') return false;
-        // Closed (EPIPE), full disk (ENOSPC), I/O error: what waits is dropped, the next lines
-        // are tried again (a disk that has room again takes them).
-        waiting.length = 0;
-        return true;
+        if (retryable((err as NodeJS.ErrnoException).code)) return false;
+        failed();
       }
-      if (n < head.length) waiting[0] = head.subarray(n);
-      else waiting.shift();
     }
     return true;
   };
+  /** One pool write at a time, each started when the last one ends. */
+  const writeOnPool = () => {
+    if (inFlight || waiting.length === 0) return;
+    endCutLine();
+    inFlight = true;
+    const head = waiting[0]!;
+    io.write(fd, head, 0, head.length, null, (err, n) => {
+      inFlight = false;
+      if (!err) wrote(n);
+      else if (!retryable(err.code)) failed();
+      if (err && waiting.length > 0) timer ??= setTimeout(tick, RETRY_MS).unref();
+      else writeOnPool();
+    });
+  };
   const handOver = (): boolean => {
-    if (lines.length > 0) {
-      const chunk = lines.length === 1 ? lines[0]! : lines.join('');
-      lines = [];
-      gathered = 0;
-      waiting.push(Buffer.from(chunk, 'utf8'));
-    }
-    return writeWaiting();
+    gather();
+    if (!onPool) return writeNow();
+    writeOnPool();
+    return true;
   };
-  const tick = () => {
+  /** After a write that found stdout full: try again soon, not at the next flush. */
+  const retrySoon = () => {
+    clearTimeout(timer);
+    timer = setTimeout(tick, RETRY_MS).unref();
+  };
+  function tick() {
     timer = undefined;
-    if (!handOver()) timer = setTimeout(tick, LOG_FLUSH_MS).unref();
-  };
+    if (!handOver()) retrySoon();
+  }
   const atExit = () => {
+    gather();
+    if (waiting.length === 0 && !cut) return;
+    // Nothing else runs now: a stop signal ends the process rather than wait on its handler.
+    for (const signal of STOP_SIGNALS) process.removeAllListeners(signal);
+    if (inFlight) {
+      // It cannot be told apart from one that has finished; it gets a moment, then is counted done.
+      sleep(EXIT_IN_FLIGHT_MS);
+      inFlight = false;
+      wrote(waiting[0]!.length);
+    }
     const until = Date.now() + EXIT_WAIT_MS;
-    while (!handOver() && Date.now() < until) Atomics.wait(nap, 0, 0, 5);
+    while (!writeNow() && Date.now() < until) sleep(RETRY_MS);
   };
   const ref = new WeakRef(atExit);
   exitPaths.add(ref);
@@ -108,19 +186,19 @@ function bufferedStdout(fd = 1): DestinationStream {
       // String length, not bytes: the bound is only a batch size.
       gathered += line.length;
       lines.push(line);
-      if (gathered >= CHUNK_BYTES) handOver();
+      if (gathered >= CHUNK_BYTES && !handOver()) retrySoon();
       timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
     },
     // pino's logger.flush() and flushSync() reach the stream through these. flush never waits
     // for room (the timer, or the exit, writes what is left); flushSync does, like the exit.
     flush: (cb?: (err?: Error) => void) => {
-      if (!handOver()) timer ??= setTimeout(tick, LOG_FLUSH_MS).unref();
+      if (!handOver()) retrySoon();
       cb?.();
     },
     flushSync: atExit,
     // Keeps atExit alive exactly as long as this stream (the WeakRef above does not).
     atExit,
-  } as DestinationStream;
+  } as StdoutStream;
 }
 
 /** What the one access line per request carries: scalars the server builds itself. */

@@ -26,6 +26,13 @@ function serve(ctx: TestContext, dataDir: string, env: Record<string, string> = 
   ctx.onTestFinished(() => void p.child.kill('SIGKILL'));
   return p;
 }
+/** A port free on loopback a moment ago (for a server whose stdout cannot tell it). */
+const freePort = () => new Promise<number>((resolve) => {
+  const probe = createServer().listen(0, '127.0.0.1', () => {
+    const { port } = probe.address() as { port: number };
+    probe.close(() => resolve(port));
+  });
+});
 const LISTENING = /paypolicy listening on (http:\/\/127\.0\.0\.1:\d+) \(([^\n]*)\)\n/;
 
 describe.concurrent('the start-up line says which admin token is in force', { timeout: 60_000 }, () => {
@@ -116,52 +123,110 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     expect(stdout.trimEnd().split('\n').map((l) => JSON.parse(l).i)).toEqual([...Array(count).keys()]);
   });
 
-  // A reader that falls behind (a busy log shipper) leaves stdout full when the process exits:
-  // what could not be written yet is written then, after what came before it, none of it lost.
-  // The first writes fill the pipe while nobody reads it; the reader comes back only after exit
-  // has begun, so the exit path itself has to wait for room.
-  test('behavior: lines logged while stdout is full (its reader paused) are all written at exit, in order', async ({ expect }) => {
+  /**
+   * A child that logs `count` lines (~130 bytes each) while nobody reads its stdout, says so on
+   * stderr, then runs `then`. Like `paypolicy serve`, it prints a banner through process.stdout
+   * first, which leaves a pipe on stdout in non-blocking mode; turns of the event loop between
+   * lines let writes start (and find the pipe full) meanwhile.
+   */
+  function backedUp(count: number, then: string) {
     const logger = fileURLToPath(new URL('../dist/src/logger.js', import.meta.url));
-    const count = 20_000;
-    // Like \`paypolicy serve\`, which prints its banner through process.stdout first (which leaves a
-    // pipe on stdout in non-blocking mode).
     const script = `process.stdout.write('banner\\n');
       const { createLogger } = await import(${JSON.stringify(logger)});
       const log = createLogger('info');
       const pad = 'x'.repeat(100);
-      // Turns of the event loop between lines let writes start (and find the pipe full) meanwhile.
       for (let i = 0; i < ${count}; i++) {
         log.info({ i, pad }, 'backed-up line');
         if (i % 50 === 0) await new Promise((r) => setImmediate(r));
       }
       process.stderr.write('logged\\n');
-      process.exit(3);`;
+      ${then}`;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    // Nothing is read from stdout until the child says it has logged every line (~2.6 MB, far
-    // more than a pipe holds), and then only after a pause in which it is already exiting.
     child.stdout.pause();
-    const chunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
-    await new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => d.toString().includes('logged') && resolve()));
+    let received = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (received += c));
+    const logged = new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => d.toString().includes('logged') && resolve()));
+    const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+    const lines = () => received.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l).i as number);
+    return { child, logged, closed, lines };
+  }
+
+  // A reader that falls behind (a busy log shipper) leaves stdout full when the process exits:
+  // what could not be written yet is written then, after what came before it, none of it lost.
+  // The first writes fill the pipe while nobody reads it; the reader comes back only after exit
+  // has begun, so the exit path itself has to wait for room.
+  test('behavior: lines logged while stdout is full (its reader paused) are all written at exit, in order', async ({ expect }) => {
+    const p = backedUp(20_000, 'process.exit(3);');
+    await p.logged;
     await new Promise((r) => setTimeout(r, 300));
-    child.stdout.resume();
-    const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
-    expect(code).toBe(3);
-    const seen = Buffer.concat(chunks).toString('utf8').trimEnd().split('\n').filter((l) => l !== 'banner').map((l) => JSON.parse(l).i as number);
-    expect(seen.length).toBe(count);
-    expect(seen).toEqual([...Array(count).keys()]);
+    p.child.stdout.resume();
+    expect(await p.closed).toEqual({ code: 3, signal: null });
+    expect(p.lines()).toEqual([...Array(20_000).keys()]);
+  });
+
+  // A reader that falls behind and catches up gets the backlog as fast as it reads, not one pipe's
+  // worth per flush interval (2.6 MB took seconds that way, while new lines waited behind it).
+  test('behavior: once a paused reader reads again, a running process writes its backlog as fast as it is read', async ({ expect }) => {
+    const p = backedUp(20_000, 'await new Promise((r) => setTimeout(r, 60_000));');
+    await p.logged;
+    const resumed = performance.now();
+    p.child.stdout.resume();
+    while (p.lines().length < 20_000 && performance.now() - resumed < 10_000) await new Promise((r) => setTimeout(r, 20));
+    const took = performance.now() - resumed;
+    p.child.kill('SIGKILL');
+    expect(p.lines()).toEqual([...Array(20_000).keys()]);
+    expect(took).toBeLessThan(2_000);
+  });
+
+  // The exit waits for a reader that fell behind; a stop signal meanwhile ends the process at once
+  // (the README's "a second signal ends it at once"), rather than being held by a handler that can
+  // no longer run.
+  test('behavior: a stop signal while the exit waits for a full stdout ends the process at once', async ({ expect }) => {
+    // A handler like the server's own (main.ts): it can no longer run once the exit has begun.
+    const p = backedUp(20_000, "process.on('SIGINT', () => {}); process.exit(3);");
+    await p.logged;
+    await new Promise((r) => setTimeout(r, 300));
+    const sent = performance.now();
+    p.child.kill('SIGINT');
+    p.child.stdout.resume();
+    const end = await p.closed;
+    expect(end).toEqual({ code: null, signal: 'SIGINT' });
+    expect(performance.now() - sent).toBeLessThan(2_000);
+  });
+
+  // A terminal that stops reading (Ctrl-S, a slow link) is blocking, and a synchronous write to it
+  // stopped the event loop: the server answered nothing until the terminal read again.
+  test('behavior: a server whose terminal stops reading keeps answering', async ({ expect, onTestFinished }) => {
+    const port = await freePort();
+    // `script` runs the server on a pseudo-terminal and copies it to its stdout, which is not read.
+    const command = [process.execPath, CLI, 'serve', '--port', String(port), '--data-dir', newDataDir(), '--signer-threads', '1'].map((a) => `'${a}'`).join(' ');
+    const term = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    onTestFinished(() => {
+      try { process.kill(-term.pid!, 'SIGKILL'); } catch { /* gone */ }
+    });
+    term.stdout.pause();
+    const url = `http://127.0.0.1:${port}`;
+    let up = false;
+    for (let i = 0; i < 200 && !up; i++) {
+      up = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+      if (!up) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(up).toBe(true);
+    // ~4,000 access lines (~800 KB): far more than the terminal and the pipe behind it hold unread.
+    const started = performance.now();
+    for (let round = 0; round < 40; round++) {
+      const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => rest(url, 'GET', `/api/resolve?slug=t${round}-${i}`)));
+      expect(answers.every((r) => r.status === 401)).toBe(true);
+    }
+    expect(performance.now() - started).toBeLessThan(20_000);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
   });
 
   // stdout on a full disk (/dev/full answers every write with ENOSPC). The banner's write raised
   // an unhandled 'error' and stopped the server at start; and through sonic-boom, a log write that
   // failed was retried at once, forever, starving the event loop.
   test('behavior: a server whose stdout fails every write (a full disk) starts, answers, logs nothing and stops cleanly', async ({ expect, onTestFinished }) => {
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port: p } = probe.address() as { port: number };
-        probe.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     const full = openSync('/dev/full', 'w');
     const child = spawn(process.execPath, [CLI, 'serve', '--port', String(port), '--data-dir', newDataDir(), '--signer-threads', '1'], { stdio: ['ignore', full, 'pipe'] });
     closeSync(full);

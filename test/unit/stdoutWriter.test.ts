@@ -1,0 +1,72 @@
+import { writeSync } from 'node:fs';
+import { describe, test } from 'vitest';
+import { bufferedStdout, type StdoutIo } from '../../src/logger.js';
+
+/**
+ * The stdout writer under write failures a test cannot make a real disk produce without
+ * privileges: a write cut short by a full disk (ENOSPC) after part of it went out, then room again.
+ * Everything else about it is tested against real pipes and terminals (startup-output.test.ts).
+ */
+type Call = { bytes: string } | { fail: string } | { partly: number };
+
+function scripted(plan: Call[]): { io: StdoutIo; out: () => string } {
+  let out = '';
+  const io: StdoutIo = {
+    isatty: () => false,
+    write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
+    writeSync: ((_fd: number, buf: Buffer) => {
+      const step = plan.shift() ?? { bytes: 'all' };
+      if ('fail' in step) throw Object.assign(new Error(step.fail), { code: step.fail });
+      const n = 'partly' in step ? step.partly : buf.length;
+      out += buf.subarray(0, n).toString('utf8');
+      return n;
+    }) as typeof writeSync,
+  };
+  return { io, out: () => out };
+}
+
+const line = (i: number) => `${JSON.stringify({ i, pad: 'x'.repeat(40) })}\n`;
+
+describe('stdout writer faults', () => {
+  test('behavior: a line a full disk cut short is ended before the next write, so no two lines run together', ({ expect }) => {
+    // Ten lines go out partly (the write ends inside line 1), the rest fails; then the disk has room.
+    const { io, out } = scripted([{ partly: 70 }, { fail: 'ENOSPC' }]);
+    const w = bufferedStdout(99, io);
+    for (let i = 0; i < 10; i++) w.write(line(i));
+    w.flushSync();
+    for (let i = 10; i < 13; i++) w.write(line(i));
+    w.flushSync();
+    const all = Array.from({ length: 10 }, (_, i) => line(i)).join('');
+    expect(out()).toBe(`${all.slice(0, 70)}\n${line(10)}${line(11)}${line(12)}`);
+  });
+
+  test('behavior: a write that fails on a line boundary adds no empty line', ({ expect }) => {
+    const { io, out } = scripted([{ partly: line(0).length }, { fail: 'EIO' }]);
+    const w = bufferedStdout(99, io);
+    for (let i = 0; i < 10; i++) w.write(line(i));
+    w.flushSync();
+    w.write(line(10));
+    w.flushSync();
+    expect(out()).toBe(line(0) + line(10));
+  });
+
+  test('behavior: a stdout that fails every write drops the lines and the next write that works starts whole', ({ expect }) => {
+    const { io, out } = scripted([{ fail: 'EPIPE' }, { fail: 'EPIPE' }]);
+    const w = bufferedStdout(99, io);
+    w.write(line(0));
+    w.flushSync();
+    w.write(line(1));
+    w.flushSync();
+    w.write(line(2));
+    w.flushSync();
+    expect(out()).toBe(line(2));
+  });
+
+  test('behavior: a full pipe (EAGAIN) loses nothing and keeps the order', ({ expect }) => {
+    const { io, out } = scripted([{ partly: 10 }, { fail: 'EAGAIN' }, { fail: 'EAGAIN' }, { partly: 5 }, { fail: 'EINTR' }]);
+    const w = bufferedStdout(99, io);
+    for (let i = 0; i < 800; i++) w.write(line(i));
+    w.flushSync();
+    expect(out()).toBe(Array.from({ length: 800 }, (_, i) => line(i)).join(''));
+  });
+});
