@@ -1,4 +1,4 @@
-import { write, writeSync } from 'node:fs';
+import { constants, openSync, readlinkSync, write, writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
@@ -28,9 +28,6 @@ const RETRY_MS = 5;
 /** How long the exit path waits for room on a full stdout (its reader fell behind) before giving up. */
 const EXIT_WAIT_MS = 5_000;
 
-/** At exit, how long a terminal write still on libuv's pool is given before the rest is written. */
-const EXIT_IN_FLIGHT_MS = 50;
-
 /** The signals that stop the server; while the exit waits for stdout, one ends the process at once. */
 const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const;
 
@@ -56,8 +53,10 @@ const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
  *   still in flight at exit was lost, one not yet started came out after newer lines, and a write
  *   that failed was retried at once, forever (test/startup-output.test.ts).
  * - A terminal: Node keeps it blocking, and a terminal that stops reading (Ctrl-S, a slow link)
- *   would stop the event loop. Writes go to libuv's pool, one at a time; at exit the one in flight
- *   gets EXIT_IN_FLIGHT_MS before the rest is written.
+ *   would stop the event loop. It is opened again in non-blocking mode (openTerminal) and written
+ *   like a pipe. Where it cannot be (no /proc), writes go to libuv's pool, one at a time, and at
+ *   exit the lines behind a write still there are dropped: written then, they could come out
+ *   before it (the pool busy) or block the exit (the terminal stopped).
  * - A file: synchronous, as Node's own stdout writes files.
  *
  * A write that fails otherwise (stdout closed, a full disk) drops what waits, and later lines are
@@ -69,21 +68,43 @@ const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
  * Measured against the pool writes (two servers, alternating loads): 1-4% more throughput.
  */
 /** The system calls a stdout writer makes (fault tests give it failing ones). */
-export type StdoutIo = { writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty };
-const SYSTEM_IO: StdoutIo = { writeSync, write, isatty };
+export type StdoutIo = {
+  writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty;
+  /** The terminal on `fd` opened again, non-blocking, on a file description of its own; undefined when it cannot be. */
+  openTerminal: (fd: number) => number | undefined;
+};
+
+/**
+ * Why a file description of our own: Node keeps a terminal blocking, and O_NONBLOCK set on the one
+ * stdout shares with the shell that started us would be left on the shell's terminal too.
+ */
+function openTerminal(fd: number): number | undefined {
+  try {
+    const path = readlinkSync(`/proc/self/fd/${fd}`);
+    if (!path.startsWith('/dev/')) return undefined;
+    return openSync(path, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch {
+    return undefined;
+  }
+}
+const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal };
 
 /** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */
 export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => void) => void; flushSync: () => void };
 
-export function bufferedStdout(fd = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
-  const onPool = io.isatty(fd);
+export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
+  const terminal = io.isatty(stdout);
+  const own = terminal ? io.openTerminal(stdout) : undefined;
+  const fd = own ?? stdout;
+  const onPool = terminal && own === undefined;
   let lines: string[] = [];
   let gathered = 0;
   // Bytes handed over but not yet written, oldest first.
   const waiting: Buffer[] = [];
-  // The last byte written did not end a line; a failed write then leaves it cut short.
+  // The output ends inside a line (the last byte written was not a newline), and whether the
+  // head of `waiting` is the rest of that line (a write took only part of it) or new lines.
   let lineOpen = false;
-  let cut = false;
+  let continuing = false;
   // A pool write (terminals) is running.
   let inFlight = false;
   let timer: NodeJS.Timeout | undefined;
@@ -95,30 +116,28 @@ export function bufferedStdout(fd = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
     gathered = 0;
     waiting.push(Buffer.from(chunk, 'utf8'));
   };
-  /** Before a write starts: a line a failure cut short is ended first. */
+  /** Before a write starts: new lines after a line a failed write cut short start on a line of their own. */
   const endCutLine = () => {
-    if (!cut) return;
-    waiting.unshift(Buffer.from('\n'));
-    cut = false;
+    if (lineOpen && !continuing && waiting.length > 0) waiting.unshift(Buffer.from('\n'));
   };
   /** The first `n` bytes waiting were written. */
   const wrote = (n: number) => {
     if (n === 0) return;
     const head = waiting[0]!;
     lineOpen = head[n - 1] !== 0x0a;
-    if (n < head.length) waiting[0] = head.subarray(n);
+    continuing = n < head.length;
+    if (continuing) waiting[0] = head.subarray(n);
     else waiting.shift();
   };
   /** Closed (EPIPE), a full disk (ENOSPC), an I/O error: what waits is dropped. */
   const failed = () => {
-    cut = lineOpen;
-    lineOpen = false;
+    continuing = false;
     waiting.length = 0;
   };
   const retryable = (code: string | undefined) => code === 'EAGAIN' || code === 'EINTR';
   /** Synchronous writes until stdout is full; false when bytes are still waiting. */
   const writeNow = (): boolean => {
-    if (waiting.length > 0) endCutLine();
+    endCutLine();
     while (waiting.length > 0) {
       try {
         wrote(io.writeSync(fd, waiting[0]!));
@@ -160,15 +179,13 @@ export function bufferedStdout(fd = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
   }
   const atExit = () => {
     gather();
-    if (waiting.length === 0 && !cut) return;
+    if (waiting.length === 0) return;
     // Nothing else runs now: a stop signal ends the process rather than wait on its handler.
     for (const signal of STOP_SIGNALS) process.removeAllListeners(signal);
-    if (inFlight) {
-      // It cannot be told apart from one that has finished; it gets a moment, then is counted done.
-      sleep(EXIT_IN_FLIGHT_MS);
-      inFlight = false;
-      wrote(waiting[0]!.length);
-    }
+    // A terminal write still on the pool may not even have started (the pool busy), or may be
+    // blocked (the terminal stopped): anything written now could come out before it, or block
+    // the exit. What is left is dropped instead.
+    if (inFlight) return;
     const until = Date.now() + EXIT_WAIT_MS;
     while (!writeNow() && Date.now() < until) sleep(RETRY_MS);
   };

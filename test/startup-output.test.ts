@@ -199,7 +199,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   test('behavior: a server whose terminal stops reading keeps answering', async ({ expect, onTestFinished }) => {
     const port = await freePort();
     // `script` runs the server on a pseudo-terminal and copies it to its stdout, which is not read.
-    const command = [process.execPath, CLI, 'serve', '--port', String(port), '--data-dir', newDataDir(), '--signer-threads', '1'].map((a) => `'${a}'`).join(' ');
+    const command = `exec ${[process.execPath, CLI, 'serve', '--port', String(port), '--data-dir', newDataDir(), '--signer-threads', '1'].map((a) => `'${a}'`).join(' ')}`;
     const term = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     onTestFinished(() => {
       try { process.kill(-term.pid!, 'SIGKILL'); } catch { /* gone */ }

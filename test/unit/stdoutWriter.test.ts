@@ -13,6 +13,7 @@ function scripted(plan: Call[]): { io: StdoutIo; out: () => string } {
   let out = '';
   const io: StdoutIo = {
     isatty: () => false,
+    openTerminal: () => undefined,
     write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
     writeSync: ((_fd: number, buf: Buffer) => {
       const step = plan.shift() ?? { bytes: 'all' };
@@ -60,6 +61,39 @@ describe('stdout writer faults', () => {
     w.write(line(2));
     w.flushSync();
     expect(out()).toBe(line(2));
+  });
+
+  test('behavior: a cut line is still ended when the disk stays full for more writes', ({ expect }) => {
+    // Line 0 is cut after 5 bytes; the newline that should end it fails with line 1; line 2 has room.
+    const { io, out } = scripted([{ partly: 5 }, { fail: 'ENOSPC' }, { fail: 'ENOSPC' }]);
+    const w = bufferedStdout(99, io);
+    w.write(line(0));
+    w.flushSync();
+    w.write(line(1));
+    w.flushSync();
+    w.write(line(2));
+    w.flushSync();
+    expect(out()).toBe(`${line(0).slice(0, 5)}\n${line(2)}`);
+  });
+
+  test('behavior: on a terminal that cannot be opened again, lines behind a write still on the pool at exit are dropped, never written ahead of it', ({ expect }) => {
+    let synced = '';
+    const started: string[] = [];
+    const io: StdoutIo = {
+      isatty: () => true,
+      openTerminal: () => undefined,
+      // The pool never gets to it (busy, or the terminal stopped): no callback.
+      write: ((_fd: number, buf: Buffer) => void started.push(buf.toString('utf8'))) as unknown as StdoutIo['write'],
+      writeSync: ((_fd: number, buf: Buffer) => {
+        synced += buf.toString('utf8');
+        return buf.length;
+      }) as typeof writeSync,
+    };
+    const w = bufferedStdout(99, io);
+    for (let i = 0; i < 400; i++) w.write(line(i));
+    w.flushSync();
+    expect(started).toHaveLength(1);
+    expect(synced).toBe('');
   });
 
   test('behavior: a full pipe (EAGAIN) loses nothing and keeps the order', ({ expect }) => {
