@@ -26,6 +26,14 @@ function scripted(plan: Call[]): { io: StdoutIo; out: () => string } {
   return { io, out: () => out };
 }
 
+/** Lines 0 … n-1, each written out on its own (flushSync), so each meets the next planned call. */
+function linesOneByOne(w: ReturnType<typeof bufferedStdout>, n: number): void {
+  for (let i = 0; i < n; i++) {
+    w.write(line(i));
+    w.flushSync();
+  }
+}
+
 const line = (i: number) => `${JSON.stringify({ i, pad: 'x'.repeat(40) })}\n`;
 
 describe('stdout writer faults', () => {
@@ -53,26 +61,14 @@ describe('stdout writer faults', () => {
 
   test('behavior: a stdout that fails every write drops the lines and the next write that works starts whole', ({ expect }) => {
     const { io, out } = scripted([{ fail: 'EPIPE' }, { fail: 'EPIPE' }]);
-    const w = bufferedStdout(99, io);
-    w.write(line(0));
-    w.flushSync();
-    w.write(line(1));
-    w.flushSync();
-    w.write(line(2));
-    w.flushSync();
+    linesOneByOne(bufferedStdout(99, io), 3);
     expect(out()).toBe(line(2));
   });
 
   test('behavior: a cut line is still ended when the disk stays full for more writes', ({ expect }) => {
     // Line 0 is cut after 5 bytes; the newline that should end it fails with line 1; line 2 has room.
     const { io, out } = scripted([{ partly: 5 }, { fail: 'ENOSPC' }, { fail: 'ENOSPC' }]);
-    const w = bufferedStdout(99, io);
-    w.write(line(0));
-    w.flushSync();
-    w.write(line(1));
-    w.flushSync();
-    w.write(line(2));
-    w.flushSync();
+    linesOneByOne(bufferedStdout(99, io), 3);
     expect(out()).toBe(`${line(0).slice(0, 5)}\n${line(2)}`);
   });
 
