@@ -38,6 +38,31 @@ const forgetExitPath = new FinalizationRegistry<WeakRef<() => void>>((ref) => ex
 const nap = new Int32Array(new SharedArrayBuffer(4));
 const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
 
+/** The system calls a stdout writer makes (fault tests give it failing ones). */
+export type StdoutIo = {
+  writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty;
+  /** The terminal on `fd` opened again, non-blocking, on a file description of its own; undefined when it cannot be. */
+  openTerminal: (fd: number) => number | undefined;
+};
+
+/**
+ * Why a file description of our own: Node keeps a terminal blocking, and O_NONBLOCK set on the one
+ * stdout shares with the shell that started us would be left on the shell's terminal too.
+ */
+function openTerminal(fd: number): number | undefined {
+  try {
+    const path = readlinkSync(`/proc/self/fd/${fd}`);
+    if (!path.startsWith('/dev/')) return undefined;
+    return openSync(path, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch {
+    return undefined;
+  }
+}
+const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal };
+
+/** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */
+export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => void) => void; flushSync: () => void };
+
 /**
  * stdout in 16 KiB writes rather than one write syscall per line (one line per request adds up
  * under load), but never holding a line back for longer than about LOG_FLUSH_MS: a quiet server's
@@ -67,31 +92,6 @@ const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
  * line copy all the lines before it (3.8 KiB of garbage per request under the sign bench).
  * Measured against the pool writes (two servers, alternating loads): 1-4% more throughput.
  */
-/** The system calls a stdout writer makes (fault tests give it failing ones). */
-export type StdoutIo = {
-  writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty;
-  /** The terminal on `fd` opened again, non-blocking, on a file description of its own; undefined when it cannot be. */
-  openTerminal: (fd: number) => number | undefined;
-};
-
-/**
- * Why a file description of our own: Node keeps a terminal blocking, and O_NONBLOCK set on the one
- * stdout shares with the shell that started us would be left on the shell's terminal too.
- */
-function openTerminal(fd: number): number | undefined {
-  try {
-    const path = readlinkSync(`/proc/self/fd/${fd}`);
-    if (!path.startsWith('/dev/')) return undefined;
-    return openSync(path, constants.O_WRONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch {
-    return undefined;
-  }
-}
-const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal };
-
-/** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */
-export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => void) => void; flushSync: () => void };
-
 export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStream {
   const terminal = io.isatty(stdout);
   const own = terminal ? io.openTerminal(stdout) : undefined;
@@ -158,7 +158,7 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
       inFlight = false;
       if (!err) wrote(n);
       else if (!retryable(err.code)) failed();
-      if (err && waiting.length > 0) timer ??= setTimeout(tick, RETRY_MS).unref();
+      if (err && waiting.length > 0) retrySoon();
       else writeOnPool();
     });
   };

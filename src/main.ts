@@ -177,7 +177,6 @@ async function serve(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** Entry point of the `paypolicy` command. */
 /** Set once `serve` is up: from then on stdout carries only the banner and the logs. */
 let serving = false;
 
@@ -193,6 +192,7 @@ function onStdoutError(err: NodeJS.ErrnoException): void {
   process.exitCode = 1;
 }
 
+/** Entry point of the `paypolicy` command. */
 export async function main(argv: string[]): Promise<number> {
   if (!process.stdout.listeners('error').includes(onStdoutError)) process.stdout.on('error', onStdoutError);
   const [command, ...rest] = argv;
