@@ -132,7 +132,15 @@ async function serve(argv: string[]): Promise<number> {
   let onSignal: (signal: string) => void = (signal) => (signalled = signal);
   // SIGHUP (a closed terminal) and SIGQUIT too: left to Node's default they end the process
   // without the exit hooks, losing the log lines still buffered (up to ~200 ms of them).
-  for (const signal of STOP_SIGNALS) process.once(signal, () => onSignal(signal));
+  // The first one takes every handler away, so a second one of any of them ends the process at
+  // once (Node's default): with one handler per signal, SIGINT after SIGTERM was taken as the
+  // first SIGINT and waited out the whole drain.
+  for (const signal of STOP_SIGNALS) {
+    process.once(signal, () => {
+      for (const s of STOP_SIGNALS) process.removeAllListeners(s);
+      onSignal(signal);
+    });
+  }
   let app: Awaited<ReturnType<typeof startPaypolicy>> | undefined;
   let config: Config | undefined;
   try {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -106,6 +106,26 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const lines = p.stdout().split('\n').filter((l) => l.includes('"path":"/api/resolve"'));
     expect(lines).toHaveLength(60);
     expect(p.stdout()).toMatch(/"msg":"paypolicy stopped"/);
+  });
+
+  // The README: "A second signal while that runs ends the process at once". A request whose body
+  // never finishes keeps the drain going (up to the 10 s grace period).
+  test.for([['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGHUP'], ['SIGTERM', 'SIGTERM']] as const)('behavior: %s, then %s while the server drains, ends it at once', async ([first, second], ctx) => {
+    const { expect } = ctx;
+    const p = serve(ctx, newDataDir());
+    const out = await p.waitForStdout(/paypolicy agent list/);
+    const url = new URL(/curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!);
+    const half = createConnection(Number(url.port), '127.0.0.1');
+    ctx.onTestFinished(() => void half.destroy());
+    half.write('POST /api/sign HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"agent');
+    await new Promise((r) => setTimeout(r, 300));
+    p.child.kill(first);
+    await p.waitForStdout(/"msg":"shutting down"/, 5000);
+    const sent = performance.now();
+    p.child.kill(second);
+    const end = await p.exited;
+    expect(end).toEqual({ code: null, signal: second });
+    expect(performance.now() - sent).toBeLessThan(3_000);
   });
 
   // 3 and 150 lines (~10 KiB) are all still gathered at the exit; 600 (~40 KiB) are partly written already.
