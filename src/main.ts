@@ -200,9 +200,17 @@ function onStdoutError(err: NodeJS.ErrnoException): void {
   process.exitCode = 1;
 }
 
+/**
+ * A stderr that fails has nowhere left to report to. Unhandled, its 'error' was thrown: a command
+ * exited 1 with whatever status it had chosen lost, and a server whose start-up failure could not
+ * be printed crashed instead of exiting 2. The status stays the command's own.
+ */
+function onStderrError(): void {}
+
 /** Entry point of the `paypolicy` command. */
 export async function main(argv: string[]): Promise<number> {
   if (!process.stdout.listeners('error').includes(onStdoutError)) process.stdout.on('error', onStdoutError);
+  if (!process.stderr.listeners('error').includes(onStderrError)) process.stderr.on('error', onStderrError);
   const [command, ...rest] = argv;
   if (command === undefined) {
     // Not `serve`: a second server started by a bare `npx paypolicy` is a surprise, not a default.

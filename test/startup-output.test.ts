@@ -282,4 +282,32 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
     expect({ code, stderr }).toEqual({ code: 1, stderr: 'paypolicy: cannot write to stdout: ENOSPC\n' });
   });
+
+  // The sibling on stderr: its failed write was thrown, so the command's own status (2 here) became
+  // the crash's 1, and a server that could not start crashed instead of saying so with 2.
+  test('behavior: a failing stderr (a full disk) leaves every exit status as the command chose it', async ({ expect }) => {
+    const run = async (args: string[]) => {
+      const full = openSync('/dev/full', 'w');
+      const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', full] });
+      closeSync(full);
+      let stdout = '';
+      child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+      const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+      return { code, stdout };
+    };
+    expect(await run(['frobnicate'])).toEqual({ code: 2, stdout: '' });
+    expect(await run([])).toEqual({ code: 2, stdout: '' });
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = busy.address() as { port: number };
+      const started = await run(['serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', newDataDir(), '--signer-threads', '1']);
+      expect(started.code).toBe(2);
+    } finally {
+      busy.close();
+    }
+    const version = await run(['version']);
+    expect(version.code).toBe(0);
+    expect(version.stdout).toMatch(/paypolicy/);
+  });
 });
