@@ -22,6 +22,15 @@ export const LOG_FLUSH_MS = 200;
 /** Bytes gathered before a write: one syscall carries many lines. */
 const CHUNK_BYTES = 16 * 1024;
 
+/**
+ * The most bytes of log lines that wait in memory for a stdout that is not read. Past it new lines
+ * are dropped and counted, and a line saying how many goes out once there is room again. Why:
+ * unbounded, a stalled log reader (a hung collector, a stopped terminal) grew the server's memory
+ * at the log rate (~5.5 MB/s at 26,000 requests/s) until the kernel killed it. 16 MiB is minutes
+ * of a busy server's lines, and small beside the server's ~250 MB.
+ */
+export const MAX_WAITING_BYTES = 16 * 1024 * 1024;
+
 /** How soon a write that found stdout full is tried again. */
 const RETRY_MS = 5;
 
@@ -84,6 +93,9 @@ export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => v
  *   before it (the pool busy) or block the exit (the terminal stopped).
  * - A file: synchronous, as Node's own stdout writes files.
  *
+ * What waits for a stdout that is not read is bounded (MAX_WAITING_BYTES): newer lines are dropped
+ * past it, whole, and counted in a warning line that goes out in their place once there is room.
+ *
  * A write that fails otherwise (stdout closed, a full disk) drops what waits, and later lines are
  * tried again (a disk can have room again). A line cut short by such a failure is ended with a
  * newline before the next one, so it cannot run into it.
@@ -99,8 +111,11 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
   const onPool = terminal && own === undefined;
   let lines: string[] = [];
   let gathered = 0;
-  // Bytes handed over but not yet written, oldest first.
+  // Bytes handed over but not yet written, oldest first, and how many there are.
   const waiting: Buffer[] = [];
+  let waitingBytes = 0;
+  // Lines dropped because MAX_WAITING_BYTES were waiting; reported once there is room.
+  let dropped = 0;
   // The output ends inside a line (the last byte written was not a newline), and whether the
   // head of `waiting` is the rest of that line (a write took only part of it) or new lines.
   let lineOpen = false;
@@ -109,21 +124,38 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
   let inFlight = false;
   let timer: NodeJS.Timeout | undefined;
 
+  const enqueue = (bytes: Buffer) => {
+    waiting.push(bytes);
+    waitingBytes += bytes.length;
+  };
   const gather = () => {
+    // Once lines were dropped, none is taken until half the backlog is written: one notice per
+    // stall, not one per chunk that happens to fit.
+    if (dropped > 0 && waitingBytes <= MAX_WAITING_BYTES / 2) {
+      enqueue(Buffer.from(`{"level":40,"time":"${new Date().toISOString()}","service":"paypolicy","dropped":${dropped},`
+        + `"msg":"log lines dropped: stdout was not read"}\n`));
+      dropped = 0;
+    }
     if (lines.length === 0) return;
-    const chunk = lines.length === 1 ? lines[0]! : lines.join('');
+    const chunk = Buffer.from(lines.length === 1 ? lines[0]! : lines.join(''), 'utf8');
+    // Each write is one whole line: a chunk is kept or dropped whole, so no line is cut here.
+    if (dropped > 0 || waitingBytes + chunk.length > MAX_WAITING_BYTES) dropped += lines.length;
+    else enqueue(chunk);
     lines = [];
     gathered = 0;
-    waiting.push(Buffer.from(chunk, 'utf8'));
   };
   /** Before a write starts: new lines after a line a failed write cut short start on a line of their own. */
   const endCutLine = () => {
-    if (lineOpen && !continuing && waiting.length > 0) waiting.unshift(Buffer.from('\n'));
+    if (lineOpen && !continuing && waiting.length > 0) {
+      waiting.unshift(Buffer.from('\n'));
+      waitingBytes += 1;
+    }
   };
   /** The first `n` bytes waiting were written. */
   const wrote = (n: number) => {
     if (n === 0) return;
     const head = waiting[0]!;
+    waitingBytes -= n;
     lineOpen = head[n - 1] !== 0x0a;
     continuing = n < head.length;
     if (continuing) waiting[0] = head.subarray(n);
@@ -133,6 +165,7 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
   const failed = () => {
     continuing = false;
     waiting.length = 0;
+    waitingBytes = 0;
   };
   const retryable = (code: string | undefined) => code === 'EAGAIN' || code === 'EINTR';
   /** Synchronous writes until stdout is full; false when bytes are still waiting. */
@@ -164,7 +197,13 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
   };
   const handOver = (): boolean => {
     gather();
-    if (!onPool) return writeNow();
+    if (!onPool) {
+      if (!writeNow()) return false;
+      if (dropped === 0) return true;
+      // The backlog is written: the notice of what was dropped goes out now, not with a later line.
+      gather();
+      return writeNow();
+    }
     writeOnPool();
     return true;
   };
@@ -188,6 +227,10 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
     if (inFlight) return;
     const until = Date.now() + EXIT_WAIT_MS;
     while (!writeNow() && Date.now() < until) sleep(RETRY_MS);
+    if (dropped > 0 && waiting.length === 0) {
+      gather();
+      writeNow();
+    }
   };
   const ref = new WeakRef(atExit);
   exitPaths.add(ref);

@@ -1,6 +1,6 @@
 import { writeSync } from 'node:fs';
 import { describe, test } from 'vitest';
-import { bufferedStdout, type StdoutIo } from '../../src/logger.js';
+import { bufferedStdout, MAX_WAITING_BYTES, type StdoutIo } from '../../src/logger.js';
 
 /**
  * The stdout writer under write failures a test cannot make a real disk produce without
@@ -98,5 +98,79 @@ describe('stdout writer faults', () => {
     for (let i = 0; i < 800; i++) w.write(line(i));
     w.flushSync();
     expect(out()).toBe(Array.from({ length: 800 }, (_, i) => line(i)).join(''));
+  });
+});
+
+describe('stdout writer backlog', () => {
+  // A stdout nobody reads (a hung log collector): what waited in memory grew at the log rate until
+  // the kernel killed the server. Now it stops at MAX_WAITING_BYTES; the lines past it are dropped
+  // whole and counted in one warning line that comes out, in their place, once stdout is read again.
+  test('behavior: lines waiting for an unread stdout stop at the bound; the dropped ones are counted in one line in their place', ({ expect }) => {
+    let blocked = true;
+    let out = '';
+    let peak = 0;
+    let queued = 0;
+    const io: StdoutIo = {
+      isatty: () => false,
+      openTerminal: () => undefined,
+      write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
+      writeSync: ((_fd: number, buf: Buffer) => {
+        if (blocked) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' });
+        out += buf.toString('utf8');
+        return buf.length;
+      }) as typeof writeSync,
+    };
+    const w = bufferedStdout(99, io);
+    const used = () => process.memoryUsage().arrayBuffers;
+    const base = used();
+    const each = line(0).length;
+    const total = Math.ceil((MAX_WAITING_BYTES * 3) / each);
+    for (let i = 0; i < total; i++) {
+      w.write(line(i));
+      queued += each;
+      if (i % 10_000 === 0) peak = Math.max(peak, used() - base);
+    }
+    peak = Math.max(peak, used() - base);
+    // Three bounds' worth was logged; well under two stayed in memory.
+    expect(queued).toBeGreaterThan(3 * MAX_WAITING_BYTES);
+    expect(peak).toBeLessThan(1.5 * MAX_WAITING_BYTES);
+    blocked = false;
+    // The next flush writes the backlog and then the notice; a line after it follows the notice.
+    w.flush();
+    w.write(line(total));
+    w.flushSync();
+    const got = out.split('\n').slice(0, -1);
+    const kept = got.findIndex((l) => l.includes('log lines dropped'));
+    expect(kept).toBeGreaterThan(0);
+    // In order and whole up to the notice; the notice counts exactly what is missing; the next line follows.
+    got.slice(0, kept).forEach((l, i) => expect(l).toBe(line(i).slice(0, -1)));
+    expect(kept * each).toBeLessThanOrEqual(MAX_WAITING_BYTES);
+    const notice = JSON.parse(got[kept]!) as { level: number; dropped: number; msg: string };
+    expect(notice).toMatchObject({ level: 40, dropped: total - kept, msg: 'log lines dropped: stdout was not read' });
+    expect(got.slice(kept + 1)).toEqual([line(total).slice(0, -1)]);
+  });
+
+  test('behavior: lines dropped just before an exit are still counted in a last line', ({ expect }) => {
+    let blocked = true;
+    let out = '';
+    const io: StdoutIo = {
+      isatty: () => false,
+      openTerminal: () => undefined,
+      write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
+      writeSync: ((_fd: number, buf: Buffer) => {
+        if (blocked) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' });
+        out += buf.toString('utf8');
+        return buf.length;
+      }) as typeof writeSync,
+    };
+    const w = bufferedStdout(99, io);
+    const total = Math.ceil((MAX_WAITING_BYTES * 1.5) / line(0).length);
+    for (let i = 0; i < total; i++) w.write(line(i));
+    blocked = false;
+    w.flushSync();
+    const got = out.split('\n').slice(0, -1);
+    const last = JSON.parse(got.at(-1)!) as { dropped: number };
+    expect(got.length - 1 + last.dropped).toBe(total);
+    got.slice(0, -1).forEach((l, i) => expect(l).toBe(line(i).slice(0, -1)));
   });
 });
