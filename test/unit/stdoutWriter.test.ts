@@ -9,13 +9,14 @@ import { bufferedStdout, MAX_WAITING_BYTES, type StdoutIo } from '../../src/logg
  */
 type Call = { bytes: string } | { fail: string } | { partly: number };
 
-function scripted(plan: Call[]): { io: StdoutIo; out: () => string } {
+function scripted(plan: Call[], stalled = () => false): { io: StdoutIo; out: () => string } {
   let out = '';
   const io: StdoutIo = {
     isatty: () => false,
     openTerminal: () => undefined,
     write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
     writeSync: ((_fd: number, buf: Buffer) => {
+      if (stalled()) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' });
       const step = plan.shift() ?? { bytes: 'all' };
       if ('fail' in step) throw Object.assign(new Error(step.fail), { code: step.fail });
       const n = 'partly' in step ? step.partly : buf.length;
@@ -101,25 +102,20 @@ describe('stdout writer faults', () => {
   });
 });
 
+/** A stdout nobody reads (every write EAGAIN) until `unblock`; then it takes everything. */
+function unread(): { io: StdoutIo; unblock: () => void; out: () => string } {
+  let blocked = true;
+  return { ...scripted([], () => blocked), unblock: () => (blocked = false) };
+}
+
 describe('stdout writer backlog', () => {
   // A stdout nobody reads (a hung log collector): what waited in memory grew at the log rate until
   // the kernel killed the server. Now it stops at MAX_WAITING_BYTES; the lines past it are dropped
   // whole and counted in one warning line that comes out, in their place, once stdout is read again.
   test('behavior: lines waiting for an unread stdout stop at the bound; the dropped ones are counted in one line in their place', ({ expect }) => {
-    let blocked = true;
-    let out = '';
+    const { io, unblock, out } = unread();
     let peak = 0;
     let queued = 0;
-    const io: StdoutIo = {
-      isatty: () => false,
-      openTerminal: () => undefined,
-      write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
-      writeSync: ((_fd: number, buf: Buffer) => {
-        if (blocked) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' });
-        out += buf.toString('utf8');
-        return buf.length;
-      }) as typeof writeSync,
-    };
     const w = bufferedStdout(99, io);
     const used = () => process.memoryUsage().arrayBuffers;
     const base = used();
@@ -134,12 +130,12 @@ describe('stdout writer backlog', () => {
     // Three bounds' worth was logged; well under two stayed in memory.
     expect(queued).toBeGreaterThan(3 * MAX_WAITING_BYTES);
     expect(peak).toBeLessThan(1.5 * MAX_WAITING_BYTES);
-    blocked = false;
+    unblock();
     // The next flush writes the backlog and then the notice; a line after it follows the notice.
     w.flush();
     w.write(line(total));
     w.flushSync();
-    const got = out.split('\n').slice(0, -1);
+    const got = out().split('\n').slice(0, -1);
     const kept = got.findIndex((l) => l.includes('log lines dropped'));
     expect(kept).toBeGreaterThan(0);
     // In order and whole up to the notice; the notice counts exactly what is missing; the next line follows.
@@ -151,24 +147,13 @@ describe('stdout writer backlog', () => {
   });
 
   test('behavior: lines dropped just before an exit are still counted in a last line', ({ expect }) => {
-    let blocked = true;
-    let out = '';
-    const io: StdoutIo = {
-      isatty: () => false,
-      openTerminal: () => undefined,
-      write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
-      writeSync: ((_fd: number, buf: Buffer) => {
-        if (blocked) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' });
-        out += buf.toString('utf8');
-        return buf.length;
-      }) as typeof writeSync,
-    };
+    const { io, unblock, out } = unread();
     const w = bufferedStdout(99, io);
     const total = Math.ceil((MAX_WAITING_BYTES * 1.5) / line(0).length);
     for (let i = 0; i < total; i++) w.write(line(i));
-    blocked = false;
+    unblock();
     w.flushSync();
-    const got = out.split('\n').slice(0, -1);
+    const got = out().split('\n').slice(0, -1);
     const last = JSON.parse(got.at(-1)!) as { dropped: number };
     expect(got.length - 1 + last.dropped).toBe(total);
     got.slice(0, -1).forEach((l, i) => expect(l).toBe(line(i).slice(0, -1)));
