@@ -3,6 +3,13 @@ import { closeSync, fdatasync, openSync } from 'node:fs';
 export type WalSync = {
   /** Resolves once everything committed before this call is on stable storage. */
   afterCommit(): Promise<void>;
+  /** Whether a sync is running now: what commits meanwhile waits for the next one anyway. */
+  busy(): boolean;
+  /**
+   * Calls `listener` each time a sync has finished, before the next one starts, so a commit it
+   * makes is carried by that next sync (writeQueue.ts holds a group's COMMIT until then); one listener.
+   */
+  onSettled(listener: () => void): void;
   /** Calls `listener` with the seconds each successful fdatasync took (metrics); one listener. */
   onSync(listener: (seconds: number) => void): void;
   close(): void;
@@ -29,6 +36,7 @@ export function createWalSync(
   let running = false;
   let waiters: Array<{ generation: number; resolve: () => void; reject: (e: unknown) => void }> = [];
   let observe: ((seconds: number) => void) | undefined;
+  let settled: (() => void) | undefined;
 
   function kick(): void {
     if (running || waiters.length === 0) return;
@@ -47,6 +55,7 @@ export function createWalSync(
       const done = failed ? waiters : waiters.filter((w) => w.generation <= target);
       waiters = failed ? [] : waiters.filter((w) => w.generation > target);
       for (const w of done) (failed ? w.reject(failed) : w.resolve());
+      settled?.();
       kick();
     });
   }
@@ -59,6 +68,10 @@ export function createWalSync(
         waiters.push({ generation, resolve, reject });
         kick();
       });
+    },
+    busy: () => running,
+    onSettled(listener) {
+      settled = listener;
     },
     onSync(listener) {
       observe = listener;

@@ -30,6 +30,8 @@ export type WriteQueue<X = unknown> = {
 /**
  * Group commit. Writes queued during one turn of the event loop run one after another inside a
  * single BEGIN IMMEDIATE transaction, each in its own savepoint, and share one fsync at COMMIT.
+ * While a WAL sync runs, a finished group is not committed: its transaction stays open, the next
+ * groups join it, and it commits when that sync ends (commitHeld), so one sync carries all of it.
  * Each write function is awaited before the next starts, so each still sees everything written
  * before it and decisions stay serialized; a write that throws rolls back only its own savepoint.
  * One group at a time: a group whose functions await (the store interface is asynchronous) keeps
@@ -54,58 +56,90 @@ export function createWriteQueue<X>(db: Db, wal: WalSync, tx: X): WriteQueue<X> 
   const release = db.prepare('RELEASE group_write');
   const rollbackTo = db.prepare('ROLLBACK TO group_write');
 
+  // A group whose writes are done but whose COMMIT waits for the WAL sync now running: its
+  // transaction stays open and the next writes join it, so one COMMIT and one sync carry them all.
+  let held: Array<{ item: Item<X>; ok: boolean; value: unknown }> | undefined;
+
   function schedule(): void {
     if (scheduled || running || queue.length === 0) return;
     scheduled = true;
     setImmediate(() => void flush());
   }
 
-  /** Runs one group in one transaction; the outcome of each write, or throws when the whole group failed. */
-  async function runGroup(batch: Array<Item<X>>): Promise<Array<{ ok: boolean; value: unknown }>> {
-    const outcomes: Array<{ ok: boolean; value: unknown }> = [];
-    begin.run();
+  /**
+   * The transaction failed as a whole: every write in it is refused, and an I/O failure stops the
+   * store. Rolled back only when it is this queue's own: a BEGIN refused because some other
+   * transaction is open must not end that one.
+   */
+  function refuseAll(items: Array<Item<X>>, err: unknown, owned: boolean): void {
+    if (owned && db.inTransaction) rollback.run();
+    // A commit that failed on I/O leaves the disk in an unknown state: stop (db.ts failStop).
+    if (isIoError(err)) failStop(db, err);
+    const refused = storageFullOr(err);
+    for (const item of items) item.reject(refused);
+  }
+
+  /** Runs `batch` inside the held transaction (opening one), each write in its own savepoint. */
+  async function runGroup(batch: Array<Item<X>>): Promise<void> {
+    let done = 0;
     try {
+      assertWritable(db);
+      if (!held) {
+        begin.run();
+        held = [];
+      }
       for (const item of batch) {
         savepoint.run();
         try {
           const value = await item.fn(tx);
           release.run();
-          outcomes.push({ ok: true, value });
+          held.push({ item, ok: true, value });
         } catch (err) {
           // SQLite rolled the whole transaction back (a full disk, an I/O error): every write of
           // the group is gone, so the group fails as one.
           if (!db.inTransaction) throw err;
           rollbackTo.run();
           release.run();
-          outcomes.push({ ok: false, value: err });
+          held.push({ item, ok: false, value: err });
         }
+        done++;
       }
-      commit.run();
     } catch (err) {
-      if (db.inTransaction) rollback.run();
-      throw err;
+      const group = held;
+      held = undefined;
+      refuseAll([...(group ?? []).map((h) => h.item), ...batch.slice(done)], err, group !== undefined);
     }
-    return outcomes;
   }
 
-  /** One group commit: the writes share a transaction and a WAL sync off the event loop. */
-  async function commitGroup(batch: Array<Item<X>>): Promise<void> {
-    let outcomes: Array<{ ok: boolean; value: unknown }>;
+  /**
+   * Commits the held group; its writes are answered once a sync that started after the COMMIT
+   * has finished. Why held at all: a COMMIT writes every page the group changed to the WAL, and
+   * the pages shared by all payments (the ledger's last page, each index's last page, the hot
+   * cap buckets) were written again by every group; committing while a sync runs made no write
+   * durable any sooner, since the next sync starts only when that one ends.
+   */
+  function commitHeld(): void {
+    const group = held;
+    if (!group) return;
+    held = undefined;
     try {
+      // After a failed sync nothing more is committed: the group is refused as not durable.
       assertWritable(db);
-      outcomes = await runGroup(batch);
+      commit.run();
     } catch (err) {
-      // A commit that failed on I/O leaves the disk in an unknown state: stop (db.ts failStop).
-      if (isIoError(err)) failStop(db, err);
-      const refused = storageFullOr(err);
-      for (const item of batch) item.reject(refused);
+      refuseAll(group.map((h) => h.item), err, true);
       return;
     }
     wal.afterCommit().then(
-      () => batch.forEach((item, i) => (outcomes[i]!.ok ? item.resolve(outcomes[i]!.value) : item.reject(outcomes[i]!.value))),
-      (err: unknown) => batch.forEach((item) => item.reject(err)),
+      () => group.forEach((h) => (h.ok ? h.item.resolve(h.value) : h.item.reject(h.value))),
+      (err: unknown) => group.forEach((h) => h.item.reject(err)),
     );
   }
+  // A sync has ended and the next has not started: the held group commits now and rides on it.
+  // While a batch runs, the batch's end does that instead.
+  wal.onSettled(() => {
+    if (!running) commitHeld();
+  });
 
   /** A write alone: BEGIN IMMEDIATE, COMMIT with synchronous=FULL; durable when COMMIT returns. */
   async function commitAlone(item: Item<X>): Promise<void> {
@@ -143,11 +177,13 @@ export function createWriteQueue<X>(db: Db, wal: WalSync, tx: X): WriteQueue<X> 
       for (let i = 0; i < batch.length;) {
         const item = batch[i]!;
         if (item.kind === 'alone') {
+          commitHeld();
           await commitAlone(item);
           i++;
           continue;
         }
         if (item.kind === 'pause') {
+          commitHeld();
           // Through a promise: a function that throws before returning one still rejects its own pause.
           await Promise.resolve().then(item.fn as () => Promise<unknown>).then(item.resolve, item.reject);
           i++;
@@ -155,11 +191,12 @@ export function createWriteQueue<X>(db: Db, wal: WalSync, tx: X): WriteQueue<X> 
         }
         let j = i;
         while (j < batch.length && batch[j]!.kind === 'group') j++;
-        await commitGroup(batch.slice(i, j));
+        await runGroup(batch.slice(i, j));
         i = j;
       }
     } finally {
       running = false;
+      if (!wal.busy()) commitHeld();
       schedule();
     }
   }

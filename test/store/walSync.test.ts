@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { createWalSync } from '../../src/store/walSync.js';
 import { openStore } from '../../src/store/store.js';
+import { manualSync } from '../helpers/manualSync.js';
 
 const dirs: string[] = [];
 function tempFile(): string {
@@ -16,16 +17,6 @@ function tempFile(): string {
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-/** A controllable sync: records calls and completes them only when told to. */
-function manualSync() {
-  const pending: Array<(err: NodeJS.ErrnoException | null) => void> = [];
-  return {
-    calls: () => pending.length,
-    sync: (_fd: number, done: (err: NodeJS.ErrnoException | null) => void) => void pending.push(done),
-    complete: (i: number, err: NodeJS.ErrnoException | null = null) => pending[i]!(err),
-  };
-}
 
 const tick = () => new Promise((r) => setImmediate(r));
 
