@@ -1,4 +1,4 @@
-import { constants, openSync, readlinkSync, write, writeSync } from 'node:fs';
+import { constants, fstatSync, openSync, readlinkSync, write, writeSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
@@ -50,6 +50,8 @@ const sleep = (ms: number) => Atomics.wait(nap, 0, 0, ms);
 /** The system calls a stdout writer makes (fault tests give it failing ones). */
 export type StdoutIo = {
   writeSync: typeof writeSync; write: typeof write; isatty: typeof isatty;
+  /** Whether `fd` is a pipe (a FIFO), whose writes of up to PIPE_BUF bytes are all or nothing. */
+  isPipe: (fd: number) => boolean;
   /** The terminal on `fd` opened again, non-blocking, on a file description of its own; undefined when it cannot be. */
   openTerminal: (fd: number) => number | undefined;
 };
@@ -67,7 +69,27 @@ function openTerminal(fd: number): number | undefined {
     return undefined;
   }
 }
-const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal };
+function isPipe(fd: number): boolean {
+  try {
+    return fstatSync(fd).isFIFO();
+  } catch {
+    return false;
+  }
+}
+const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal, isPipe };
+
+/**
+ * POSIX's PIPE_BUF on Linux: a write to a pipe of at most this many bytes goes in whole or fails
+ * with EAGAIN, never in part.
+ */
+const PIPE_BUF = 4096;
+
+/** The longest run of whole lines at the head of `bytes` that fits in one all-or-nothing pipe write (all of it when none does). */
+function wholeLinesFor(bytes: Buffer): Buffer {
+  if (bytes.length <= PIPE_BUF) return bytes;
+  const end = bytes.lastIndexOf(0x0a, PIPE_BUF - 1);
+  return end < 0 ? bytes : bytes.subarray(0, end + 1);
+}
 
 /** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */
 export type StdoutStream = DestinationStream & { flush: (cb?: (err?: Error) => void) => void; flushSync: () => void };
@@ -109,6 +131,10 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
   const own = terminal ? io.openTerminal(stdout) : undefined;
   const fd = own ?? stdout;
   const onPool = terminal && own === undefined;
+  // A pipe is written in pieces of whole lines it takes whole or not at all: a reader that stops
+  // for good (a log shipper stopped, then the exit gives up on it) is left whole lines, not a line
+  // cut by a write that filled the pipe.
+  const pipe = !terminal && io.isPipe(fd);
   let lines: string[] = [];
   let gathered = 0;
   // Bytes handed over but not yet written, oldest first, and how many there are.
@@ -173,7 +199,7 @@ export function bufferedStdout(stdout = 1, io: StdoutIo = SYSTEM_IO): StdoutStre
     endCutLine();
     while (waiting.length > 0) {
       try {
-        wrote(io.writeSync(fd, waiting[0]!));
+        wrote(io.writeSync(fd, pipe ? wholeLinesFor(waiting[0]!) : waiting[0]!));
       } catch (err) {
         if (retryable((err as NodeJS.ErrnoException).code)) return false;
         failed();

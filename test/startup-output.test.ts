@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -149,7 +149,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
    * first, which leaves a pipe on stdout in non-blocking mode; turns of the event loop between
    * lines let writes start (and find the pipe full) meanwhile.
    */
-  function backedUp(count: number, then: string) {
+  function backedUp(count: number, then: string, stdout?: number) {
     const logger = fileURLToPath(new URL('../dist/src/logger.js', import.meta.url));
     const script = `process.stdout.write('banner\\n');
       const { createLogger } = await import(${JSON.stringify(logger)});
@@ -161,14 +161,14 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
       }
       process.stderr.write('logged\\n');
       ${then}`;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.pause();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', stdout ?? 'pipe', 'pipe'] });
+    child.stdout?.pause();
     let received = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (received += c));
-    const logged = new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => d.toString().includes('logged') && resolve()));
+    child.stdout?.setEncoding('utf8').on('data', (c: string) => (received += c));
+    const logged = new Promise<void>((resolve) => child.stderr!.on('data', (d: Buffer) => d.toString().includes('logged') && resolve()));
     const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
     const lines = () => received.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l).i as number);
-    return { child, logged, closed, lines };
+    return { child, logged, closed, lines, output: () => received };
   }
 
   // A reader that falls behind (a busy log shipper) leaves stdout full when the process exits:
@@ -179,10 +179,48 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const p = backedUp(20_000, 'process.exit(3);');
     await p.logged;
     await new Promise((r) => setTimeout(r, 300));
-    p.child.stdout.resume();
+    p.child.stdout!.resume();
     expect(await p.closed).toEqual({ code: 3, signal: null });
     expect(p.lines()).toEqual([...Array(20_000).keys()]);
   });
+
+  // A reader that never comes back before the exit gives up: what is in the pipe is all it will
+  // ever get. A write that filled the pipe used to put part of a line in it, so the output ended
+  // inside a line (red team: SIGTERM with the log reader, `cat` on a FIFO, stopped after it had read
+  // some). Writes to a pipe are now at most PIPE_BUF bytes of whole lines, which the kernel takes
+  // whole or not at all.
+  test('behavior: when the exit gives up on a reader that stopped reading, the pipe holds only whole lines', async ({ expect }) => {
+    const fifo = join(newDataDir(), 'out');
+    execFileSync('mkfifo', [fifo]);
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writer = openSync(fifo, 'w');
+    const p = backedUp(20_000, 'process.exit(3);', writer);
+    closeSync(writer);
+    await p.logged;
+    // The reader takes an odd number of bytes once, then stops: the room left is not a chunk's size.
+    const first = Buffer.alloc(1_000);
+    const took = readSync(reader, first, 0, first.length, null);
+    const code = await new Promise<number | null>((resolve) => p.child.once('exit', (c) => resolve(c)));
+    expect(code).toBe(3);
+    const rest: Buffer[] = [first.subarray(0, took)];
+    for (;;) {
+      const chunk = Buffer.alloc(65_536);
+      let n = 0;
+      try {
+        n = readSync(reader, chunk, 0, chunk.length, null);
+      } catch {
+        n = 0;
+      }
+      if (n === 0) break;
+      rest.push(chunk.subarray(0, n));
+    }
+    closeSync(reader);
+    const output = Buffer.concat(rest).toString('utf8');
+    const lines = output.split('\n').filter((l) => l.startsWith('{'));
+    expect(lines.length).toBeGreaterThan(100);
+    expect(lines.map((l) => (JSON.parse(l) as { i: number }).i)).toEqual([...Array(lines.length).keys()]);
+    expect(output.endsWith('\n')).toBe(true);
+  }, 20_000);
 
   // A reader that falls behind and catches up gets the backlog as fast as it reads, not one pipe's
   // worth per flush interval (2.6 MB took seconds that way, while new lines waited behind it).
@@ -190,7 +228,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const p = backedUp(20_000, 'await new Promise((r) => setTimeout(r, 60_000));');
     await p.logged;
     const resumed = performance.now();
-    p.child.stdout.resume();
+    p.child.stdout!.resume();
     while (p.lines().length < 20_000 && performance.now() - resumed < 10_000) await new Promise((r) => setTimeout(r, 20));
     const took = performance.now() - resumed;
     p.child.kill('SIGKILL');
@@ -208,7 +246,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     await new Promise((r) => setTimeout(r, 300));
     const sent = performance.now();
     p.child.kill('SIGINT');
-    p.child.stdout.resume();
+    p.child.stdout!.resume();
     const end = await p.closed;
     expect(end).toEqual({ code: null, signal: 'SIGINT' });
     expect(performance.now() - sent).toBeLessThan(2_000);

@@ -13,6 +13,7 @@ function scripted(plan: Call[], stalled = () => false): { io: StdoutIo; out: () 
   let out = '';
   const io: StdoutIo = {
     isatty: () => false,
+    isPipe: () => false,
     openTerminal: () => undefined,
     write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
     writeSync: ((_fd: number, buf: Buffer) => {
@@ -78,6 +79,7 @@ describe('stdout writer faults', () => {
     const started: string[] = [];
     const io: StdoutIo = {
       isatty: () => true,
+      isPipe: () => false,
       openTerminal: () => undefined,
       // The pool never gets to it (busy, or the terminal stopped): no callback.
       write: ((_fd: number, buf: Buffer) => void started.push(buf.toString('utf8'))) as unknown as StdoutIo['write'],
