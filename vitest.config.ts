@@ -49,6 +49,7 @@ const BOTH_STORES = [
   'test/adversarial/rpcAuthority.test.ts',
   'test/adversarial/staleCapSnapshot.test.ts',
   'test/adversarial/submitBacklog.test.ts',
+  'test/adversarial/submitIsolation.test.ts',
 ];
 
 export default defineConfig({

@@ -31,6 +31,9 @@ let s: TestServer;
 let b: Tenant;
 let treasuryB: Address;
 
+/** A row's submission state, through the store either backend serves (the pg project runs this file too). */
+const statusOf = async (id: string) => (await s.app.deps.store.payments.get(id))!.submitStatus;
+
 async function startProxy(target: string): Promise<string> {
   proxy = await startRpcProxy(target, async ({ msg, forward }) => refusing && msg.method === 'eth_sendRawTransaction'
     ? { jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: 'txpool is full' } }
@@ -86,12 +89,12 @@ describe('background submission is per treasury', () => {
     const before = await balanceOf(RECIPIENT);
     refusing = false;
 
-    for (const until = Date.now() + 5_000; s.app.store.payments.get(b1.json.transaction_id)!.submitStatus === 'pending';) {
+    for (const until = Date.now() + 5_000; (await statusOf(b1.json.transaction_id)) === 'pending';) {
       if (Date.now() > until) throw new Error('organization B\'s payment was never broadcast');
       await new Promise((r) => setTimeout(r, 25));
     }
     expect(await balanceOf(RECIPIENT)).toBe(before + 200_000n);
-    expect(s.app.store.payments.get(a.json.transaction_id)!.submitStatus).toBe('pending');
+    expect(await statusOf(a.json.transaction_id)).toBe('pending');
   });
 
   test('error: a newer organization with a batch\'s worth of stuck rows at low nonces does not starve an older organization\'s row at a high nonce', async () => {
@@ -117,7 +120,7 @@ describe('background submission is per treasury', () => {
     await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x0']);
     const before = await balanceOf(RECIPIENT);
     refusing = false;
-    for (const until = Date.now() + 5_000; s.app.store.payments.get(cPay.json.transaction_id)!.submitStatus === 'pending';) {
+    for (const until = Date.now() + 5_000; (await statusOf(cPay.json.transaction_id)) === 'pending';) {
       if (Date.now() > until) throw new Error('organization C\'s payment was never broadcast');
       await new Promise((r) => setTimeout(r, 25));
     }
