@@ -593,7 +593,9 @@ async function main(): Promise<void> {
     await Promise.all([stop(server), stop(echo), stop(floor)]);
     await chainNode?.stop();
     paywall.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    // BENCH_KEEP_DATA=1 leaves the server's data directory for inspection (a restart on it, sqlite3).
+    if (process.env.BENCH_KEEP_DATA === '1') process.stderr.write(`data directory kept: ${dataDir}\n`);
+    else rmSync(dataDir, { recursive: true, force: true });
   }
   if (!process.env.BENCH_ONLY) await flood2k();
   if (!process.env.BENCH_ONLY) await pgPhases();
