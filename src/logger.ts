@@ -84,11 +84,16 @@ const SYSTEM_IO: StdoutIo = { writeSync, write, isatty, openTerminal, isPipe };
  */
 const PIPE_BUF = 4096;
 
-/** The longest run of whole lines at the head of `bytes` that fits in one all-or-nothing pipe write (all of it when none does). */
+/**
+ * The longest run of whole lines at the head of `bytes` that fits in one all-or-nothing pipe
+ * write; a first line longer than that goes alone, so only it can be cut, never the lines after it.
+ */
 function wholeLinesFor(bytes: Buffer): Buffer {
   if (bytes.length <= PIPE_BUF) return bytes;
   const end = bytes.lastIndexOf(0x0a, PIPE_BUF - 1);
-  return end < 0 ? bytes : bytes.subarray(0, end + 1);
+  if (end >= 0) return bytes.subarray(0, end + 1);
+  const first = bytes.indexOf(0x0a, PIPE_BUF);
+  return first < 0 ? bytes : bytes.subarray(0, first + 1);
 }
 
 /** What bufferedStdout returns: pino's stream, with the flushes pino calls when a stream has them. */

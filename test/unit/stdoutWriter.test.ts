@@ -9,11 +9,12 @@ import { bufferedStdout, MAX_WAITING_BYTES, type StdoutIo } from '../../src/logg
  */
 type Call = { bytes: string } | { fail: string } | { partly: number };
 
-function scripted(plan: Call[], stalled = () => false): { io: StdoutIo; out: () => string } {
+function scripted(plan: Call[], stalled = () => false, pipe = false): { io: StdoutIo; out: () => string; writes: string[] } {
   let out = '';
+  const writes: string[] = [];
   const io: StdoutIo = {
     isatty: () => false,
-    isPipe: () => false,
+    isPipe: () => pipe,
     openTerminal: () => undefined,
     write: (() => { throw new Error('not a terminal'); }) as unknown as StdoutIo['write'],
     writeSync: ((_fd: number, buf: Buffer) => {
@@ -22,10 +23,11 @@ function scripted(plan: Call[], stalled = () => false): { io: StdoutIo; out: () 
       if ('fail' in step) throw Object.assign(new Error(step.fail), { code: step.fail });
       const n = 'partly' in step ? step.partly : buf.length;
       out += buf.subarray(0, n).toString('utf8');
+      writes.push(buf.toString('utf8'));
       return n;
     }) as typeof writeSync,
   };
-  return { io, out: () => out };
+  return { io, out: () => out, writes };
 }
 
 /** Lines 0 … n-1, each written out on its own (flushSync), so each meets the next planned call. */
@@ -159,5 +161,26 @@ describe('stdout writer backlog', () => {
     const last = JSON.parse(got.at(-1)!) as { dropped: number };
     expect(got.length - 1 + last.dropped).toBe(total);
     got.slice(0, -1).forEach((l, i) => expect(l).toBe(line(i).slice(0, -1)));
+  });
+});
+
+describe('stdout writer on a pipe', () => {
+  // Writes of at most PIPE_BUF bytes to a pipe are all or nothing; a longer one can be taken in
+  // part. Red team: a line over 4 KiB went out in one write with the short lines after it, so a
+  // full pipe cut a short line. Each write is now whole lines within PIPE_BUF, or one long line alone.
+  test('behavior: every write to a pipe is whole lines within 4 KiB, or a single longer line on its own', ({ expect }) => {
+    const { io, out, writes } = scripted([], () => false, true);
+    const w = bufferedStdout(99, io);
+    const long = `${JSON.stringify({ long: 'y'.repeat(4_500) })}\n`;
+    const lines = [...Array.from({ length: 30 }, (_, i) => line(i)), long, ...Array.from({ length: 200 }, (_, i) => line(100 + i)), long, long];
+    for (const l of lines) w.write(l);
+    w.flushSync();
+    expect(out()).toBe(lines.join(''));
+    expect(writes.length).toBeGreaterThan(3);
+    for (const piece of writes) {
+      expect(piece.endsWith('\n')).toBe(true);
+      const count = piece.split('\n').length - 1;
+      if (piece.length > 4096) expect(count).toBe(1);
+    }
   });
 });
