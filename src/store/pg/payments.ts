@@ -64,16 +64,17 @@ const SUBMITTED = statement('pay.submitted', `UPDATE transactions SET submit_sta
   WHERE id = $3 AND status = 'signed' AND submit_status = 'pending'`);
 // Up to the limit per organization, as on SQLite (store/payments.ts): one treasury's stuck backlog
 // at low nonces took every row of the batch, so another treasury's payments were never broadcast
-// (test/adversarial/submitIsolation.test.ts, run on both stores). The window numbers ids only.
+// (test/adversarial/submitIsolation.test.ts, run on both stores). The window numbers ids only,
+// in SQLite's order: NULL first (PostgreSQL puts it last), ties by id compared bytewise.
 const UNSUBMITTED = statement('pay.unsubmitted', `SELECT t.id, t.result FROM (SELECT id,
-  ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce) AS n FROM transactions WHERE submit_status = 'pending' AND chain_id = $1) w
-  JOIN transactions t ON t.id = w.id WHERE w.n <= $2 ORDER BY t.nonce, t.id`);
+  ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce NULLS FIRST, id COLLATE "C") AS n FROM transactions WHERE submit_status = 'pending' AND chain_id = $1) w
+  JOIN transactions t ON t.id = w.id WHERE w.n <= $2 ORDER BY t.nonce NULLS FIRST, t.id COLLATE "C"`);
 const SUBMITTED_AT = statement('pay.submittedAt',
   `UPDATE transactions SET broadcast_at = $1 WHERE id = $2 AND submit_status = 'submitted' AND broadcast_at IS NULL`);
 const IN_FLIGHT = statement('pay.inFlight', `SELECT t.id, t.org_id, t.agent_id, t.nonce, t.result, t.tx_hash, t.submit_status, t.broadcast_at, t.reason
-  FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce) AS n FROM transactions
+  FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY org_id ORDER BY nonce NULLS FIRST, id COLLATE "C") AS n FROM transactions
     WHERE submit_status IN ('submitted', 'dropped', 'replaced') AND chain_id = $1) w
-  JOIN transactions t ON t.id = w.id WHERE w.n <= $2 ORDER BY t.nonce, t.id`);
+  JOIN transactions t ON t.id = w.id WHERE w.n <= $2 ORDER BY t.nonce NULLS FIRST, t.id COLLATE "C"`);
 const ATTEMPTS_OF = statement('pay.attemptsOf', `SELECT hash, kind, serialized, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at
   FROM chain_attempts WHERE transaction_id = $1 ORDER BY created_at, seq`);
 // Parameters in a SELECT list have no column to take their type from: cast them.
