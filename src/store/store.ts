@@ -4,7 +4,7 @@ import { asyncTables, type AppStore, type StoreTables, type SyncTables } from '.
 import type { SharedCache } from './agents.js';
 import { failStop, onStorageFailure, openDatabase, storageFailure, type Db, type OpenOptions } from './db.js';
 import { createAgentStore } from './agents.js';
-import { createApiKeyStore } from './apiKeys.js';
+import { createApiKeyStore, type ApiKeyCache } from './apiKeys.js';
 import { createApprovalStore } from './approvals.js';
 import { createDashboardSessionStore } from './dashboardSessions.js';
 import { createDashboardUserStore } from './dashboardUsers.js';
@@ -37,7 +37,7 @@ export type StoreOptions = OpenOptions & {
 const WAL_CATCH_UP = { retryMs: 150, waitMs: 200, farPast: 4, farWaitMs: 2_000, backOffMs: 1_000 };
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
-function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: SharedCache<ApiKeyRecord & { hash: Buffer }>; services: SharedCache<RegisteredService[]> }, capMemo?: CapSumMemo): SyncTables {
+function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: ApiKeyCache; services: SharedCache<RegisteredService[]> }, capMemo?: CapSumMemo): SyncTables {
   return {
     organizations: createOrganizationStore(db),
     apiKeys: createApiKeyStore(db, caches?.apiKeys),
@@ -92,7 +92,7 @@ export function openStore(file: string, options: StoreOptions = {}) {
   const fromReader = () => !db.inTransaction && !reader.inTransaction;
   const caches = {
     agents: { records: new Map<string, Agent>(), cacheable: fromReader },
-    apiKeys: { records: new Map<string, ApiKeyRecord & { hash: Buffer }>(), cacheable: fromReader },
+    apiKeys: { records: new Map<string, ApiKeyRecord & { hash: Buffer }>(), byId: new Map<string, ApiKeyRecord & { hash: Buffer }>(), cacheable: fromReader },
     services: { records: new Map<string, RegisteredService[]>(), cacheable: fromReader },
   };
   const writer = tablesOver(db, {
