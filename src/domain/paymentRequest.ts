@@ -182,7 +182,14 @@ export function isMalformedAgentId(id: string): boolean {
  */
 export function canonicalRequest(r: PaymentRequest): string {
   const ceiling = r.maxAmountMicros === null ? [] : [r.maxAmountMicros.toString()];
-  return JSON.stringify([r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload, ...ceiling], (_k, v: unknown) =>
-    typeof v === 'bigint' ? v.toString() : v,
-  );
+  const parts = [r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload, ...ceiling];
+  // A replacer sends JSON.stringify down its slow path for every value; only a raw transaction's
+  // payload holds bigints. The text is the same either way (stored hashes must keep matching), and
+  // a bigint nested deeper than this looks would make JSON.stringify throw, never hash differently.
+  return hasBigint(r.payload) ? JSON.stringify(parts, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : JSON.stringify(parts);
+}
+
+function hasBigint(payload: PaymentRequest['payload']): boolean {
+  for (const v of Object.values(payload)) if (typeof v === 'bigint') return true;
+  return false;
 }

@@ -386,6 +386,20 @@ describe('canonicalRequest', () => {
     expect(a).not.toBe(canon({ type: 'mpp', payload: { resource_url: 'https://a.example/x' } }));
   });
 
+  // Stored rows keep the hash of this text: an idempotent repeat of a payment recorded by an
+  // earlier build must hash the same, so the text of every kind is pinned here byte for byte.
+  test.each<[string, Partial<PaymentRequestInput>, string]>([
+    ['eip3009', { type: 'eip3009' }, '["eip3009",8453,"0xabcdef0123456789abcdef0123456789abcdef01","500000",{"kind":"authorization","validForSeconds":3600}]'],
+    ['permit2', { type: 'permit2', payload: { valid_for_seconds: 600 } }, '["permit2",8453,"0xabcdef0123456789abcdef0123456789abcdef01","500000",{"kind":"authorization","validForSeconds":600}]'],
+    ['raw_transaction', { type: 'raw_transaction', payload: { gas: 50000, max_fee_per_gas: '30000000000', max_priority_fee_per_gas: 2 } },
+      '["raw_transaction",8453,"0xabcdef0123456789abcdef0123456789abcdef01","500000",{"kind":"raw_transaction","gas":"50000","maxFeePerGas":"30000000000","maxPriorityFeePerGas":"2"}]'],
+    ['x402 with a ceiling', { type: 'x402', payload: { resource_url: 'https://a.example/x', method: 'POST', max_amount_usd: '0.25' } },
+      '["x402",8453,"","0",{"kind":"paywall","resourceUrl":"https://a.example/x","method":"POST"},"250000"]'],
+    ['mpp', { type: 'mpp', payload: { resource_url: 'https://a.example/y' } }, '["mpp",8453,"","0",{"kind":"paywall","resourceUrl":"https://a.example/y","method":"GET"}]'],
+  ])('behavior: the text of %s is the one earlier builds stored', (_kind, over, text) => {
+    expect(canonicalRequest(parse({ recipientAddress: RECIPIENT, ...over }))).toBe(text);
+  });
+
   test('behavior: the text is valid JSON (no bigint leaks out)', () => {
     expect(() => JSON.parse(canon({ type: 'raw_transaction', payload: { gas: 50_000 } }))).not.toThrow();
   });
