@@ -2,7 +2,7 @@ import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
 import { checksumAddress } from '../domain/address.js';
 import { DomainError } from '../domain/errors.js';
 import { microsToAtomic } from '../domain/money.js';
-import type { DirectPayload, PaymentRequest, PaymentType } from '../domain/paymentRequest.js';
+import { requestJson, type DirectPayload, type PaymentRequest, type PaymentType } from '../domain/paymentRequest.js';
 import type { SignJob, SignOutput } from '../signing/signJobs.js';
 import type { PaymentHeader } from '../probe/offer.js';
 import { randomHex32 } from '../signing/randomNonce.js';
@@ -37,8 +37,7 @@ export type Eip3009Record = {
 export type StoredRequest = { type: PaymentType; chainId: number; recipient: string; amountMicros: string; payload: DirectPayload };
 
 export function storeRequest(r: PaymentRequest): string {
-  return JSON.stringify({ type: r.type, chainId: r.chainId, recipient: r.recipient, amountMicros: r.amountMicros.toString(), payload: r.payload },
-    (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+  return requestJson({ type: r.type, chainId: r.chainId, recipient: r.recipient, amountMicros: r.amountMicros.toString(), payload: r.payload }, r.payload);
 }
 
 export function loadRequest(json: string): StoredRequest {

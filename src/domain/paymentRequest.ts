@@ -182,14 +182,19 @@ export function isMalformedAgentId(id: string): boolean {
  */
 export function canonicalRequest(r: PaymentRequest): string {
   const ceiling = r.maxAmountMicros === null ? [] : [r.maxAmountMicros.toString()];
-  const parts = [r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload, ...ceiling];
-  // A replacer sends JSON.stringify down its slow path for every value; only a raw transaction's
-  // payload holds bigints. The text is the same either way (stored hashes must keep matching), and
-  // a bigint nested deeper than this looks would make JSON.stringify throw, never hash differently.
-  return hasBigint(r.payload) ? JSON.stringify(parts, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) : JSON.stringify(parts);
+  return requestJson([r.type, r.chainId, r.recipient, r.amountMicros.toString(), r.payload, ...ceiling], r.payload);
 }
 
-function hasBigint(payload: PaymentRequest['payload']): boolean {
-  for (const v of Object.values(payload)) if (typeof v === 'bigint') return true;
-  return false;
+/**
+ * JSON text of `value`, a request's parts holding its `payload`, with the payload's bigints (a raw
+ * transaction's gas and fees) written as decimal strings. A replacer sends JSON.stringify down its
+ * slow path for every value, so it is used only when the payload holds a bigint; the text is the
+ * same either way (stored hashes and rows must keep matching), and a bigint anywhere else makes
+ * JSON.stringify throw, never write a different text.
+ */
+export function requestJson(value: unknown, payload: PaymentRequest['payload']): string {
+  for (const v of Object.values(payload)) {
+    if (typeof v === 'bigint') return JSON.stringify(value, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
+  }
+  return JSON.stringify(value);
 }
