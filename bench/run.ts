@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
@@ -12,6 +13,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { interleave, QUANTILE_PERCENTS, type Load, type Slicer } from './interleave.js';
 
 /**
  * `npm run bench`: the speed goals of paypolicy, each measured against baselines taken in the
@@ -21,14 +23,18 @@ import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
 
 const CONNECTIONS = 64;
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 10);
+/**
+ * The ratio phases run interleaved (bench/interleave.ts): BENCH_ROUNDS rounds of one slice each,
+ * every slice a whole number of seconds (wrk's -d), so each phase is measured for about DURATION_S.
+ */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 4));
+const SLICE_S = Math.max(1, Math.ceil(DURATION_S / ROUNDS));
 const AGENTS = 256;
 const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
 /** The submit phase's chain (Base Sepolia's id, so raw transactions pay its USDC) and that USDC's address. */
 const SUBMIT_CHAIN = 84532;
 const SUBMIT_USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 const root = fileURLToPath(new URL('../..', import.meta.url));
-
-type Load = { rps: number; p50: number; p99: number; non2xx: number; errors: number; total: number };
 
 function waitForLine(child: ChildProcess, pattern: RegExp): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
@@ -86,9 +92,13 @@ async function loadWrk(base: string, spec: Spec, seconds: number, dir: string): 
     '  i = i + 1',
     `  return wrk.format(${luaString(spec.method)}, ${luaString(spec.path)}, { ${headers} }, bodies[(i % #bodies) + 1])`,
     'end',
+    `local percents = { ${QUANTILE_PERCENTS.join(', ')} }`,
     'done = function(summary, latency, requests)',
     '  local e = summary.errors',
     '  io.write(string.format("RESULT %d %d %d %d %d %d\\n", summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.status, e.connect + e.read + e.write + e.timeout))',
+    '  local q = {}',
+    '  for i, p in ipairs(percents) do q[i] = string.format("%d", latency:percentile(p)) end',
+    '  io.write("QUANTILES " .. table.concat(q, " ") .. "\\n")',
     'end',
   ].join('\n'));
   const out = await new Promise<string>((resolve, reject) => {
@@ -102,14 +112,19 @@ async function loadWrk(base: string, spec: Spec, seconds: number, dir: string): 
   const m = /RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)/.exec(out);
   if (!m) throw new Error(`wrk printed no result:\n${out}`);
   const [, total, durationUs, p50, p99, non2xx, errors] = m.map(Number) as number[];
-  return { rps: total! / (durationUs! / 1e6), p50: Math.round(p50! / 100) / 10, p99: Math.round(p99! / 100) / 10, non2xx: non2xx!, errors: errors!, total: total! };
+  // Latencies in µs from wrk, kept in ms.
+  const quantiles = /QUANTILES ([\d ]+)/.exec(out)?.[1]!.trim().split(' ').map((us) => Number(us) / 1000);
+  return {
+    rps: total! / (durationUs! / 1e6), p50: Math.round(p50! / 100) / 10, p99: Math.round(p99! / 100) / 10, non2xx: non2xx!, errors: errors!, total: total!,
+    seconds: durationUs! / 1e6, ...(quantiles?.length === QUANTILE_PERCENTS.length ? { quantiles } : {}),
+  };
 }
 
 async function load(url: string, requests: autocannon.Request[], seconds = DURATION_S): Promise<Load> {
   const result = await autocannon({ url, connections: CONNECTIONS, duration: seconds, requests, pipelining: 1 });
   return {
     rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99,
-    non2xx: result.non2xx, errors: result.errors + result.timeouts, total: result.requests.total,
+    non2xx: result.non2xx, errors: result.errors + result.timeouts, total: result.requests.total, seconds: result.duration,
   };
 }
 
@@ -132,21 +147,27 @@ function startPaywall(): Promise<{ url: string; port: number; close: () => void 
   }));
 }
 
-/** In-process payment signing rate of the x402 reference client (@x402/evm ExactEvmScheme). */
-async function referenceClientRate(seconds: number): Promise<number> {
+/**
+ * The x402 reference client (@x402/evm ExactEvmScheme) signing payments in this process, one
+ * after another: a slice reports how many it signed (as a Load, without latencies).
+ */
+async function referenceClient(): Promise<(seconds: number) => Promise<Load>> {
   const scheme = new ExactEvmScheme(privateKeyToAccount(generatePrivateKey()));
   const requirements = {
     scheme: 'exact', network: 'eip155:8453' as const, amount: '10000', asset: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
     payTo: RECIPIENT, maxTimeoutSeconds: 300, extra: { name: 'USD Coin', version: '2' },
   };
   for (let i = 0; i < 50; i++) await scheme.createPaymentPayload(2, requirements);
-  let n = 0;
-  const start = performance.now();
-  while (performance.now() - start < seconds * 1000) {
-    await scheme.createPaymentPayload(2, requirements);
-    n++;
-  }
-  return n / ((performance.now() - start) / 1000);
+  return async (seconds) => {
+    let n = 0;
+    const start = performance.now();
+    while (performance.now() - start < seconds * 1000) {
+      await scheme.createPaymentPayload(2, requirements);
+      n++;
+    }
+    const elapsed = (performance.now() - start) / 1000;
+    return { rps: n / elapsed, p50: NaN, p99: NaN, non2xx: 0, errors: 0, total: n, seconds: elapsed };
+  };
 }
 
 /** The flood's answers by status, for the report line. */
@@ -296,20 +317,38 @@ function storageWrites(pid: number): number {
 }
 
 /**
- * Runs `work` (one load phase) and reports the process's CPU per answered request, in µs, per
- * thread name, and the storage it wrote per request (KiB; the page cache writes it back later, but
- * a page is counted when it is dirtied, so this is what the phase's commits and checkpoints cost).
+ * The CPU a process spends per answered request, in µs per thread name, and the storage it wrote
+ * per request (KiB; the page cache writes it back later, but a page is counted when it is dirtied,
+ * so this is what the phase's commits and checkpoints cost), summed over every load `measure` ran.
  */
-async function cpuPerRequest(pid: number, work: () => Promise<Load>): Promise<{ load: Load; cpu: string }> {
-  const before = threadTicks(pid);
-  const writtenBefore = storageWrites(pid);
-  const load = await work();
-  const after = threadTicks(pid);
-  const written = (storageWrites(pid) - writtenBefore) / 1024 / Math.max(1, load.total);
-  const us = (t: number) => Math.round((t * 10_000) / Math.max(1, load.total));
-  const parts = [...after].map(([name, t]) => [name, us(t - (before.get(name) ?? 0))] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
-  const total = parts.reduce((sum, [, v]) => sum + v, 0);
-  return { load, cpu: `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')}); ${written.toFixed(1)} KiB written` };
+function cpuMeter(pid: number): { measure: (work: () => Promise<Load>) => Promise<Load>; windowOpens: () => void; report: () => string } {
+  const ticks = new Map<string, number>();
+  let written = 0;
+  let requests = 0;
+  let before = new Map<string, number>();
+  let writtenBefore = 0;
+  const open = () => {
+    before = threadTicks(pid);
+    writtenBefore = storageWrites(pid);
+  };
+  return {
+    async measure(work) {
+      open();
+      const load = await work();
+      for (const [name, t] of threadTicks(pid)) ticks.set(name, (ticks.get(name) ?? 0) + t - (before.get(name) ?? 0));
+      written += storageWrites(pid) - writtenBefore;
+      requests += load.total;
+      return load;
+    },
+    // A generator that warms up inside its slice says when its measured window opens.
+    windowOpens: open,
+    report() {
+      const us = (t: number) => Math.round((t * 10_000) / Math.max(1, requests));
+      const parts = [...ticks].map(([name, t]) => [name, us(t)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
+      const total = parts.reduce((sum, [, v]) => sum + v, 0);
+      return `${total} µs (${parts.map(([n, v]) => `${n} ${v}`).join(', ')}); ${(written / 1024 / Math.max(1, requests)).toFixed(1)} KiB written`;
+    },
+  };
 }
 
 /** Stops the server's heap sampling (bench/heapSample.ts) and reads what the phase allocated per request. */
@@ -358,15 +397,45 @@ function addHistory(dbPath: string, orgId: string): number {
   }
 }
 
-/** The grpc phase: bench/grpcLoad.ts in its own process against the server's h2c listener. */
-async function runGrpc(base: string, spec: { apiKey: string; agents: string[]; recipient: string }, dir: string): Promise<Load> {
+/**
+ * The grpc phase's generator: bench/grpcLoad.ts in its own process against the server's h2c
+ * listener, one process for all the slices (its connections and JIT warm up once).
+ */
+async function startGrpcLoad(base: string, spec: { apiKey: string; agents: string[]; recipient: string }, dir: string): Promise<{
+  warm: (seconds: number) => Promise<void>;
+  slice: (seconds: number, windowOpens: () => void) => Promise<Load>;
+  stop: () => Promise<void>;
+}> {
   const specPath = join(dir, 'grpc-spec.json');
   writeFileSync(specPath, JSON.stringify(spec));
-  const child = spawn(process.execPath, [join(root, 'dist/bench/grpcLoad.js'), base.replace(/^http:\/\//, ''), specPath, String(DURATION_S), String(CONNECTIONS), '4'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [, json] = await waitForLine(child, /^RESULT (.+)$/m);
-  await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
-  const r = JSON.parse(json!) as { rps: number; p50: number; p99: number; failed: number; total: number };
-  return { rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.failed, errors: 0, total: r.total };
+  const child = spawn(process.execPath, [join(root, 'dist/bench/grpcLoad.js'), base.replace(/^http:\/\//, ''), specPath, String(CONNECTIONS), '4'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // Its output, line by line, to whoever waits next.
+  const lines: string[] = [];
+  const waiting: Array<(line: string) => void> = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => (waiting.length > 0 ? waiting.shift()!(line) : lines.push(line)));
+  const nextLine = () => (lines.length > 0 ? Promise.resolve(lines.shift()!) : Promise.race([
+    new Promise<string>((r) => waiting.push(r)),
+    exited.then(() => { throw new Error('grpcLoad exited'); }),
+  ]));
+  return {
+    async warm(seconds) {
+      child.stdin!.write(`warm ${seconds}\n`);
+      if ((await nextLine()) !== 'WARM') throw new Error('grpcLoad: expected WARM');
+    },
+    async slice(seconds, windowOpens) {
+      child.stdin!.write(`run ${seconds}\n`);
+      if ((await nextLine()) !== 'MEASURING') throw new Error('grpcLoad: expected MEASURING');
+      windowOpens();
+      const line = await nextLine();
+      const r = JSON.parse(line.replace(/^RESULT /, '')) as { rps: number; p50: number; p99: number; failed: number; total: number; seconds: number; quantiles: number[] };
+      return { rps: r.rps, p50: r.p50, p99: r.p99, non2xx: r.failed, errors: 0, total: r.total, seconds: r.seconds, quantiles: r.quantiles };
+    },
+    async stop() {
+      child.stdin!.end();
+      await exited;
+    },
+  };
 }
 
 /** Issue 14's lines (bench/pgPhases.ts): sign on SQLite, PostgreSQL with one and with two replicas. */
@@ -391,12 +460,15 @@ async function main(): Promise<void> {
   // BENCH_HEAP=dir samples what the server allocates during the sign phase (bench/heapSample.ts).
   const heapDir = process.env.BENCH_HEAP;
   if (heapDir) nodeFlags.push('--import', join(root, 'dist/bench/heapSample.js'));
-  const startServer = () => spawn(process.execPath, [...profile, ...nodeFlags, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'info', ...(chainNode ? ['--rpc-url', `${SUBMIT_CHAIN}=${chainNode.url}`] : [])], {
+  const startServer = (dir = dataDir) => spawn(process.execPath, [...profile, ...nodeFlags, join(root, 'bin/paypolicy.js'), 'serve', '--port', '0', '--data-dir', dir, '--log-level', 'info', ...(chainNode ? ['--rpc-url', `${SUBMIT_CHAIN}=${chainNode.url}`] : [])], {
     stdio: ['ignore', 'pipe', 'inherit'],
     // The quote phase probes a paywall on loopback, which only this test-only setting allows.
     env: { ...process.env, PAYPOLICY_DEV: '1', PAYPOLICY_PROBE_ALLOW_HOSTS: `127.0.0.1:${paywall.port}`, ...(heapDir ? { BENCH_HEAP_DIR: heapDir } : {}) },
   });
   let server = startServer();
+  // The history phase's second server and its data directory, stopped and removed at the end.
+  const extraServers: ChildProcess[] = [];
+  const extraDirs: string[] = [];
   const echo = spawn(process.execPath, [join(root, 'dist/bench/echoServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const floor = spawn(process.execPath, [join(root, 'dist/bench/floorServer.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
@@ -432,51 +504,62 @@ async function main(): Promise<void> {
     const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
     // BENCH_ONLY=<phase> skips the baselines and the other phases (for profiling the server, or for
-    // measuring one line): sign, quote, flood, submit, floor, grpc, connect, history. Every phase but
-    // quote keeps the sign phase, its ratio's denominator. BENCH_ONLY=flood2k runs only the overload
+    // measuring one line): sign, quote, flood, submit, floor, grpc, connect, history. Every phase
+    // keeps the sign phase, most ratios' denominator. BENCH_ONLY=flood2k runs only the overload
     // phase, which otherwise runs last, on a server of its own.
     const only = process.env.BENCH_ONLY;
     const phase = (name: string) => !only || only === name;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
-    process.stderr.write('measuring x402 reference client (in-process signing)…\n');
-    const reference = only ? NaN : await referenceClientRate(5);
+    const grpcSpec = { apiKey: boot.api_key, agents, recipient: RECIPIENT };
+    const connectSpec: Spec = {
+      method: 'POST', path: '/paypolicy.v1.PaymentPolicyService/Sign',
+      headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json', 'connect-protocol-version': '1' },
+      bodies: agents.map((id) => JSON.stringify({ agentId: id, type: 'PAYMENT_TYPE_EIP3009', recipientAddress: RECIPIENT, amountUsd: '0.01' })),
+    };
+    const floorUrl = `http://127.0.0.1:${floorPort}`;
     process.stderr.write('warming up…\n');
     await run(base!, signSpec, 3);
-    process.stderr.write(`POST /api/sign, ${CONNECTIONS} connections, ${DURATION_S} s…\n`);
+    if (phase('floor')) await run(floorUrl, signSpec, 3);
+    if (phase('connect')) await run(base!, connectSpec, 3);
+    const grpcGen = phase('grpc') ? await startGrpcLoad(base!, grpcSpec, dataDir) : undefined;
+    await grpcGen?.warm(3);
+    // One miss fills the quote cache; every quote measured afterwards is a cache hit.
+    if (phase('quote')) await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
+
+    // The ratio phases, interleaved (bench/interleave.ts): sign (REST), the floor, the echo,
+    // Connect, gRPC, the quote and the reference client take turns in slices, each round in a
+    // rotated order, so that the two sides of every ratio meet the shared machine in the same states.
+    const slicers: Slicer[] = [
+      { name: 'sign', slice: (t) => run(base!, signSpec, t) },
+      ...(phase('floor') ? [{ name: 'floor', slice: (t: number) => run(floorUrl, signSpec, t) }] : []),
+      ...(only ? [] : [{ name: 'echo', slice: (t: number) => run(`http://127.0.0.1:${echoPort}`, echoSpec, t) }]),
+      ...(phase('connect') ? [{ name: 'connect', slice: (t: number) => run(base!, connectSpec, t) }] : []),
+      // gRPC from a real gRPC client in its own process (bench/grpcLoad.ts).
+      ...(grpcGen ? [{ name: 'grpc', slice: (t: number) => grpcGen.slice(t, () => meters.get('grpc')!.windowOpens()) }] : []),
+      ...(phase('quote') ? [{ name: 'quote', slice: (t: number) => run(base!, quoteSpec, t) }] : []),
+      ...(only ? [] : [{ name: 'reference', slice: await referenceClient() }]),
+    ];
+    const meters = new Map(['sign', 'connect', 'grpc', 'quote'].map((n) => [n, cpuMeter(server.pid!)] as const));
+    meters.set('floor', cpuMeter(floor.pid!));
+    process.stderr.write(`${slicers.map((s) => s.name).join(', ')}: ${ROUNDS} interleaved rounds of ${SLICE_S} s slices, ${CONNECTIONS} connections…\n`);
     if (heapDir) server.kill('SIGUSR2');
-    const measuredSign = await cpuPerRequest(server.pid!, () => run(base!, signSpec, only === 'quote' ? 1 : DURATION_S));
-    const sign = measuredSign.load;
+    const measured = await interleave(slicers, ROUNDS, SLICE_S, (name, slice) => meters.get(name)?.measure(slice) ?? slice());
+    await grpcGen?.stop();
+    const sign = measured.get('sign')!;
+    const cpuOf = (name: string) => (measured.has(name) ? meters.get(name)!.report() : undefined);
+    const measuredSign = { load: sign, cpu: cpuOf('sign')! };
+    // Heap sampling spans the whole interleaved block: meaningful with BENCH_ONLY=sign.
     const allocated = heapDir ? await heapPerRequest(server, heapDir, sign.total) : undefined;
-    // The floor right after sign, so both see the machine in the same state (same bodies, same load).
-    let floorLoad: Load | undefined;
-    let floorCpu: string | undefined;
-    if (phase('floor')) {
-      process.stderr.write('floor: minimal durable sign server (bench/floorServer.ts), same load…\n');
-      await run(`http://127.0.0.1:${floorPort}`, signSpec, 3);
-      ({ load: floorLoad, cpu: floorCpu } = await cpuPerRequest(floor.pid!, () => run(`http://127.0.0.1:${floorPort}`, signSpec)));
-    }
-    process.stderr.write('bare node:http JSON echo, same load…\n');
-    const bare = only ? sign : await run(`http://127.0.0.1:${echoPort}`, echoSpec);
-    // Connect JSON over HTTP/1.1: the same payments through the RPC surface, same generator.
-    let connectLoad: Load | undefined;
-    let connectCpu: string | undefined;
-    if (phase('connect')) {
-      process.stderr.write('Connect JSON PaymentPolicyService/Sign over HTTP/1.1, same load…\n');
-      const connectSpec: Spec = {
-        method: 'POST', path: '/paypolicy.v1.PaymentPolicyService/Sign',
-        headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json', 'connect-protocol-version': '1' },
-        bodies: agents.map((id) => JSON.stringify({ agentId: id, type: 'PAYMENT_TYPE_EIP3009', recipientAddress: RECIPIENT, amountUsd: '0.01' })),
-      };
-      await run(base!, connectSpec, 3);
-      ({ load: connectLoad, cpu: connectCpu } = await cpuPerRequest(server.pid!, () => run(base!, connectSpec)));
-    }
-    // gRPC over h2c from a real gRPC client in its own process (bench/grpcLoad.ts).
-    let grpcLoad: Load | undefined;
-    let grpcCpu: string | undefined;
-    if (phase('grpc')) {
-      process.stderr.write(`gRPC PaymentPolicyService/Sign (HTTP/2, @grpc/grpc-js, ${CONNECTIONS} concurrent calls on 4 channels)…\n`);
-      ({ load: grpcLoad, cpu: grpcCpu } = await cpuPerRequest(server.pid!, () => runGrpc(base!, { apiKey: boot.api_key, agents, recipient: RECIPIENT }, dataDir)));
-    }
+    const floorLoad = measured.get('floor');
+    const floorCpu = cpuOf('floor');
+    const bare = measured.get('echo') ?? sign;
+    const connectLoad = measured.get('connect');
+    const connectCpu = cpuOf('connect');
+    const grpcLoad = measured.get('grpc');
+    const grpcCpu = cpuOf('grpc');
+    const quote = measured.get('quote');
+    const quoteCpu = cpuOf('quote');
+    const reference = measured.get('reference')?.rps ?? NaN;
     // /api/sign again, same load, while 64 loops flood the dashboard's sign-in with random emails.
     let flooded: { sign: Load; flood: FloodResult } | undefined;
     if (phase('flood')) {
@@ -484,14 +567,6 @@ async function main(): Promise<void> {
       const flood = await startSignInFlood(base!);
       const during = await run(base!, signSpec);
       flooded = { sign: during, flood: await flood.stop() };
-    }
-    let quote: Load | undefined;
-    let quoteCpu: string | undefined;
-    if (phase('quote')) {
-      // One miss fills the cache; everything measured afterwards is a cache hit.
-      await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
-      process.stderr.write('POST /api/quote (cache hits), same load…\n');
-      ({ load: quote, cpu: quoteCpu } = await cpuPerRequest(server.pid!, () => run(base!, quoteSpec)));
     }
     // Raw transactions broadcast to the local node before the 200 (each answered with its tx_hash
     // unless the node was too slow: then the background submitter sends it).
@@ -507,24 +582,40 @@ async function main(): Promise<void> {
     // History: the same server's data directory with 1,000,000 more ledger rows, restarted.
     let history: { before: Load; load: Load; rows: number; insertS: number; memory: Memory; cpuBefore: string; cpu: string } | undefined;
     if (phase('history')) {
-      // The ratio's denominator measured right before (the ledger holds only this run's rows), so
-      // both sides see the shared machine in about the same state.
-      process.stderr.write('POST /api/sign again, before the history is added…\n');
-      // CPU per request beside the latencies: on a shared machine it moves far less between runs.
-      const { load: before, cpu: cpuBefore } = await cpuPerRequest(server.pid!, () => run(base!, signSpec));
       await stop(server);
+      // The ratio's denominator is a second server on a copy of the data directory as it is now
+      // (only this run's rows), restarted the same way and measured in interleaved slices with the
+      // history's: a restart's cold caches and the machine's slow patches fall on both sides,
+      // and the difference is the history's alone.
+      const beforeDir = mkdtempSync(join(tmpdir(), 'paypolicy-bench-before-'));
+      extraDirs.push(beforeDir);
+      cpSync(dataDir, beforeDir, { recursive: true });
       process.stderr.write('history: 1,000,000 ledger rows over the 256 agents and 30 days (one INSERT)…\n');
       const t0 = performance.now();
       const rows = addHistory(join(dataDir, 'paypolicy.db'), boot.org_id);
       const insertS = (performance.now() - t0) / 1000;
-      process.stderr.write(`  ${rows} rows in ${insertS.toFixed(1)} s; restarting the server…\n`);
-      server = startServer();
+      process.stderr.write(`  ${rows} rows in ${insertS.toFixed(1)} s; restarting the server, and one on the data as it was before…\n`);
+      server = startServer(dataDir);
+      const beforeServer = startServer(beforeDir);
+      extraServers.push(beforeServer);
       [, base] = await waitForLine(server, /(http:\/\/127\.0\.0\.1:\d+)/);
+      const [, beforeBase] = await waitForLine(beforeServer, /(http:\/\/127\.0\.0\.1:\d+)/);
       keepLog(server);
+      keepLog(beforeServer);
       await run(base!, signSpec, 3);
-      process.stderr.write('POST /api/sign with the history in the ledger, same load…\n');
-      const { load: historyLoad, cpu } = await cpuPerRequest(server.pid!, () => run(base!, signSpec));
-      history = { before, load: historyLoad, rows, insertS, memory: memoryOf(server.pid!), cpuBefore, cpu };
+      await run(beforeBase!, signSpec, 3);
+      process.stderr.write(`POST /api/sign with and without the history, ${ROUNDS} interleaved rounds of ${SLICE_S} s…\n`);
+      // CPU per request beside the latencies: on a shared machine it moves far less between runs.
+      const historyMeters = new Map([['history', cpuMeter(server.pid!)], ['before', cpuMeter(beforeServer.pid!)]]);
+      const both = await interleave([
+        { name: 'before', slice: (t) => run(beforeBase!, signSpec, t) },
+        { name: 'history', slice: (t) => run(base!, signSpec, t) },
+      ], ROUNDS, SLICE_S, (name, slice) => historyMeters.get(name)!.measure(slice));
+      history = {
+        before: both.get('before')!, load: both.get('history')!, rows, insertS, memory: memoryOf(server.pid!),
+        cpuBefore: historyMeters.get('before')!.report(), cpu: historyMeters.get('history')!.report(),
+      };
+      await stop(beforeServer);
     }
 
     const row = (name: string, l: Load): [string, string, string, string] => [name, l.rps.toFixed(0), `${l.p50} / ${l.p99}`, `${l.non2xx + l.errors} of ${l.total}`];
@@ -536,7 +627,7 @@ async function main(): Promise<void> {
       ...(flooded ? [row(`POST /api/sign during a ${CONNECTIONS}-way sign-in flood`, flooded.sign)] : []),
       ...(quote ? [row('POST /api/quote (x402 offer, cache hit)', quote)] : []),
       ...(submit ? [row('POST /api/sign (raw_transaction, submitted to local EDR)', submit.load)] : []),
-      ...(history ? [row('POST /api/sign just before the history is added', history.before)] : []),
+      ...(history ? [row('POST /api/sign, restarted on a copy of the data just before the history is added', history.before)] : []),
       ...(history ? [row(`POST /api/sign with ${history.rows.toLocaleString('en')} more ledger rows`, history.load)] : []),
       ...(only ? [] : [
         row('bare node:http JSON echo (baseline)', bare),
@@ -547,7 +638,8 @@ async function main(): Promise<void> {
     const target = (what: string, value: number, digits: number, unit: string, op: '>=' | '<=', goal: number) =>
       `${what}: ${Number.isFinite(value) ? value.toFixed(digits) : 'n/a'}${unit} (target ${op} ${goal}${unit}) ${!Number.isFinite(value) ? 'not measured' : (op === '>=' ? value >= goal : value <= goal) ? 'MET' : 'NOT MET'}`;
     const lines = [
-      `load generator: ${WRK ? 'wrk -t2' : 'autocannon'}, ${CONNECTIONS} connections, ${DURATION_S} s per phase`,
+      `load generator: ${WRK ? 'wrk -t2' : 'autocannon'}, ${CONNECTIONS} connections; ${slicers.map((s) => s.name).join(', ')} interleaved, ` +
+        `${ROUNDS} rounds of ${SLICE_S} s (${ROUNDS * SLICE_S} s each); the other phases ${DURATION_S} s`,
       '',
       `| measurement | req/s | p50 / p99 ms | failed |`,
       `|---|---|---|---|`,
@@ -590,7 +682,8 @@ async function main(): Promise<void> {
     if (submit && (submit.load.non2xx + submit.load.errors > 0 || submit.chain.missing > 0 || submit.chain.pending > 0 || submit.chain.nonceGaps > 0
       || submit.chain.withHash !== submit.chain.signed)) process.exitCode = 1;
   } finally {
-    await Promise.all([stop(server), stop(echo), stop(floor)]);
+    await Promise.all([stop(server), stop(echo), stop(floor), ...extraServers.map(stop)]);
+    for (const dir of extraDirs) rmSync(dir, { recursive: true, force: true });
     await chainNode?.stop();
     paywall.close();
     // BENCH_KEEP_DATA=1 leaves the server's data directory for inspection (a restart on it, sqlite3).
