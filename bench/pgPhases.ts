@@ -6,9 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { createClient } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
-import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { CONNECTIONS, createBenchAgents, signSpecFor, toAutocannon, type Boot } from './harness.js';
 
 /**
  * Issue 14's bench lines (BENCH_ONLY=pg in bench/run.ts, or `node dist/bench/pgPhases.js`): POST
@@ -21,9 +19,6 @@ import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-const CONNECTIONS = 64;
-const AGENTS = 256;
-const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
 const PG_SERVER = process.env.PAYPOLICY_BENCH_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
 
 export type PgLine = { name: string; rps: number; p50: number; p99: number; non2xx: number; errors: number; ratio: number };
@@ -70,23 +65,6 @@ async function ready(url: string): Promise<void> {
   throw new Error(`${url} never became ready`);
 }
 
-/** 256 agents with a large cap; the sign bodies over them. */
-async function setUp(url: string, boot: { admin_token: string; org_id: string; api_key: string }): Promise<autocannon.Request> {
-  const admin = createClient(AdminService, createConnectTransport({ baseUrl: url, httpVersion: '1.1' }));
-  const auth = { headers: { authorization: `Bearer ${boot.admin_token}` } };
-  const bodies: string[] = [];
-  for (let i = 0; i < AGENTS; i++) {
-    const { agent } = await admin.createAgent({ orgId: boot.org_id, name: `bench-${i}` }, auth);
-    await admin.setPolicy({ agentId: agent!.id, allowlist: [RECIPIENT], spendCapUsd: '1000000000', approvalThresholdUsd: '1000000' }, auth);
-    bodies.push(JSON.stringify({ agent_id: agent!.id, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: 0.01 }));
-  }
-  let turn = 0;
-  return {
-    method: 'POST', path: '/api/sign', headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json' },
-    setupRequest: (req) => ({ ...req, body: bodies[turn++ % bodies.length]! }),
-  };
-}
-
 /** The same load split evenly over `urls`; req/s summed, p50/p99 the worse of the parts. */
 async function loadOver(urls: string[], request: autocannon.Request, seconds: number): Promise<Omit<PgLine, 'name' | 'ratio'>> {
   const parts = await Promise.all(urls.map((url) => autocannon({ url, connections: CONNECTIONS / urls.length, duration: seconds, requests: [request], pipelining: 1 })));
@@ -102,8 +80,9 @@ async function loadOver(urls: string[], request: autocannon.Request, seconds: nu
 async function measure(servers: Server[], seconds: number): Promise<Omit<PgLine, 'name' | 'ratio'>> {
   await Promise.all(servers.map((s) => ready(s.url)));
   const bootDir = servers.find((s) => { try { readFileSync(join(s.dataDir, 'bootstrap.json')); return true; } catch { return false; } })!.dataDir;
-  const boot = JSON.parse(readFileSync(join(bootDir, 'bootstrap.json'), 'utf8')) as { admin_token: string; org_id: string; api_key: string };
-  const request = await setUp(servers[0]!.url, boot);
+  const boot = JSON.parse(readFileSync(join(bootDir, 'bootstrap.json'), 'utf8')) as Boot;
+  // The bench's 256 agents with a large cap (harness.ts), created through the first replica.
+  const request = toAutocannon(signSpecFor(boot, await createBenchAgents(servers[0]!.url, boot)));
   await loadOver(servers.map((s) => s.url), request, 3);
   return loadOver(servers.map((s) => s.url), request, seconds);
 }
