@@ -79,6 +79,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   // flooding agent) stay outside it.
   const admission = createGate(limits.maxInFlight, 'too many requests in flight', limits.maxInFlightPerOrg);
   const metrics = opts.metrics?.metrics;
+  metrics?.countAdmitted(admission.inFlight, limits.maxInFlight);
   const restRoutes = createRestRoutes(deps, metrics);
   const restHandler = createRestHandler(deps, restRoutes, admission);
   const restRouter = createRouter(restRoutes);

@@ -10,7 +10,7 @@ import { isLoopbackAddress } from '../src/server.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { connectClient } from './helpers/clients.js';
 import { postSign, setPolicy } from './helpers/payments.js';
-import { closedPort, PAY_TO, startX402Peer, type X402Peer } from './helpers/peers.js';
+import { closedPort, PAY_TO, startFetchPeer, startX402Peer, type X402Peer } from './helpers/peers.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 import { startTempoRpc } from './helpers/tempoRpc.js';
 
@@ -123,6 +123,37 @@ describe('/metrics', () => {
     }
     expect(m).not.toContain('paypolicy_agent_sign_outcomes_total');
     for (const [, route] of m.matchAll(/route="([^"]*)"/g)) expect(route).toMatch(/^(\/[\w/{}.]*|\/dashboard\/\*|unmatched)$/);
+  });
+
+  test('behavior: the admission gate\'s requests in flight are counted while they run, beside its bound', async () => {
+    // A paywall that holds its answer until told: the quote probing it stays inside the gate.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let arrived!: () => void;
+    const probing = new Promise<void>((r) => (arrived = r));
+    const peer = await startFetchPeer(async () => {
+      arrived();
+      await held;
+      return new Response('no offer here', { status: 404 });
+    });
+    const gated = await startTestServer({ dev: true, probeAllowHosts: [peer.host], limits: { maxInFlight: 7 } });
+    try {
+      const agentId = await createAgent(adminFor(gated), gated.bootstrap.org_id, 'in-flight');
+      const before = (await scrape(gated)).text;
+      expect(series(before, 'paypolicy_requests_in_flight')).toBe(0);
+      expect(series(before, 'paypolicy_requests_in_flight_limit')).toBe(7);
+      const quote = rest(gated.url, 'POST', '/api/quote', { key: gated.bootstrap.api_key, body: { url: peer.url('/held'), agent_id: agentId }, headers: CLOSE });
+      await probing;
+      // The scrape itself is outside the gate (operators' endpoints are never refused for load).
+      expect(series((await scrape(gated)).text, 'paypolicy_requests_in_flight')).toBe(1);
+      release();
+      expect((await quote).status).toBeGreaterThanOrEqual(400);
+      expect(series((await scrape(gated)).text, 'paypolicy_requests_in_flight')).toBe(0);
+    } finally {
+      release();
+      await gated.close();
+      await peer.close();
+    }
   });
 
   test('behavior: with --metrics-token, only that bearer token reads /metrics; agent ids appear only with --metrics-agent-labels', async () => {

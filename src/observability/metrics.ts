@@ -25,6 +25,8 @@ export type Metrics = {
   countConnections: (count: () => Promise<number>) => void;
   /** A connection refused by the connection cap. */
   observeRefusedConnection: () => void;
+  /** Where the agent surface's admission gate counts its requests in flight, read at scrape; and its bound. */
+  countAdmitted: (inFlight: () => number, limit: number) => void;
 };
 
 export type SignOutcomeLabel = 'allowed' | 'dry_run' | 'pending_approval' | 'denied' | 'error';
@@ -160,6 +162,21 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
       if (connections) this.set(await connections());
     },
   });
+  // How close the agent surface is to refusing with 503 `overloaded`: an operator sizing
+  // --max-in-flight, or a load test waiting for its last slice's requests to finish, reads these.
+  let admitted: { inFlight: () => number; limit: number } | undefined;
+  new Gauge({
+    name: 'paypolicy_requests_in_flight', help: 'Agent requests (REST /api/*, PaymentPolicyService) inside the admission gate', registers: [registry],
+    collect() {
+      if (admitted) this.set(admitted.inFlight());
+    },
+  });
+  new Gauge({
+    name: 'paypolicy_requests_in_flight_limit', help: 'The --max-in-flight bound of the admission gate', registers: [registry],
+    collect() {
+      if (admitted) this.set(admitted.limit);
+    },
+  });
   const refused = new Counter({ name: 'paypolicy_refused_connections_total', help: 'Connections closed at once by the connection cap (--max-connections)', registers: [registry] });
 
   return {
@@ -179,5 +196,8 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
       connections = count;
     },
     observeRefusedConnection: () => refused.inc(),
+    countAdmitted(inFlight, limit) {
+      admitted = { inFlight, limit };
+    },
   };
 }
