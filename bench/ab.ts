@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { interleave } from './interleave.js';
-import { cpuMeter, createBenchAgents, keepLog, load, loadWrk, memoryOf, signSpecFor, stop, toAutocannon, waitForLine, WRK, type Boot } from './harness.js';
+import { cpuMeter, createBenchAgents, drained, keepLog, load, loadWrk, memoryOf, signSpecFor, stop, toAutocannon, waitForLine, WRK, type Boot } from './harness.js';
 
 /**
  * `node dist/bench/ab.js`: an A/B of the sign path, for a change too small to see across two
@@ -54,7 +54,9 @@ try {
   const slice = Number(values.slice);
   process.stderr.write(`A/B: ${rounds} interleaved rounds of ${slice} s slices each…\n`);
   const measured = await interleave(sides.map((side, i) => ({ name: side.name, slice: (t: number) => run(i, t) })), rounds, slice,
-    (name, work) => meters.get(name as 'A' | 'B')!.measure(work));
+    (name, work) => meters.get(name as 'A' | 'B')!.measure(work), async () => {
+      await Promise.all(ready.map((r) => drained(r.base)));
+    });
   const cpuUs = (report: string) => Number(/^(\d+) µs/.exec(report)?.[1]);
   for (const [i, side] of sides.entries()) {
     const l = measured.get(side.name)!;

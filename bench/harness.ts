@@ -36,6 +36,25 @@ export async function createBenchAgents(base: string, boot: Boot): Promise<strin
   return agents;
 }
 
+/**
+ * Waits until the server has no agent request in flight (its /metrics gauge), at most 5 s. A load
+ * generator stopped mid-flight leaves up to its connection count of requests running in the
+ * server; the next slice's requests on top of those could pass the organization's share of the
+ * admission gate (96 of 128) and be refused 503, as they should be (one quote of 91,519 was, in a
+ * full run). The wait keeps a slice from meeting its predecessor's leftovers. A build older than
+ * the gauge (an A/B's baseline) gets a fixed pause instead.
+ */
+export async function drained(base: string): Promise<void> {
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  for (let waited = 0; waited < 5000; waited += 20) {
+    const inFlight = /^paypolicy_requests_in_flight (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1];
+    if (inFlight === undefined) return void (await pause(500));
+    if (inFlight === '0') return;
+    await pause(20);
+  }
+  throw new Error(`${base} still had requests in flight after 5 s`);
+}
+
 /** The sign phase's requests: one eip3009 payment of $0.01 per agent, in turn. */
 export function signSpecFor(boot: Boot, agents: readonly string[]): Spec {
   return {

@@ -92,17 +92,20 @@ export type Slicer = { name: string; slice: (seconds: number) => Promise<Load> }
 /**
  * Runs every slicer `rounds` times for `sliceSeconds` each, in turn, the order rotated by one each
  * round (so no phase always follows the same one), and returns each one's merged measurement.
- * `around` wraps each slice (the bench counts the server's CPU over its own slices).
+ * `around` wraps each slice (the bench counts the server's CPU over its own slices); `between`
+ * runs after each one (the bench waits there for what the slice left in flight to finish).
  */
 export async function interleave(
   slicers: readonly Slicer[], rounds: number, sliceSeconds: number,
   around: (name: string, run: () => Promise<Load>) => Promise<Load> = (_name, run) => run(),
+  between: () => Promise<void> = async () => {},
 ): Promise<Map<string, Load>> {
   const slices = new Map<string, Load[]>(slicers.map((s) => [s.name, []]));
   for (let r = 0; r < rounds; r++) {
     for (let i = 0; i < slicers.length; i++) {
       const s = slicers[(i + r) % slicers.length]!;
       slices.get(s.name)!.push(await around(s.name, () => s.slice(sliceSeconds)));
+      await between();
     }
   }
   return new Map([...slices].map(([name, list]) => [name, mergeLoads(list)]));

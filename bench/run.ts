@@ -11,7 +11,7 @@ import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { interleave, type Load, type Slicer } from './interleave.js';
 import {
-  CONNECTIONS, cpuMeter, createBenchAgents, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
+  CONNECTIONS, cpuMeter, createBenchAgents, drained, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
   waitForLine, WRK, type Boot, type Memory, type Spec,
 } from './harness.js';
 
@@ -338,8 +338,11 @@ async function main(): Promise<void> {
     if (phase('connect')) await run(base!, connectSpec, 3);
     const grpcGen = phase('grpc') ? await startGrpcLoad(base!, grpcSpec, dataDir) : undefined;
     await grpcGen?.warm(3);
-    // One miss fills the quote cache; every quote measured afterwards is a cache hit.
-    if (phase('quote')) await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
+    // One miss fills the quote cache; the quotes measured right after it are cache hits.
+    const fillQuoteCache = async () => {
+      const r = await fetch(`${base}/api/quote`, { method: 'POST', headers, body: quoteSpec.bodies[0] });
+      if (!r.ok) throw new Error(`quote: ${r.status} ${await r.text()}`);
+    };
 
     // The ratio phases, interleaved (bench/interleave.ts): sign (REST), the floor, the echo,
     // Connect, gRPC, the quote and the reference client take turns in slices, each round in a
@@ -351,14 +354,17 @@ async function main(): Promise<void> {
       ...(phase('connect') ? [{ name: 'connect', slice: (t: number) => run(base!, connectSpec, t) }] : []),
       // gRPC from a real gRPC client in its own process (bench/grpcLoad.ts).
       ...(grpcGen ? [{ name: 'grpc', slice: (t: number) => grpcGen.slice(t, () => meters.get('grpc')!.windowOpens()) }] : []),
-      ...(phase('quote') ? [{ name: 'quote', slice: (t: number) => run(base!, quoteSpec, t) }] : []),
+      // The offer cache keeps an entry 60 s and the block lasts longer: each quote slice refills it
+      // first, so that every quote it measures is a cache hit.
+      ...(phase('quote') ? [{ name: 'quote', slice: async (t: number) => (await fillQuoteCache(), run(base!, quoteSpec, t)) }] : []),
       ...(only ? [] : [{ name: 'reference', slice: await referenceClient() }]),
     ];
     const meters = new Map(['sign', 'connect', 'grpc', 'quote'].map((n) => [n, cpuMeter(server.pid!)] as const));
     meters.set('floor', cpuMeter(floor.pid!));
     process.stderr.write(`${slicers.map((s) => s.name).join(', ')}: ${ROUNDS} interleaved rounds of ${SLICE_S} s slices, ${CONNECTIONS} connections…\n`);
     if (heapDir) server.kill('SIGUSR2');
-    const measured = await interleave(slicers, ROUNDS, SLICE_S, (name, slice) => meters.get(name)?.measure(slice) ?? slice());
+    // After each slice, the server finishes what the generator left in flight before the next starts.
+    const measured = await interleave(slicers, ROUNDS, SLICE_S, (name, slice) => meters.get(name)?.measure(slice) ?? slice(), () => drained(base!));
     await grpcGen?.stop();
     const sign = measured.get('sign')!;
     const cpuOf = (name: string) => (measured.has(name) ? meters.get(name)!.report() : undefined);
@@ -425,7 +431,9 @@ async function main(): Promise<void> {
       const both = await interleave([
         { name: 'before', slice: (t) => run(beforeBase!, signSpec, t) },
         { name: 'history', slice: (t) => run(base!, signSpec, t) },
-      ], ROUNDS, SLICE_S, (name, slice) => historyMeters.get(name)!.measure(slice));
+      ], ROUNDS, SLICE_S, (name, slice) => historyMeters.get(name)!.measure(slice), async () => {
+        await Promise.all([drained(base!), drained(beforeBase!)]);
+      });
       history = {
         before: both.get('before')!, load: both.get('history')!, rows, insertS, memory: memoryOf(server.pid!),
         cpuBefore: historyMeters.get('before')!.report(), cpu: historyMeters.get('history')!.report(),
@@ -433,7 +441,9 @@ async function main(): Promise<void> {
       await stop(beforeServer);
     }
 
-    const row = (name: string, l: Load): [string, string, string, string] => [name, l.rps.toFixed(0), `${l.p50} / ${l.p99}`, `${l.non2xx + l.errors} of ${l.total}`];
+    // Failures by kind: answers other than 2xx, and socket errors (connect, read, write, timeout).
+    const failures = (l: Load) => `${l.non2xx + l.errors} of ${l.total}${l.non2xx + l.errors > 0 ? ` (${l.non2xx} non-2xx, ${l.errors} socket)` : ''}`;
+    const row = (name: string, l: Load): [string, string, string, string] => [name, l.rps.toFixed(0), `${l.p50} / ${l.p99}`, failures(l)];
     const rows: Array<[string, string, string, string]> = [
       row('POST /api/sign (eip3009, allowed, 256 agents)', sign),
       ...(floorLoad ? [row('floor: minimal durable sign server (bench/floorServer.ts)', floorLoad)] : []),

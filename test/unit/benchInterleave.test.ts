@@ -73,9 +73,12 @@ describe('bench: interleaved slices', () => {
     const result = await interleave([phase('a', 10), phase('b', 20), phase('c', 30)], 3, 2, async (name, run) => {
       wrapped.push(name);
       return run();
+    }, async () => {
+      order.push('|');
     });
-    expect(order).toEqual(['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']);
-    expect(wrapped).toEqual(order);
+    // Each slice is followed by the wait between slices, before the next one starts.
+    expect(order).toEqual(['a', '|', 'b', '|', 'c', '|', 'b', '|', 'c', '|', 'a', '|', 'c', '|', 'a', '|', 'b', '|']);
+    expect(wrapped).toEqual(order.filter((x) => x !== '|'));
     expect(result.get('a')!.total).toBe(60);
     expect(result.get('a')!.seconds).toBe(6);
     expect(result.get('b')!.rps).toBe(20);
