@@ -460,8 +460,12 @@ async function main(): Promise<void> {
       ]),
     ];
     // Each target line: what was measured, the target, and whether it was met.
+    // A value that rounds to its goal is shown with one more digit, so that "0.80x NOT MET" (0.797)
+    // never reads as a contradiction.
+    const shown = (value: number, digits: number, goal: number) =>
+      (Number(value.toFixed(digits)) === goal && value !== goal ? value.toFixed(digits + 1) : value.toFixed(digits));
     const target = (what: string, value: number, digits: number, unit: string, op: '>=' | '<=', goal: number) =>
-      `${what}: ${Number.isFinite(value) ? value.toFixed(digits) : 'n/a'}${unit} (target ${op} ${goal}${unit}) ${!Number.isFinite(value) ? 'not measured' : (op === '>=' ? value >= goal : value <= goal) ? 'MET' : 'NOT MET'}`;
+      `${what}: ${Number.isFinite(value) ? shown(value, digits, goal) : 'n/a'}${unit} (target ${op} ${goal}${unit}) ${!Number.isFinite(value) ? 'not measured' : (op === '>=' ? value >= goal : value <= goal) ? 'MET' : 'NOT MET'}`;
     const lines = [
       `load generator: ${WRK ? 'wrk -t2' : 'autocannon'}, ${CONNECTIONS} connections; ${slicers.map((s) => s.name).join(', ')} interleaved, ` +
         `${ROUNDS} rounds of ${SLICE_S} s (${ROUNDS * SLICE_S} s each); the other phases ${DURATION_S} s`,
