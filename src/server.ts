@@ -9,6 +9,7 @@ import type { AppDeps } from './app/deps.js';
 import { STORAGE_FAILED } from './rest/errors.js';
 import { createGate, type Gate } from './admission.js';
 import { authenticateApiKey } from './app/apiKeys.js';
+import { parseBearer } from './auth/credentials.js';
 import { requestHeader, send, sendJson, type NodeRequest, type NodeResponse } from './http/io.js';
 import { createRouter } from './http/router.js';
 import { DomainError } from './domain/errors.js';
@@ -17,7 +18,7 @@ import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
 import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } from './observability/metrics.js';
 import { createReadiness, type ReadinessOptions } from './observability/readiness.js';
 import { OPENAPI_DOCUMENT } from './rest/openapi.js';
-import { createRestHandler, createRestRoutes } from './rest/router.js';
+import { createRestHandler, createRestRoutes, PLAIN_PATH } from './rest/router.js';
 import { apiKeyPrincipalKey, requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes, createServices } from './rpc/routes.js';
@@ -97,7 +98,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       const key = `${method} ${path}`;
       let label = apiLabels.get(key);
       if (label === undefined) {
-        const m = restRouter.match(method, path);
+        // The path the REST handler matched: one it would not take as written, normalized as it
+        // does it (router.ts), so `/api/x/../sign` counts under the `/api/sign` that answered it.
+        const m = restRouter.match(method, PLAIN_PATH.test(path) ? path : new URL(path, 'http://localhost').pathname);
         label = m.kind === 'found' ? m.route.path : 'unmatched';
         if (apiLabels.size >= API_LABEL_CACHE) apiLabels.clear();
         apiLabels.set(key, label);
@@ -319,7 +322,7 @@ async function serveMetrics(req: NodeRequest, res: NodeResponse, config: ServerO
   if (!config) return sendJson(res, 404, { error: 'Not found', code: 'not_found' });
   if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'Method not allowed', code: 'method_not_allowed' }, { allow: 'GET, HEAD' });
   if (config.token !== undefined) {
-    const given = /^Bearer (\S+)$/.exec(requestHeader(req, 'authorization') ?? '')?.[1] ?? '';
+    const given = parseBearer(requestHeader(req, 'authorization')) ?? '';
     // Compared as digests, in constant time: neither the length nor a prefix of the token leaks.
     const digest = (t: string) => createHash('sha256').update(t).digest();
     if (!timingSafeEqual(digest(given), digest(config.token))) {

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import { PaymentPolicyService, PaymentType } from '../gen/paypolicy/v1/payment_policy_pb.js';
@@ -125,6 +126,32 @@ describe('/metrics', () => {
     for (const [, route] of m.matchAll(/route="([^"]*)"/g)) expect(route).toMatch(/^(\/[\w/{}.]*|\/dashboard\/\*|unmatched)$/);
   });
 
+  test('behavior: a request whose path the REST handler normalizes is counted under the route that served it', async () => {
+    const agentId = await createAgent(admin, s.bootstrap.org_id, 'dot-segments');
+    await setPolicy(admin, agentId, { allowlist: [PAY_TO], capUsd: '10', thresholdUsd: '1' });
+    const routeTotal = (text: string, route: string) => text.split('\n')
+      .filter((l) => l.startsWith(`paypolicy_http_requests_total{route="${route}",`))
+      .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    const before = (await scrape(s)).text;
+    // Sent as written (fetch would resolve the dot segment before sending).
+    const status = await new Promise<number>((resolve, reject) => {
+      const body = JSON.stringify({ agent_id: agentId, type: 'eip3009', recipient_address: PAY_TO, amount_usd: 0.01 });
+      const req = request(`${s.url}/`, {
+        method: 'POST', path: '/api/x/../sign',
+        headers: { authorization: `Bearer ${s.bootstrap.api_key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), connection: 'close' },
+      }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(status).toBe(200);
+    const after = (await scrape(s)).text;
+    expect(routeTotal(after, '/api/sign') - routeTotal(before, '/api/sign')).toBe(1);
+    expect(routeTotal(after, 'unmatched')).toBe(routeTotal(before, 'unmatched'));
+  });
+
   test('behavior: the admission gate\'s requests in flight are counted while they run, beside its bound', async () => {
     // A paywall that holds its answer until told: the quote probing it stays inside the gate.
     let release!: () => void;
@@ -167,6 +194,10 @@ describe('/metrics', () => {
     expect((await postSign(guarded.url, guarded.bootstrap.api_key, { agent_id: agentId, type: 'eip3009', recipient_address: PAY_TO, amount_usd: 0.1 })).status).toBe(200);
     const ok = await scrape(guarded, { authorization: `Bearer ${METRICS_TOKEN}` });
     expect(ok.status).toBe(200);
+    // The scheme is case-insensitive (RFC 9110), and spaces are read as the API's own credentials read them.
+    expect((await scrape(guarded, { authorization: `bearer ${METRICS_TOKEN}` })).status).toBe(200);
+    expect((await scrape(guarded, { authorization: `BEARER   ${METRICS_TOKEN} ` })).status).toBe(200);
+    expect((await scrape(guarded, { authorization: `Basic ${METRICS_TOKEN}` })).status).toBe(401);
     expect(series(ok.text, `paypolicy_agent_sign_outcomes_total{agent_id="${agentId}",outcome="allowed"}`)).toBe(1);
     expect(ok.text).not.toContain(METRICS_TOKEN);
   });

@@ -41,12 +41,20 @@ export function unauthenticated(message: string): DomainError {
   return new DomainError('unauthenticated', message, { code: 'unauthenticated' });
 }
 
+/**
+ * The token of `Authorization: Bearer <token>`, or undefined. One reading for every credential
+ * (API keys, admin tokens, the metrics token): the scheme in any case, as RFC 9110 has it.
+ */
+export function parseBearer(header: string | null | undefined): string | undefined {
+  return header ? /^Bearer +(\S+)\s*$/i.exec(header)?.[1] : undefined;
+}
+
 /** Extracts the token of `Authorization: Bearer <token>`; 401 when missing or malformed. */
 export function bearerToken(header: string | null | undefined, credential = 'API key'): string {
   if (!header) throw unauthenticated('Missing Authorization header');
-  const m = /^Bearer +(\S+)\s*$/i.exec(header);
-  if (!m) throw unauthenticated(`Malformed Authorization header; expected Bearer <${credential}>`);
-  return m[1]!;
+  const token = parseBearer(header);
+  if (token === undefined) throw unauthenticated(`Malformed Authorization header; expected Bearer <${credential}>`);
+  return token;
 }
 
 /** Whether a token has the shape of an API key; the lookup is the use case app/apiKeys.ts authenticateApiKey. */
