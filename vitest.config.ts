@@ -42,6 +42,7 @@ const BOTH_STORES = [
   'test/treasury-balance.e2e.test.ts',
   'test/onchain-authorizations.e2e.test.ts',
   'test/onchain-submission.e2e.test.ts',
+  'test/rawTransactionBroadcast.test.ts',
   'test/onchain-restart.e2e.test.ts',
   'test/onchain-tracking.e2e.test.ts',
   'test/adversarial/tenantShare.test.ts',

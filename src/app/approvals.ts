@@ -120,8 +120,10 @@ export async function decideApproval(
     if (unfunded) return { kind: 'unfunded' as const, error: unfunded };
     await approvals.decide(a.id, 'approved', now, decidedBy, note);
     // A paywall's challenge may have expired while the human decided: it is probed and signed
-    // afresh when the agent collects the payment, not here.
-    if (isPaywallRequest(tx.request)) {
+    // afresh when the agent collects the payment, not here. A raw transaction paypolicy cannot
+    // broadcast is signed at collection too, where the collecting key's mode decides whether it
+    // may be handed out (submit.ts requireBroadcast).
+    if (isPaywallRequest(tx.request) || (tx.type === 'raw_transaction' && !deps.chains.has(tx.chainId))) {
       await payments.markApproved(tx.id, now);
       return { kind: 'done' as const };
     }

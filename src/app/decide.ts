@@ -12,7 +12,7 @@ import { intentFacts, resolveIntent, type Intent } from './intent.js';
 import { signAndSettle, signOrFail } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced } from './submit.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced, requireBroadcast } from './submit.js';
 import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './treasury.js';
 
@@ -27,6 +27,7 @@ import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './
  * dropped unseen.
  */
 export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
+  if (req.type === 'raw_transaction') requireBroadcast(deps, principal.mode, req.chainId);
   const intent = await resolveIntent(deps, principal, agent, req);
   // A raw transaction's first reservation on a chain with an endpoint starts from the node's
   // pending nonce; asked before the signing stage, so a slow node is not counted as queueing.

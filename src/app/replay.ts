@@ -10,7 +10,7 @@ import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
 import type { SignedPayment } from './signedPayment.js';
 import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced } from './submit.js';
+import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced, requireBroadcast } from './submit.js';
 import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import type { Offer } from '../probe/offer.js';
@@ -46,10 +46,11 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     const { payments, agents } = tx;
     // The collecting key was checked when the repeat came in, which may be a paywall probe and
     // node reads ago: a revocation committed since (on any replica) binds this write.
-    if (keyId !== undefined) {
-      const key = await tx.apiKeys.getForUse(keyId);
-      if (!key || key.revokedAt !== null) throw unauthenticated('Invalid or revoked API key');
-    }
+    const key = keyId === undefined ? undefined : await tx.apiKeys.getForUse(keyId);
+    if (keyId !== undefined && (!key || key.revokedAt !== null)) throw unauthenticated('Invalid or revoked API key');
+    // The endpoint may have been taken out of the configuration since the approval: the row stays
+    // approved, collectable once paypolicy can broadcast it again.
+    if (row.type === 'raw_transaction') requireBroadcast(deps, key?.mode ?? 'live', row.chainId);
     const inTx = withinWrite(deps, tx);
     const now = deps.now();
     if (await expireCollectionIfDue(inTx, row.id)) return { kind: 'over' as const };

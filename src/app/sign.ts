@@ -12,6 +12,7 @@ import { decidePayment } from './decide.js';
 import type { AppDeps } from './deps.js';
 import { intentFacts, resolveIntent } from './intent.js';
 import { replayPayment } from './replay.js';
+import { requireBroadcast } from './submit.js';
 import type { SignResult } from './signResult.js';
 
 export type { SignResult } from './signResult.js';
@@ -43,6 +44,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
   const treasury = treasuryOf(deps, principal.orgId);
   if (req.payload.kind === 'paywall') checkUrl(req.payload.resourceUrl, deps.probe);
   if (req.dryRun) {
+    if (req.type === 'raw_transaction') requireBroadcast(deps, principal.mode, req.chainId);
     const intent = await resolveIntent(deps, principal, agent, req);
     const verdict = evaluatePolicy(await intentFacts(deps, agent, intent));
     return { outcome: 'dry_run', agentId: agent.id, verdict, type: req.type, chainId: intent.chainId, recipient: checksumAddress(intent.recipient), amountMicros: intent.amountMicros };

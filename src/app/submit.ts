@@ -1,6 +1,7 @@
 import { BaseError, HttpRequestError, parseTransaction, TimeoutError, type Address, type Hex } from 'viem';
 import { rpcReason, type ChainReceipt } from '../chain/rpc.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, invalidArgument } from '../domain/errors.js';
+import type { ApiKeyMode } from '../domain/types.js';
 import type { Eip1559Fields } from '../signing/signJobs.js';
 import type { InFlightRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
@@ -20,6 +21,20 @@ import { withinWrite } from './withinWrite.js';
 /** Whether a signed payment is a raw transaction the service submits (its chain has an endpoint). */
 export function submitsOnChain(deps: AppDeps, signed: SignedPayment): boolean {
   return signed.type === 'raw_transaction' && deps.chains.has(signed.rawTransaction.chainId);
+}
+
+/**
+ * A raw transaction carries no expiry: whoever holds it can broadcast it whenever they like, so a
+ * handful signed days apart could all land in one minute, outside every cap window. A live key's
+ * raw transaction is therefore signed only where paypolicy broadcasts it itself (an RPC endpoint
+ * for its chain). Test keys still receive theirs to broadcast on their own.
+ */
+export function requireBroadcast(deps: AppDeps, mode: ApiKeyMode, chainId: number): void {
+  if (mode === 'test' || deps.chains.has(chainId)) return;
+  throw invalidArgument(
+    `raw_transaction is signed for ak_live_ keys only when paypolicy broadcasts it, and this server has no RPC endpoint for chain ${chainId} (start it with --rpc-url ${chainId}=URL)`,
+    'raw_transaction_not_broadcast',
+  );
 }
 
 /**

@@ -178,7 +178,7 @@ const NOT_USE_CASES: Record<string, string> = {
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
   // on-chain submission: the background submitter and the nonce floor act on rows a use case wrote
-  submitsOnChain: 'helper of signPayment', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
+  submitsOnChain: 'helper of signPayment', requireBroadcast: 'guard of signPayment and collection', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
   startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
   applyNonceFloor: 'helper of sign/decideApproval', trackChain: 'background submitter', DEFAULT_TRACKING: 'constant',
   refuseIfConflicted: 'helper of sign/decideApproval',
