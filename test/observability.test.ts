@@ -228,6 +228,7 @@ describe('/metrics', () => {
       attributedSlug: null, amountMicros: 500_000n, committedMicros: 0n, maxNetworkFeeWei: 10n,
     };
     const cases: Array<[DenyRule | 'approval_threshold', PolicyFacts]> = [
+      ['amount_limit', { ...base, amountMicros: 10n ** 16n }],
       ['agent_status', { ...base, agentStatus: 'paused' }],
       ['allowlist', { ...base, recipient: '0xbb' }],
       ['allowlist', { ...base, allowlist: [], recipient: '0xbb' }],

@@ -5,7 +5,7 @@ import { PaymentPolicyService, PaymentType, SignOutcome } from '../gen/paypolicy
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { listAllTransactions, postSign, setPolicy } from './helpers/payments.js';
-import { MPP_RECIPIENT, PAY_TO, carriesPayment, startMppPeer, startX402Peer, type MppPeer, type Peer, type X402Peer } from './helpers/peers.js';
+import { BASE_SEPOLIA_USDC, MPP_RECIPIENT, PAY_TO, carriesPayment, startMppPeer, startX402Peer, type MppPeer, type Peer, type X402Peer } from './helpers/peers.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -177,5 +177,34 @@ describe('PaymentPolicyService.Sign PaywallPayload.max_amount_usd', () => {
     expect(r.message.paymentHeader).toBeUndefined();
     expect(await committedUsd(agentId)).toBe('0');
     expect(paymentsTo(mpp, path)).toEqual([]);
+  });
+});
+
+describe('a price larger than the ledger can hold', () => {
+  const MAX_UINT256 = (2n ** 256n - 1n).toString();
+
+  test('error: x402 at 2^256−1 atomic units and mpp at $10^20 → 403 denial with its row, on sign and dry run; quote denies; nothing held or paid', async () => {
+    const agentId = await agentWith([PAY_TO, MPP_RECIPIENT]);
+    x402.setPrice('/changing', { amount: MAX_UINT256, asset: BASE_SEPOLIA_USDC, extra: { name: 'USDC', version: '2' } });
+    mpp.setAmount('100000000000000000000');
+    const cases = [
+      { type: 'x402', url: x402.url('/changing?case=huge') },
+      { type: 'mpp', url: mpp.url('/mpp/paid?case=huge') },
+    ] as const;
+    for (const c of cases) {
+      const r = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: c.type, payload: { resource_url: c.url } });
+      expect([c.type, r.status], r.text).toEqual([c.type, 403]);
+      expect(r.json).toEqual({ error: 'Policy denied', reason: expect.stringMatching(/larger than the ledger can record/), transaction_id: expect.stringMatching(UUID_RE) });
+      const dry = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: c.type, dry_run: true, payload: { resource_url: c.url } });
+      expect([c.type, dry.status, dry.json.reason], dry.text).toEqual([c.type, 403, r.json.reason]);
+      const q = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body: { url: c.url, agent_id: agentId }, headers: { connection: 'close' } });
+      expect([c.type, q.status, q.json.status], q.text).toEqual([c.type, 403, 'denied']);
+    }
+    const rows = await listAllTransactions(admin, s.bootstrap.org_id, agentId);
+    // Each row keeps the largest amount the ledger records; its reason names the real price.
+    expect(rows.map((t) => [t.type, t.status, t.amountUsd])).toEqual([['mpp', 'denied', '1000000000'], ['x402', 'denied', '1000000000']]);
+    expect(await committedUsd(agentId)).toBe('0');
+    expect(paymentsTo(x402, '/changing?case=huge')).toEqual([]);
+    expect(paymentsTo(mpp, '/mpp/paid?case=huge')).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import type { Address } from 'viem';
+import { MAX_USD_MICROS } from '../domain/money.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import type { PaymentRequest } from '../domain/paymentRequest.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
@@ -73,7 +74,9 @@ async function decide(
     const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(facts));
     const row: Omit<PaymentRow, 'status'> = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
-      recipient: intent.recipient, amountMicros: intent.amountMicros, reason: '', serviceSlug: facts.attributedSlug ?? '',
+      // A price beyond what the ledger records is denied (domain/policy.ts); its row keeps the
+      // largest amount it can hold, and the reason the real one.
+      recipient: intent.recipient, amountMicros: intent.amountMicros > MAX_USD_MICROS ? MAX_USD_MICROS : intent.amountMicros, reason: '', serviceSlug: facts.attributedSlug ?? '',
       resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
       approvalId: null, createdAt: now,
     };

@@ -1,4 +1,4 @@
-import { formatUsd } from './money.js';
+import { formatUsd, MAX_USD_MICROS } from './money.js';
 import { maxNetworkFeeWei, type NetworkFee } from './networkFee.js';
 import type { AgentStatus } from './validate.js';
 
@@ -41,7 +41,7 @@ export type PolicyFacts = {
 };
 
 /** `treasury_funds` and `treasury_gas` are not decided here: app/treasury.ts denies a raw transaction the treasury cannot pay. */
-export type DenyRule = 'agent_status' | 'max_amount' | 'allowlist' | 'network_fee' | 'spend_cap' | 'treasury_funds' | 'treasury_gas';
+export type DenyRule = 'amount_limit' | 'agent_status' | 'max_amount' | 'allowlist' | 'network_fee' | 'spend_cap' | 'treasury_funds' | 'treasury_gas';
 
 export type Verdict =
   | { outcome: 'allowed' }
@@ -56,11 +56,15 @@ export type EvaluateOptions = {
 const usd = (micros: bigint) => `$${formatUsd(micros)}`;
 
 /**
- * Checks, in order: agent status, the requester's own price ceiling, recipient allowlist, network-fee ceiling, rolling 24-hour spend
+ * Checks, in order: the amount against what the ledger records (a paywall names any price, up to
+ * 2^256 − 1 atomic units), agent status, the requester's own price ceiling, recipient allowlist, network-fee ceiling, rolling 24-hour spend
  * cap, approval threshold. The fee ceiling is inclusive (a fee equal to it is allowed). Amounts strictly above the threshold need approval; equal is allowed. An empty
  * allowlist allows nothing.
  */
 export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): Verdict {
+  if (f.amountMicros > MAX_USD_MICROS) {
+    return { outcome: 'denied', rule: 'amount_limit', reason: `Price of ${usd(f.amountMicros)} is larger than the ledger can record (at most ${usd(MAX_USD_MICROS)} per payment)` };
+  }
   if (f.agentStatus !== 'active') {
     return { outcome: 'denied', rule: 'agent_status', reason: `Agent is ${f.agentStatus}; it cannot make payments` };
   }

@@ -55,6 +55,7 @@ const CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
  * Never the text itself, which carries addresses and amounts.
  */
 export function signReasonClass(reason: string): string {
+  if (reason.includes('larger than the ledger can record')) return 'amount_limit';
   if (reason.startsWith('Agent is ')) return 'agent_status';
   if (reason.includes("exceeds the request's max_amount_usd")) return 'max_amount';
   if (reason.includes("not on the agent's allowlist")) return 'allowlist';

@@ -3,7 +3,8 @@ import { describe, expect, test } from 'vitest';
 import { evaluatePolicy, type PolicyFacts } from '../../src/domain/policy.js';
 
 /**
- * evaluatePolicy is a pure function from facts to a verdict. Rules, in order: agent status,
+ * evaluatePolicy is a pure function from facts to a verdict. Rules, in order: the amount the
+ * ledger can record, agent status,
  * allowlist (empty allows nothing; an attributed registry slug counts), network-fee ceiling
  * (gas × max fee per gas ≤ ceiling, when the payment carries a fee), rolling 24-hour spend cap
  * (committed + amount ≤ cap), approval threshold (strictly above → pending; skipThreshold skips
@@ -38,6 +39,17 @@ function facts(over: Partial<PolicyFacts> = {}): PolicyFacts {
 describe('evaluatePolicy', () => {
   test('behavior: an active agent paying an allowlisted recipient within cap and threshold is allowed', () => {
     expect(evaluatePolicy(facts())).toEqual({ outcome: 'allowed' });
+  });
+
+  describe('rule 0: the amount the ledger can record', () => {
+    test('behavior: a price above $1,000,000,000 is denied by rule amount_limit, before every other rule and whatever the cap', () => {
+      const huge = (2n ** 256n - 1n) / 10n ** 12n; // 2^256 − 1 atomic units of an 18-decimal token
+      for (const amountMicros of [1_000_000_000n * USD + 1n, huge]) {
+        const v = evaluatePolicy(facts({ amountMicros, agentStatus: 'paused', allowlist: [], spendCapMicros: 2n ** 70n }), { skipThreshold: true });
+        expect(v).toEqual({ outcome: 'denied', rule: 'amount_limit', reason: expect.stringMatching(/^Price of \$[\d.]+ is larger than the ledger can record \(at most \$1000000000 per payment\)$/) });
+      }
+      expect(evaluatePolicy(facts({ amountMicros: 1_000_000_000n * USD, spendCapMicros: 2n ** 70n, approvalThresholdMicros: 2n ** 70n }))).toEqual({ outcome: 'allowed' });
+    });
   });
 
   describe('rule 1: agent status', () => {
