@@ -170,6 +170,11 @@ function unescapeQuoted(text: string): string {
   return out;
 }
 
+/**
+ * Where a credential may go: `Authorization`, or `Payment-Authorization` (mppx's `requiresAuth`).
+ * A challenge naming any other header (`Cookie`, say) would have the payer overwrite its own.
+ */
+const CREDENTIAL_HEADER = /^(?:authorization|payment-authorization)$/i;
 const METHOD = /^[a-z][a-z0-9:_-]*$/;
 const INTENT = /^[A-Za-z0-9-]+$/;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
@@ -194,6 +199,7 @@ function readPaymentChallenge(params: ReadonlyMap<string, string>): MppChallenge
     const v = params.get(key);
     if (v !== undefined) challenge[key] = v;
   }
+  if (challenge.header !== undefined && !CREDENTIAL_HEADER.test(challenge.header)) return null;
   return { params: challenge, request: decoded };
 }
 

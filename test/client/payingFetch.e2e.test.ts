@@ -143,6 +143,21 @@ describe('createPayingFetch', () => {
     expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', type: 'mpp' }]);
   });
 
+  test('error: unexpected_response: a payment header named Cookie (a server that does not check the challenge\'s header) is never sent; the agent\'s cookie stays its own', async () => {
+    const agentId = await agentWith({ allowlist: [MPP_RECIPIENT] });
+    const sign = async (...args: Parameters<PaypolicyClient['sign']>) => {
+      const r = await client.sign(...args);
+      return r.outcome === 'signed' && r.payment_header ? { ...r, payment_header: { ...r.payment_header, name: 'Cookie' } } : r;
+    };
+    const misnaming = { ...client, sign: sign as PaypolicyClient['sign'] };
+    const path = '/item?case=cookie';
+    const err = await rejection(createPayingFetch({ client: misnaming, agentId, maxAmountUsd: '0.05' })(mpp.url(path), { headers: { cookie: 'session=agent-own' } }));
+    expect([err.code, err.message]).toEqual(['unexpected_response', 'paypolicy returned a payment header named Cookie, which no payment protocol uses; it was not sent']);
+    // The agent's one request carries its cookie; paypolicy's probes carry none; nothing carries a payment.
+    expect(mpp.requestsTo(path).map((r) => r.headers.cookie).filter((c) => c !== undefined)).toEqual(['session=agent-own']);
+    expect(mpp.requestsTo(path).filter(carriesPayment)).toEqual([]);
+  });
+
   test('behavior: a URL without a paywall is fetched as is; nothing is quoted or signed', async () => {
     const agentId = await agentWith({ allowlist: [PAY_TO] });
     const res = await createPayingFetch({ client, agentId, maxAmountUsd: '1' })(x402.url('/free'));

@@ -307,7 +307,11 @@ export type MppPeer = Peer & {
  * server offers only `stripe/charge` (issued offline with a dummy secret key).
  */
 export async function startMppPeer(
-  options: { realm?: string; stripeOnly?: boolean; splits?: Array<{ amount: string; recipient: Address }>; recipient?: Address; redirect?: RedirectRule } = {},
+  options: {
+    realm?: string; stripeOnly?: boolean; splits?: Array<{ amount: string; recipient: Address }>; recipient?: Address; redirect?: RedirectRule;
+    /** Rewrites the 402's `WWW-Authenticate` value, for challenges mppx itself would not send. */
+    rewriteChallenge?: (wwwAuthenticate: string) => string;
+  } = {},
 ): Promise<MppPeer> {
   const broadcasts: Hex[] = [];
   const getClient = () =>
@@ -347,7 +351,13 @@ export async function startMppPeer(
     if (location !== null) return redirectResponse(location);
     const charge = options.stripeOnly ? { amount: '1' } : { amount, description: 'test item' };
     const result = await mppx.charge(charge)(request);
-    if (result.status === 402) return result.challenge;
+    if (result.status === 402) {
+      const rewrite = options.rewriteChallenge;
+      if (!rewrite) return result.challenge;
+      const headers = new Headers(result.challenge.headers);
+      headers.set('www-authenticate', rewrite(headers.get('www-authenticate') ?? ''));
+      return new Response(await result.challenge.text(), { status: 402, headers });
+    }
     return result.withReceipt(Response.json({ ok: true, path: new URL(request.url).pathname }));
   });
   return { ...peer, setAmount: (a) => void (amount = a), broadcasts };

@@ -53,6 +53,12 @@ export type PaidResponse = Response & { payment: PaymentInfo | null };
 export type PayingFetch = (input: string | URL, init?: RequestInit & { idempotencyKey?: string }) => Promise<PaidResponse>;
 
 const RECEIPT_HEADERS = ['payment-response', 'x-payment-response', 'payment-receipt'];
+/**
+ * The headers a payment credential is sent in: x402's `PAYMENT-SIGNATURE` and `X-PAYMENT`, MPP's
+ * `Authorization` and `Payment-Authorization`. Any other name (`Cookie`, say) would overwrite one
+ * of the agent's own headers.
+ */
+const PAYMENT_HEADERS = new Set(['payment-signature', 'x-payment', 'authorization', 'payment-authorization']);
 /** Headers a browser's fetch drops when a redirect leaves the origin; so do we. */
 const CREDENTIAL_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
 
@@ -169,6 +175,11 @@ export function createPayingFetch(options: PayingFetchOptions): PayingFetch {
     const header = signed.payment_header;
     if (!header || typeof header.name !== 'string' || typeof header.value !== 'string' || signed.cost_usd === null) {
       throw new PaypolicyError('paypolicy signed but returned no payment header', { code: 'unexpected_response', status: 200, transactionId: signed.transaction_id });
+    }
+    if (!PAYMENT_HEADERS.has(header.name.toLowerCase())) {
+      throw new PaypolicyError(`paypolicy returned a payment header named ${header.name}, which no payment protocol uses; it was not sent`, {
+        code: 'unexpected_response', status: 200, transactionId: signed.transaction_id,
+      });
     }
     // The quote was a snapshot; the signed cost is what the header pays. paypolicy already refuses
     // a price above the ceiling; this check stays for servers that predate max_amount_usd.
