@@ -82,9 +82,9 @@ export async function adminTokenNotice(deps: AppDeps, envAdminToken: string | un
 
 /**
  * Human-readable first-start banner. Printed to stdout once; never sent to the logger. `cli` is
- * how the operator runs the admin CLI: `npx paypolicy` in a checkout, the executable's path otherwise.
+ * how the operator runs the admin CLI: the launcher's path in a checkout (`./bin/paypolicy.js`), the executable's path otherwise.
  */
-export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string, cli = 'npx paypolicy'): string {
+export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string, cli = './bin/paypolicy.js'): string {
   return [
     '',
     'paypolicy: first start, created a default organization:',

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isAbsolute, relative } from 'node:path';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { limitHeapGrowth } from './heapGrowth.js';
@@ -168,7 +169,7 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const running = app;
-  const cli = isSingleExecutable() ? process.execPath : 'npx paypolicy';
+  const cli = isSingleExecutable() ? process.execPath : launcherPath();
   // The banner is best effort: a stdout that fails (a full disk, a reader gone) raised an
   // unhandled 'error' here and stopped a server that had just started. Log lines handle their
   // own write failures (logger.ts).
@@ -194,6 +195,17 @@ let serving = false;
  * that could not be written makes it exit 1 (quietly when the reader simply went away: EPIPE, as
  * `head` expects); a running server carries on.
  */
+/**
+ * How the banner tells the operator to run the CLI: the launcher this process was started from,
+ * relative to where they are when it is below, else absolute. Never a bare package name, which a
+ * package runner would look up in a public registry.
+ */
+function launcherPath(): string {
+  const script = process.argv[1] ?? 'bin/paypolicy.js';
+  const rel = relative(process.cwd(), script);
+  return rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? `./${rel}` : script;
+}
+
 function onStdoutError(err: NodeJS.ErrnoException): void {
   if (serving) return;
   if (err.code !== 'EPIPE') process.stderr.write(`paypolicy: cannot write to stdout: ${err.code ?? err.message}\n`);
@@ -213,7 +225,7 @@ export async function main(argv: string[]): Promise<number> {
   if (!process.stderr.listeners('error').includes(onStderrError)) process.stderr.on('error', onStderrError);
   const [command, ...rest] = argv;
   if (command === undefined) {
-    // Not `serve`: a second server started by a bare `npx paypolicy` is a surprise, not a default.
+    // Not `serve`: a second server started by a bare `paypolicy` is a surprise, not a default.
     process.stderr.write(`paypolicy: no command given; \`paypolicy serve\` starts the server\n\n${USAGE}\n`);
     return 2;
   }

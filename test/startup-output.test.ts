@@ -81,7 +81,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   test(`behavior: a running server's log lines appear within a bounded delay (${LOG_FLUSH_MS} ms buffer), not once a whole chunk has gathered`, async (ctx) => {
     const { expect } = ctx;
     const p = serve(ctx, newDataDir());
-    const out = await p.waitForStdout(/paypolicy agent list/);
+    const out = await p.waitForStdout(/paypolicy\.js agent list/);
     const url = /curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
     // Far below a chunk has been logged; the bound (LOG_FLUSH_MS, plus a loaded machine) is generous here.
     await p.waitForStdout(/"msg":"paypolicy listening"/, 5000);
@@ -97,7 +97,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   test.for(['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const)('behavior: %s right after a burst stops the server cleanly and every access line is written', async (signal, ctx) => {
     const { expect } = ctx;
     const p = serve(ctx, newDataDir());
-    const out = await p.waitForStdout(/paypolicy agent list/);
+    const out = await p.waitForStdout(/paypolicy\.js agent list/);
     const url = /curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
     const answered = await Promise.all(Array.from({ length: 60 }, (_, i) => rest(url, 'GET', `/api/resolve?slug=s${i}`)));
     expect(answered.every((r) => r.status === 401)).toBe(true);
@@ -113,7 +113,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   test.for([['SIGTERM', 'SIGINT'], ['SIGINT', 'SIGHUP'], ['SIGTERM', 'SIGTERM']] as const)('behavior: %s, then %s while the server drains, ends it at once', async ([first, second], ctx) => {
     const { expect } = ctx;
     const p = serve(ctx, newDataDir());
-    const out = await p.waitForStdout(/paypolicy agent list/);
+    const out = await p.waitForStdout(/paypolicy\.js agent list/);
     const url = new URL(/curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!);
     const half = createConnection(Number(url.port), '127.0.0.1');
     ctx.onTestFinished(() => void half.destroy());

@@ -54,7 +54,7 @@ export type Peer = {
 /** True when a request carried any payment credential (x402 v1/v2 or MPP). */
 export function carriesPayment(r: PeerRequest): boolean {
   return r.headers['payment-signature'] !== undefined || r.headers['x-payment'] !== undefined
-    || (r.headers.authorization ?? '').startsWith('Payment ');
+    || (r.headers.authorization ?? '').startsWith('Payment ') || (r.headers['payment-authorization'] ?? '').startsWith('Payment ');
 }
 
 function headersOf(h: Headers): Record<string, string> {
