@@ -214,7 +214,7 @@ describe.concurrent('main (bin/paypolicy.js serve)', () => {
     const dataDir = join(root, 'data');
     const cli = spawnCli(['serve', '--port', '0', '--data-dir', dataDir]);
     try {
-      const out = await cli.waitForStdout(/paypolicy agent list/);
+      const out = await cli.waitForStdout(/paypolicy\.js agent list/);
       const b = readBootstrap(dataDir);
       expect(out).toContain('paypolicy: first start, created a default organization:');
       expect(out).toContain(`admin token       ${b.admin_token}`);
