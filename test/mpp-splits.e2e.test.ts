@@ -1,3 +1,4 @@
+import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { decodeFunctionData, getAddress, type Address, type Hex } from 'viem';
 import { Abis, Transaction } from 'viem/tempo';
@@ -9,6 +10,7 @@ import { MPP_RECIPIENT, MPP_REALM, carriesPayment, startMppPeer, type MppPeer } 
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, dashboardFetch, httpSignIn, type HttpSession } from './dashboard/helpers.js';
 import { runCli } from './helpers/cli.js';
+import { expectRpcError } from './helpers/rpc.js';
 
 /**
  * An MPP challenge may split its amount to other recipients. The allowlist must hold for every
@@ -186,6 +188,27 @@ describe('approving an MPP payment with splits', () => {
     const paid = await fetch(changing.url('/kept'), { headers: { accept: 'application/json', [r.json.payment_header.name]: r.json.payment_header.value } });
     expect(paid.status, await paid.clone().text()).toBe(200);
     expect((await listed(approvalId)).payees.map((p) => ({ address: p.address, amountUsd: p.amountUsd }))).toEqual(APPROVED_PAYEES);
+  });
+
+  test('error: a split recipient taken off the allowlist before the decision → the approval is refused, the payment stays pending', async () => {
+    const { agentId, approvalId } = await pendingSplit('/unlisted-before', 'split-unlisted-before');
+    await setPolicy(admin, agentId, { allowlist: [PRIMARY], capUsd: '10', thresholdUsd: '1' });
+    await expectRpcError(
+      admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth),
+      Code.FailedPrecondition,
+      new RegExp(`^Policy re-check refused the approval: The payment also pays ${SECOND} \\(a split\\), which is not on the agent's allowlist$`),
+    );
+    expect(approvalStatus.fromProto((await listed(approvalId)).status)).toBe('pending');
+  });
+
+  test('error: the spend cap counts the whole amount, splits included', async () => {
+    changing.setSplits(APPROVED_SPLIT);
+    const agentId = await agent([PRIMARY, SECOND]);
+    // The recipient's own share ($1.999999) fits the cap; the payment ($2) does not.
+    await setPolicy(admin, agentId, { allowlist: [PRIMARY, SECOND], capUsd: '1.999999', thresholdUsd: '1' });
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/cap')), 'split-cap');
+    expect(r.status, r.text).toBe(403);
+    expect(r.json.reason).toBe('Spend cap of $1.999999 per 24 hours would be exceeded: $0 already committed, this payment is $2 ($1.999999 left)');
   });
 
   test('error: a split recipient taken off the allowlist after approval → collection refused by the policy re-check', async () => {
