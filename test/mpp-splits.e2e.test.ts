@@ -1,9 +1,16 @@
+import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Address } from 'viem';
+import { decodeFunctionData, getAddress, type Address, type Hex } from 'viem';
+import { Abis, Transaction } from 'viem/tempo';
+import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
+import { approvalStatus } from '../src/contract/enums.js';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
 import { listAllTransactions, postSign, setPolicy } from './helpers/payments.js';
 import { MPP_RECIPIENT, MPP_REALM, carriesPayment, startMppPeer, type MppPeer } from './helpers/peers.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
+import { createUser, dashboardFetch, httpSignIn, type HttpSession } from './dashboard/helpers.js';
+import { runCli } from './helpers/cli.js';
+import { expectRpcError } from './helpers/rpc.js';
 
 /**
  * An MPP challenge may split its amount to other recipients. The allowlist must hold for every
@@ -12,20 +19,36 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  */
 const SPLIT_TO: Address = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';
 
+/** What a person approves in the approval tests: $2, almost all of it to PRIMARY. */
+const PRIMARY: Address = '0x1111111111111111111111111111111111111111';
+const SECOND: Address = '0x3333333333333333333333333333333333333333';
+const APPROVED_SPLIT = [{ amount: '0.000001', recipient: SECOND }];
+const PASSWORD = 'long enough password';
+
 let peer: MppPeer;
+/** A paywall charging $2 to PRIMARY with a split to SECOND that tests change between approval and collection. */
+let changing: MppPeer;
 let s: TestServer;
 let admin: Admin;
+let approver: HttpSession;
+let treasury: Address;
 
 beforeAll(async () => {
   peer = await startMppPeer({ splits: [{ amount: '0.004', recipient: SPLIT_TO }] });
-  s = await startTestServer({ dev: true, probeAllowHosts: [peer.host] });
+  changing = await startMppPeer({ recipient: PRIMARY, splits: APPROVED_SPLIT });
+  changing.setAmount('2');
+  s = await startTestServer({ dev: true, probeAllowHosts: [peer.host, changing.host] });
   admin = adminFor(s);
+  treasury = getAddress(s.bootstrap.treasury_address);
   await upsertService(admin, { slug: 'split-svc', name: 'Split Service', paymentMethods: [{ realm: MPP_REALM, baseUrl: peer.url('/svc'), protocol: 'mpp' }] });
+  await createUser(admin, s.bootstrap.org_id, 'approver@example.com', 'approver', PASSWORD);
+  approver = await httpSignIn(s.url, 'approver@example.com', PASSWORD);
 });
 
 afterAll(async () => {
   await s?.close();
   await peer?.close();
+  await changing?.close();
 });
 
 let n = 0;
@@ -78,5 +101,123 @@ describe('POST /api/sign type mpp with splits', () => {
     });
     expect(r.status).toBe(403);
     expect(((await r.json()) as { reason: string }).reason).toMatch(/also pays 0x90f79bf6eb2c4f870365e785982e1f101e93b906 \(a split\)/);
+  });
+});
+
+/** The transfers a signed MPP credential makes, read from the Tempo transaction whose signer ox recovers. */
+function signedTransfers(paymentHeaderValue: string): { from: Address; transfers: Array<[string, bigint]> } {
+  const credential = JSON.parse(Buffer.from(paymentHeaderValue.slice('Payment '.length), 'base64url').toString('utf8')) as { payload: { signature: Hex } };
+  const tx = Transaction.deserialize(credential.payload.signature) as unknown as { calls: Array<{ data: Hex }>; from: Address };
+  return {
+    from: getAddress(tx.from),
+    transfers: tx.calls.map((call) => {
+      const [to, amount] = decodeFunctionData({ abi: Abis.tip20, data: call.data }).args as readonly [Address, bigint];
+      return [to.toLowerCase(), amount];
+    }),
+  };
+}
+
+describe('approving an MPP payment with splits', () => {
+  const APPROVED_PAYEES = [{ address: PRIMARY, amountUsd: '1.999999' }, { address: SECOND, amountUsd: '0.000001' }];
+
+  /** A $2 payment to PRIMARY with a $0.000001 split to SECOND, above the agent's $1 threshold: 202. */
+  async function pendingSplit(path: string, key: string): Promise<{ agentId: string; approvalId: string; transactionId: string }> {
+    changing.setSplits(APPROVED_SPLIT);
+    const agentId = await agent([PRIMARY, SECOND]);
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url(path)), key);
+    expect(r.status, r.text).toBe(202);
+    return { agentId, approvalId: r.json.approval_request_id, transactionId: r.json.transaction_id };
+  }
+
+  async function listed(approvalId: string) {
+    return (await admin.client.listApprovals({ orgId: s.bootstrap.org_id }, admin.auth)).approvals.find((a) => a.id === approvalId)!;
+  }
+
+  test('behavior: ListApprovals and the dashboard show every recipient and amount of the split', async () => {
+    const { approvalId } = await pendingSplit('/show', 'split-show');
+    const a = await listed(approvalId);
+    expect([a.amountUsd, a.recipientAddress]).toEqual(['2', PRIMARY]);
+    expect(a.payees.map((p) => ({ address: p.address, amountUsd: p.amountUsd }))).toEqual(APPROVED_PAYEES);
+
+    const page = await (await dashboardFetch(s.url, approver, '/dashboard/approvals')).text();
+    const card = page.slice(page.indexOf(`data-approval-id="${approvalId}"`), page.indexOf('</article>', page.indexOf(`data-approval-id="${approvalId}"`)));
+    expect(card).toContain('split between 2 recipients');
+    const payees = [...card.matchAll(/<li><span class="mono">(0x[0-9a-fA-F]{40})<\/span> receives <strong>([^<]+)<\/strong>/g)].map((m) => [m[1], m[2]]);
+    expect(payees).toEqual([[PRIMARY, '$1.999999'], [SECOND, '$0.000001']]);
+    const live = await (await dashboardFetch(s.url, approver, '/dashboard/approvals.json')).json() as { pending: Array<{ id: string; html: string }> };
+    expect(live.pending.find((p) => p.id === approvalId)!.html).toContain(`${SECOND}</span> receives <strong>$0.000001</strong>`);
+
+    const cli = await runCli(['approval', 'list', '--org', s.bootstrap.org_id, '--status', 'pending', '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+    expect([cli.code, cli.stderr]).toEqual([0, '']);
+    expect(cli.stdout.split('\n').find((line) => line.startsWith(approvalId))).toContain(`$1.999999 to ${PRIMARY}, $0.000001 to ${SECOND}`);
+  });
+
+  test('error: the paywall moves the split amounts after approval (same total, same recipients) → 403, nothing signed', async () => {
+    const { agentId, approvalId, transactionId } = await pendingSplit('/moved', 'split-moved');
+    const decided = await dashboardFetch(s.url, approver, `/dashboard/approvals/${approvalId}/decide`, { form: { _csrf: approver.csrf, decision: 'approve', note: '' } });
+    expect(decided.status).toBe(303);
+    const flash = await (await dashboardFetch(s.url, approver, '/dashboard/approvals')).text();
+    expect(flash).toContain(`Approved $2.00 split as $1.999999 to ${PRIMARY}, $0.000001 to ${SECOND}`);
+    const decidedRow = flash.slice(flash.indexOf('<tbody>', flash.indexOf('Recently decided approval requests')));
+    expect(decidedRow.slice(0, decidedRow.indexOf('</tr>'))).toContain('0x3333…3333</span> $0.000001');
+    expect(approvalStatus.fromProto((await listed(approvalId)).status)).toBe('approved');
+
+    changing.setSplits([{ amount: '1.999999', recipient: SECOND }]);
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/moved')), 'split-moved');
+    expect(r.status, r.text).toBe(403);
+    expect(r.json.reason).toBe(
+      `The paywall's split changed after approval (approved $1.999999 to ${PRIMARY}, $0.000001 to ${SECOND}; now $0.000001 to ${PRIMARY}, $1.999999 to ${SECOND}); send a new request`,
+    );
+    expect(r.json.payment_header).toBeUndefined();
+    const rows = await listAllTransactions(admin, s.bootstrap.org_id, agentId);
+    expect(rows.map((t) => [t.id, t.status])).toEqual([[transactionId, 'denied']]);
+    expect(changing.requestsTo('/moved').filter(carriesPayment)).toHaveLength(0);
+    // The refusal is final: a repeat does not sign the moved split either.
+    const again = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/moved')), 'split-moved');
+    expect([again.status, again.json.payment_header]).toEqual([403, undefined]);
+  });
+
+  test('behavior: the split unchanged at collection → the signed Tempo transaction pays exactly the approved transfers', async () => {
+    const { agentId, approvalId } = await pendingSplit('/kept', 'split-kept');
+    await admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth);
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/kept')), 'split-kept');
+    expect(r.status, r.text).toBe(200);
+    const signed = signedTransfers(r.json.payment_header.value);
+    expect(signed.from).toBe(treasury);
+    expect(signed.transfers).toEqual([[PRIMARY, 1_999_999n], [SECOND, 1n]]);
+    const paid = await fetch(changing.url('/kept'), { headers: { accept: 'application/json', [r.json.payment_header.name]: r.json.payment_header.value } });
+    expect(paid.status, await paid.clone().text()).toBe(200);
+    expect((await listed(approvalId)).payees.map((p) => ({ address: p.address, amountUsd: p.amountUsd }))).toEqual(APPROVED_PAYEES);
+  });
+
+  test('error: a split recipient taken off the allowlist before the decision → the approval is refused, the payment stays pending', async () => {
+    const { agentId, approvalId } = await pendingSplit('/unlisted-before', 'split-unlisted-before');
+    await setPolicy(admin, agentId, { allowlist: [PRIMARY], capUsd: '10', thresholdUsd: '1' });
+    await expectRpcError(
+      admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth),
+      Code.FailedPrecondition,
+      new RegExp(`^Policy re-check refused the approval: The payment also pays ${SECOND} \\(a split\\), which is not on the agent's allowlist$`),
+    );
+    expect(approvalStatus.fromProto((await listed(approvalId)).status)).toBe('pending');
+  });
+
+  test('error: the spend cap counts the whole amount, splits included', async () => {
+    changing.setSplits(APPROVED_SPLIT);
+    const agentId = await agent([PRIMARY, SECOND]);
+    // The recipient's own share ($1.999999) fits the cap; the payment ($2) does not.
+    await setPolicy(admin, agentId, { allowlist: [PRIMARY, SECOND], capUsd: '1.999999', thresholdUsd: '1' });
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/cap')), 'split-cap');
+    expect(r.status, r.text).toBe(403);
+    expect(r.json.reason).toBe('Spend cap of $1.999999 per 24 hours would be exceeded: $0 already committed, this payment is $2 ($1.999999 left)');
+  });
+
+  test('error: a split recipient taken off the allowlist after approval → collection refused by the policy re-check', async () => {
+    const { agentId, approvalId } = await pendingSplit('/unlisted', 'split-unlisted');
+    await admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth);
+    await setPolicy(admin, agentId, { allowlist: [PRIMARY], capUsd: '10', thresholdUsd: '1' });
+    const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/unlisted')), 'split-unlisted');
+    expect(r.status, r.text).toBe(403);
+    expect(r.json.reason).toBe(`Policy re-check at collection refused the approved payment: The payment also pays ${SECOND} (a split), which is not on the agent's allowlist`);
+    expect(r.json.payment_header).toBeUndefined();
   });
 });

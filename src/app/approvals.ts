@@ -3,6 +3,7 @@ import { DomainError, invalidArgument } from '../domain/errors.js';
 import type { ApiKeyPrincipal, Principal } from '../domain/types.js';
 import { UUID, optionalText, requireName } from '../domain/validate.js';
 import type { ApprovalRow } from '../store/approvals.js';
+import type { PaymentRow } from '../store/payments.js';
 import type { AppDeps } from './deps.js';
 import { inScope, requirePermission } from './access.js';
 import { requireOrgAccess } from './organizations.js';
@@ -15,7 +16,7 @@ import { applyNonceFloor, chainNonceFloor, markNonceSynced } from './submit.js';
 import { withinWrite } from './withinWrite.js';
 import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './treasury.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
-import { offerFromJson } from './paywall.js';
+import { offerFromJson, offerPayees } from './paywall.js';
 import { atomicToMicros } from '../domain/money.js';
 import { maxNetworkFeeWei } from '../domain/networkFee.js';
 import { MAX_TEMPO_FEE } from '../signing/tempo.js';
@@ -168,18 +169,28 @@ export async function decideApproval(
  * payment can cost in network fees on top of its amount: `maxNetworkFeeWei` for a raw
  * transaction (gas × max fee per gas, paid in ETH), `maxTempoFeeMicros` for an MPP payment whose
  * fee the treasury pays (the service-wide bound, paid in the stablecoin); both null when
- * the treasury pays no fee (x402, EIP-3009, Permit2, a sponsored MPP payment).
+ * the treasury pays no fee (x402, EIP-3009, Permit2, a sponsored MPP payment). `payees` is
+ * every address the payment pays and how much, in signing order: the recipient's share first,
+ * then an MPP challenge's splits; a payment without splits has the one recipient and its amount.
  */
 export type ApprovalView = ApprovalRow & {
   amountMicros: bigint; recipient: string; reason: string; serviceSlug: string;
+  payees: Array<{ recipient: string; amountMicros: bigint }>;
   maxNetworkFeeWei: bigint | null; maxTempoFeeMicros: bigint | null;
 };
+
+/** What the stored payment pays whom; for a paywall, the offer collection must match (paywall.ts sameOffer). */
+function storedPayees(tx: PaymentRow): ApprovalView['payees'] {
+  if (!isPaywallRequest(tx.request)) return [{ recipient: tx.recipient, amountMicros: tx.amountMicros }];
+  return offerPayees(offerFromJson((JSON.parse(tx.request) as StoredPaywallRequest).offer));
+}
 
 export async function describeApproval(deps: AppDeps, a: ApprovalRow): Promise<ApprovalView> {
   const tx = await deps.store.payments.get(a.transactionId);
   const fee = tx ? storedNetworkFee(tx.request) : null;
   return {
     ...a, amountMicros: tx?.amountMicros ?? 0n, recipient: tx?.recipient ?? '', reason: tx?.reason ?? '', serviceSlug: tx?.serviceSlug ?? '',
+    payees: tx ? storedPayees(tx) : [],
     maxNetworkFeeWei: fee ? maxNetworkFeeWei(fee) : null,
     maxTempoFeeMicros: tx && paysTempoFee(tx.request) ? MAX_TEMPO_FEE_MICROS : null,
   };

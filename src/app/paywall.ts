@@ -1,8 +1,10 @@
 import { attributeResource, type Attribution } from '../domain/attribution.js';
 import { invalidArgument } from '../domain/errors.js';
+import { formatUsd } from '../domain/money.js';
 import type { Agent, ApiKeyMode } from '../domain/types.js';
 import { ADDRESS } from '../domain/validate.js';
 import type { Offer } from '../probe/offer.js';
+import { atomicToMicrosRoundedUp } from '../probe/offerOutcome.js';
 import { parsePaymentChallenge } from '../probe/parseChallenge.js';
 import { safeFetch } from '../probe/safeFetch.js';
 import type { AppDeps } from './deps.js';
@@ -69,18 +71,58 @@ export function offerFromJson(json: unknown): Offer {
 
 /**
  * Whether a fresh offer still pays what a human approved: same rail, chain, token, recipient and
- * split recipients, and not more. Anything else needs a new request and a new decision.
+ * split vector, and not more in total. Anything else needs a new request and a new decision.
+ * A split total kept the same can still move money from one payee to another, so the splits are
+ * compared as the approver saw them: the same recipients with the same amounts, in the same order
+ * (the order the transfers are signed in). The primary recipient gets the total less the splits,
+ * so with the splits fixed and the total no higher, no payee gets more than was approved.
  */
 export function sameOffer(fresh: Offer, approved: Offer): boolean {
-  const splits = (o: Offer) => splitRecipients(o).sort().join(',');
   return fresh.rail === approved.rail && fresh.chainId === approved.chainId
     && fresh.asset.toLowerCase() === approved.asset.toLowerCase()
     && fresh.payTo.toLowerCase() === approved.payTo.toLowerCase()
-    && splits(fresh) === splits(approved)
+    && sameSplits(fresh, approved)
     && fresh.amountAtomic <= approved.amountAtomic;
+}
+
+/** Whether two offers split their amount identically: recipient and amount of every split, in order. */
+export function sameSplits(a: Offer, b: Offer): boolean {
+  const x = offerSplits(a);
+  const y = offerSplits(b);
+  return x.length === y.length && x.every((s, i) => s.recipient === y[i]!.recipient && s.amountAtomic === y[i]!.amountAtomic);
 }
 
 /** Lowercased addresses an offer pays besides its primary recipient (MPP splits). */
 export function splitRecipients(offer: Offer): string[] {
-  return (offer.mpp?.request.methodDetails.splits ?? []).map((s) => s.recipient.toLowerCase());
+  return offerSplits(offer).map((s) => s.recipient);
+}
+
+/**
+ * One transfer a payment makes: a lowercased address, its amount in the token's atomic units and
+ * in micro-USD at the token's $1 peg (rounded up, like an offer's amount).
+ */
+export type Payee = { recipient: string; amountAtomic: bigint; amountMicros: bigint };
+
+const payee = (offer: Offer, recipient: string, amountAtomic: bigint): Payee => ({
+  recipient: recipient.toLowerCase(), amountAtomic, amountMicros: atomicToMicrosRoundedUp(amountAtomic, offer.decimals),
+});
+
+/** An offer's MPP splits in challenge order (none for x402 or an MPP offer without splits). */
+export function offerSplits(offer: Offer): Payee[] {
+  return (offer.mpp?.request.methodDetails.splits ?? []).map((s) => payee(offer, s.recipient, BigInt(s.amount)));
+}
+
+/**
+ * Every transfer an offer pays, in the order they are signed: the primary recipient's share
+ * (the amount less the splits, signing/tempo.ts) first, then each split.
+ */
+export function offerPayees(offer: Offer): Payee[] {
+  const splits = offerSplits(offer);
+  const primary = offer.amountAtomic - splits.reduce((sum, s) => sum + s.amountAtomic, 0n);
+  return [payee(offer, offer.payTo, primary), ...splits];
+}
+
+/** Payees as a person reads them: `$1.5 to 0x…, $0.5 to 0x…`. */
+export function describePayees(payees: readonly Payee[]): string {
+  return payees.map((p) => `$${formatUsd(p.amountMicros)} to ${p.recipient}`).join(', ');
 }

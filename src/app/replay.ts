@@ -4,7 +4,7 @@ import { unauthenticated } from '../auth/credentials.js';
 import type { PaymentRow } from '../store/payments.js';
 import { expireCollectionIfDue, expireIfDue } from './approvalExpiry.js';
 import type { AppDeps } from './deps.js';
-import { offerFromJson, offerToJson, probeOffer, sameOffer } from './paywall.js';
+import { describePayees, offerFromJson, offerPayees, offerToJson, probeOffer, sameOffer, sameSplits } from './paywall.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
@@ -24,7 +24,8 @@ import type { Offer } from '../probe/offer.js';
 /**
  * Collects an approved payment. A paywall payment is signed only now: the challenge is probed
  * again (the one the human saw may have expired), and signed only if it still pays the same
- * recipient, token and chain no more than was approved. A direct payment is approved only after
+ * recipient, token and chain no more than was approved, split exactly as approved (paywall.ts
+ * sameOffer). A direct payment is approved only after
  * its signing at decision time failed or was cut off by a crash; it is signed from its stored
  * request (a raw transaction gets its nonce here). Either way the write transaction that starts
  * signing re-checks everything the human did not override (agent status, allowlist with the
@@ -55,8 +56,10 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     const now = deps.now();
     if (await expireCollectionIfDue(inTx, row.id)) return { kind: 'over' as const };
     if (probed && !sameOffer(probed.offer, probed.approved)) {
-      const { offer } = probed;
-      const reason = `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
+      const { offer, approved } = probed;
+      const reason = sameSplits(offer, approved)
+        ? `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`
+        : `The paywall's split changed after approval (approved ${describePayees(offerPayees(approved))}; now ${describePayees(offerPayees(offer))}); send a new request`;
       return { kind: await payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
     const agent = await agents.getForUse(row.agentId);

@@ -43,6 +43,7 @@ export type ApprovalRecord = {
 /** An approval with the payment it is for (AdminService's Approval). */
 export type ApprovalDescription = ApprovalRecord & {
   amountMicros: bigint; recipient: string; reason: string; serviceSlug: string; maxNetworkFeeWei: bigint | null; maxTempoFeeMicros: bigint | null;
+  payees: ReadonlyArray<{ recipient: string; amountMicros: bigint }>;
 };
 
 const optionalTime = (ms: number | null) => (ms === null ? undefined : timestampFromMs(ms));
@@ -191,6 +192,7 @@ export function approvalToProto(a: ApprovalDescription): MessageInitShape<typeof
     decidedAt: optionalTime(a.decidedAt), decidedBy: a.decidedBy, note: a.note,
     serviceSlug: a.serviceSlug, maxNetworkFeeWei: a.maxNetworkFeeWei?.toString() ?? '',
     maxNetworkFeeUsd: a.maxTempoFeeMicros === null ? '' : formatUsd(a.maxTempoFeeMicros),
+    payees: a.payees.map((p) => ({ address: p.recipient, amountUsd: formatUsd(p.amountMicros) })),
   };
 }
 

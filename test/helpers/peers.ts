@@ -296,6 +296,8 @@ export async function startPlainPeer(): Promise<PlainPeer> {
 export type MppPeer = Peer & {
   /** Sets the tempo/charge amount in USD (human units, e.g. `'0.01'`). */
   setAmount: (amount: string) => void;
+  /** Sets the tempo/charge splits (amounts in USD human units) of every later challenge. */
+  setSplits: (splits: Array<{ amount: string; recipient: Address }>) => void;
   /** Raw transactions the mocked Tempo RPC was asked to broadcast. */
   broadcasts: Hex[];
 };
@@ -332,6 +334,7 @@ export async function startMppPeer(
     });
   const realm = options.realm ?? MPP_REALM;
   let amount = '0.01';
+  let splits = options.splits;
   const mppx = options.stripeOnly
     ? Mppx.create({
       realm,
@@ -343,13 +346,13 @@ export async function startMppPeer(
       secretKey: MPP_SECRET,
       methods: [tempo.charge({
         recipient: options.recipient ?? MPP_RECIPIENT, testnet: true, getClient, waitForConfirmation: false,
-        ...(options.splits ? { splits: options.splits } : {}),
+        ...(splits ? { splits } : {}),
       })],
     });
   const peer = await startFetchPeer(async (request) => {
     const location = options.redirect?.(new URL(request.url)) ?? null;
     if (location !== null) return redirectResponse(location);
-    const charge = options.stripeOnly ? { amount: '1' } : { amount, description: 'test item' };
+    const charge = options.stripeOnly ? { amount: '1' } : { amount, description: 'test item', ...(splits ? { splits } : {}) };
     const result = await mppx.charge(charge)(request);
     if (result.status === 402) {
       const rewrite = options.rewriteChallenge;
@@ -360,7 +363,7 @@ export async function startMppPeer(
     }
     return result.withReceipt(Response.json({ ok: true, path: new URL(request.url).pathname }));
   });
-  return { ...peer, setAmount: (a) => void (amount = a), broadcasts };
+  return { ...peer, setAmount: (a) => void (amount = a), setSplits: (next) => void (splits = next), broadcasts };
 }
 
 /** Checksummed form of an address, for comparisons with wire values. */

@@ -19,6 +19,14 @@ function maxFeeText(a: Approval): string {
   return 'none';
 }
 
+/**
+ * Every transfer of a split payment with its amount, the recipient's share first: approving
+ * approves exactly those, so a person must see them all.
+ */
+function payeesText(a: Approval): string {
+  return a.payees.map((p) => `${formatUsdText(p.amountUsd)} to ${p.address}`).join(', ');
+}
+
 function approvalFields(a: Approval | undefined): string {
   if (!a) return 'no approval in the response';
   return formatFields([
@@ -28,6 +36,7 @@ function approvalFields(a: Approval | undefined): string {
     ['agent', a.agentId],
     ['amount', formatUsdText(a.amountUsd)],
     ['recipient', a.serviceSlug ? `${a.serviceSlug} (${a.recipientAddress})` : a.recipientAddress],
+    ...(a.payees.length > 1 ? [['pays', payeesText(a)] as [string, string]] : []),
     ['reason', a.reason],
     ['max network fee', maxFeeText(a)],
     ['created', formatTime(a.createdAt)],
@@ -52,7 +61,7 @@ export const approvalCommands: Command[] = [
       return async (client) => {
         const r = await allPages((page) => client.listApprovals({ ...request, ...page }), (x) => x.approvals);
         const rows = r.approvals.map((a) => [
-          a.id, approvalStatus.fromProto(a.status) ?? '-', formatUsdText(a.amountUsd), maxFeeText(a), a.agentId, a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
+          a.id, approvalStatus.fromProto(a.status) ?? '-', formatUsdText(a.amountUsd), maxFeeText(a), a.agentId, a.payees.length > 1 ? payeesText(a) : a.serviceSlug || a.recipientAddress, formatTime(a.createdAt), formatTime(a.expiresAt), a.reason,
         ]);
         const headers = ['ID', 'STATUS', 'AMOUNT', 'MAX FEE', 'AGENT', 'RECIPIENT', 'CREATED', 'EXPIRES', 'REASON'];
         return commandOutput(ListApprovalsResponseSchema, r, formatList('approvals', headers, rows));

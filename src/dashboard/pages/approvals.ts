@@ -33,6 +33,22 @@ function networkFeeCell(v: ApprovalView) {
   return html`none <span class="muted small">the payee or its facilitator pays the gas</span>`;
 }
 
+/**
+ * Who is paid how much. A split payment lists every transfer, the recipient's share first: the
+ * approver approves these amounts to these addresses, and a paywall that splits differently
+ * when the payment is collected is refused.
+ */
+function payeesCell(v: ApprovalView) {
+  if (v.payees.length <= 1) return html`<span class="mono">${checksum(v.recipient)}</span>`;
+  return html`<ul class="payees">${v.payees.map((p, i) => html`<li><span class="mono">${checksum(p.recipient)}</span> receives <strong>${usd(p.amountMicros)}</strong>${i > 0 ? html` <span class="muted small">(split)</span>` : ''}</li>`)}</ul>`;
+}
+
+/** The payees in a line of text, for the decision's confirmation. */
+function payeesText(v: ApprovalView): string {
+  if (v.payees.length <= 1) return `${usd(v.amountMicros)} to ${checksum(v.recipient)}`;
+  return `${usd(v.amountMicros)} split as ${v.payees.map((p) => `${usd(p.amountMicros)} to ${checksum(p.recipient)}`).join(', ')}`;
+}
+
 /** One pending request as a card; also sent as HTML inside approvals.json for live insertion. */
 export function approvalCard(session: SessionContext, now: number, v: ApprovalView, names: Names): Html {
   const agent = names.agents.get(v.agentId) ?? v.agentId;
@@ -53,10 +69,10 @@ ${csrfField({ session })}
     : html`<p class="muted small">Your role (${session.user.role}) can view approval requests but not decide them.</p>`;
   return html`<article class="approval" data-approval-id="${v.id}" aria-labelledby="${titleId}">
 <div>
-<div class="amount" id="${titleId}">${usd(v.amountMicros)} <span class="muted small">requested by ${agent}</span></div>
+<div class="amount" id="${titleId}">${usd(v.amountMicros)} <span class="muted small">requested by ${agent}${v.payees.length > 1 ? `, split between ${v.payees.length} recipients` : ''}</span></div>
 <dl>
 <dt>Agent</dt><dd><a href="/dashboard/agents/${v.agentId}">${agent}</a></dd>
-<dt>Recipient</dt><dd class="mono">${checksum(v.recipient)}</dd>
+<dt>${v.payees.length > 1 ? 'Recipients' : 'Recipient'}</dt><dd>${payeesCell(v)}</dd>
 <dt>Service</dt><dd>${serviceCell(v, names)}</dd>
 <dt>Max network fee</dt><dd>${networkFeeCell(v)}</dd>
 <dt>Why</dt><dd>${v.reason}</dd>
@@ -76,7 +92,9 @@ function decidedTable(decided: ApprovalView[], names: Names): Html {
 <td><span class="badge ${STATUS_BADGE[v.status]}">${v.status}</span></td>
 <td class="nowrap">${names.agents.get(v.agentId) ?? v.agentId}</td>
 <td class="num">${usd(v.amountMicros)}</td>
-<td class="mono nowrap" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</td>
+<td class="nowrap">${v.payees.length <= 1
+    ? html`<span class="mono" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</span>`
+    : v.payees.map((p, i) => html`${i > 0 ? html`<br>` : ''}<span class="mono" title="${checksum(p.recipient)}">${shortAddress(p.recipient)}</span> ${usd(p.amountMicros)}`)}</td>
 <td>${v.status === 'expired' ? html`<span class="muted">nobody (expired)</span>` : v.decidedBy}</td>
 <td class="nowrap"><time datetime="${iso(decidedAt(v))}">${utc(decidedAt(v))}</time></td>
 <td class="wrap">${v.note}</td>
@@ -150,8 +168,8 @@ export const approvalRoutes: Route[] = [
       try {
         const a = await describeApproval(deps, await decideApproval(deps, ctx.principal, { id: ctx.params.id!, decision, note: form.get('note') }));
         const text = a.status === 'approved'
-          ? `Approved ${usd(a.amountMicros)} to ${checksum(a.recipient)}; the agent collects the signature by repeating its request.`
-          : `Denied ${usd(a.amountMicros)} to ${checksum(a.recipient)}.`;
+          ? `Approved ${payeesText(a)}; the agent collects the signature by repeating its request.`
+          : `Denied ${payeesText(a)}.`;
         return { type: 'redirect', to: '/dashboard/approvals', flash: { kind: 'ok', text } };
       } catch (err) {
         const e = errorText(err);

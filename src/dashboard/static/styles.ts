@@ -143,6 +143,7 @@ button:hover, .button:hover { background: var(--soft); }
 .approval dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: .2rem .9rem; margin: .5rem 0 0; }
 .approval dt { color: var(--muted); font-size: .88rem; }
 .approval dd { margin: 0; overflow-wrap: anywhere; }
+.approval .payees { margin: 0; padding-left: 1.1rem; }
 .approval .decide { display: grid; gap: .5rem; align-content: start; }
 .approval .decide .buttons { display: flex; gap: .5rem; }
 /* The inert first submit button that absorbs Enter in the note (see pages/approvals.ts). */
