@@ -58,6 +58,7 @@ export type Paypolicy = RunningServer & {
 
 export type StartOptions = {
   logDestination?: DestinationStream;
+  /** Replaces the ledger clock, and the validity clock with it (tests move time with this). */
   now?: () => number;
   /**
    * Called once after a failed sync, when the service has stopped acknowledging (every request
@@ -103,7 +104,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
   const chains = createChainRpc(config.rpcUrls);
   const deps: AppDeps = {
-    store: appStore, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
+    store: appStore, uow, vault, signer, now, validityNow: options.now ?? clock.validityNow, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
