@@ -1,0 +1,138 @@
+import { getAddress, type Hex } from 'viem';
+import { describe, expect, test } from 'vitest';
+import { postSign, recoverAuthorizationSigner, recoverPermit2Signer, setPolicy, type SignBody } from '../helpers/payments.js';
+import { rest, type RestResult } from '../helpers/server.js';
+import { FAULT_TIMEOUT_MS } from './config.js';
+import { RECIPIENT, rigPerTest, type FaultRig } from './harness.js';
+
+const newRig = rigPerTest();
+const DAY_MS = 86_400_000;
+/** The longest window an agent may ask for, so that a stretched one shows as twice it. */
+const WINDOW_S = 86_400;
+const DISAGREE = 'the wall clock and the ledger clock disagree';
+const AGREE = 'the wall clock and the ledger clock agree again';
+
+/** Waits until the server's own wall clock (its HTTP Date header) shows the shift. */
+async function serverWallShifted(url: string, shiftMs: number): Promise<void> {
+  for (;;) {
+    const res = await fetch(`${url}/healthz`, { headers: { connection: 'close' } });
+    await res.text();
+    const skew = Date.parse(res.headers.get('date') ?? '') - Date.now();
+    if (Math.abs(skew - shiftMs) < 60_000) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The server's log lines (JSON, one a line) whose message starts with `msg`. */
+function logLines(rig: FaultRig, msg: string): Array<{ msg: string; skewMs: number }> {
+  return rig.server!.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; skewMs: number }).filter((l) => l.msg.startsWith(msg));
+}
+
+async function logged(rig: FaultRig, msg: string): Promise<void> {
+  while (logLines(rig, msg).length === 0) await new Promise((r) => setTimeout(r, 20));
+}
+
+/** POST /api/sign, repeated with the same key while a loaded machine answers 503 `overloaded`, as an agent would. */
+async function signRetried(rig: FaultRig, body: SignBody, key: string): Promise<RestResult> {
+  for (;;) {
+    const r = await postSign(rig.server!.url, rig.bootstrap.api_key, body, key);
+    if (r.status !== 503 || r.json?.code !== 'overloaded') return r;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * Signs an eip3009 and a permit2 for the longest window and checks, on the signatures themselves
+ * (signer recovered), that each ends within the window of real time around the answer: not later
+ * (a signature outliving what was asked), and not earlier either, since the wall clock is right.
+ */
+async function signBounded(rig: FaultRig, key: string): Promise<void> {
+  const treasury = getAddress(rig.bootstrap.treasury_address);
+  const body = { agent_id: rig.bootstrap.agent_id, chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '0.01', payload: { valid_for_seconds: WINDOW_S } };
+  const before = Math.floor(Date.now() / 1000);
+  const eip3009 = await signRetried(rig, { ...body, type: 'eip3009' }, `${key}-eip3009`);
+  const permit2 = await signRetried(rig, { ...body, type: 'permit2' }, `${key}-permit2`);
+  const after = Math.ceil(Date.now() / 1000);
+  expect(eip3009.status, eip3009.text).toBe(200);
+  expect(permit2.status, permit2.text).toBe(200);
+  expect(await recoverAuthorizationSigner(eip3009.json.signature as Hex, eip3009.json.authorization)).toBe(treasury);
+  expect(await recoverPermit2Signer(permit2.json.signature as Hex, permit2.json.permit2)).toBe(treasury);
+  for (const end of [Number(eip3009.json.authorization.valid_before), Number(permit2.json.permit2.deadline)]) {
+    expect(end).toBeLessThanOrEqual(after + WINDOW_S);
+    expect(end).toBeGreaterThanOrEqual(before + WINDOW_S);
+  }
+}
+
+type Readyz = { status: string; checks: { clock: { ok: boolean; skew_seconds: number; tolerance_seconds: number; detail: string } } };
+
+async function readyz(rig: FaultRig): Promise<{ status: number; body: Readyz }> {
+  const r = await rest(rig.server!.url, 'GET', '/readyz', { headers: { connection: 'close' } });
+  return { status: r.status, body: r.json as Readyz };
+}
+
+/** Waits until /readyz answers 200: listening comes before the signing threads are online. */
+async function servingReady(rig: FaultRig): Promise<void> {
+  while ((await readyz(rig)).status !== 200) await new Promise((r) => setTimeout(r, 20));
+}
+
+/** paypolicy_clock_skew_seconds as /metrics (read from loopback, no token) shows it. */
+async function skewMetric(rig: FaultRig): Promise<number> {
+  const r = await rest(rig.server!.url, 'GET', '/metrics', { headers: { connection: 'close' } });
+  expect(r.status).toBe(200);
+  const m = /^paypolicy_clock_skew_seconds (\S+)$/m.exec(r.text);
+  expect(m, 'paypolicy_clock_skew_seconds in /metrics').not.toBeNull();
+  return Number(m![1]);
+}
+
+/** Readiness and the metric both show the ledger clock a day ahead of the (right) wall clock. */
+async function expectDayAhead(rig: FaultRig): Promise<void> {
+  const r = await readyz(rig);
+  expect(r.status).toBe(200);
+  expect(r.body.status).toBe('degraded');
+  expect(r.body.checks.clock.ok).toBe(false);
+  expect(Math.abs(r.body.checks.clock.skew_seconds + DAY_MS / 1000)).toBeLessThan(60);
+  expect(Math.abs((await skewMetric(rig)) + DAY_MS / 1000)).toBeLessThan(60);
+}
+
+describe('a wall clock corrected after start (faultfs shifts CLOCK_REALTIME of the real server process)', () => {
+  test('property: with the ledger clock a day ahead, signatures still end within the requested window of real time; /readyz, /metrics and one log line show it', async () => {
+    const rig = newRig();
+    // First start with the wall clock a day ahead: the ledger clock is anchored there.
+    rig.ctl({ clock_shift_ms: DAY_MS });
+    await rig.start();
+    await servingReady(rig);
+    await setPolicy(rig.admin, rig.bootstrap.agent_id, { allowlist: [RECIPIENT], capUsd: '10', thresholdUsd: '10' });
+    expect((await readyz(rig)).body.status).toBe('ready');
+
+    // NTP steps the wall clock back to the right time; the ledger clock keeps its anchor.
+    rig.ctl({});
+    await serverWallShifted(rig.server!.url, 0);
+    await signBounded(rig, 'corrected');
+    await expectDayAhead(rig);
+    await expectDayAhead(rig);
+
+    // The wall clock agrees with the ledger clock again: ready, and one line says so. Before it,
+    // exactly one line said they disagreed, however often readiness and metrics looked.
+    rig.ctl({ clock_shift_ms: DAY_MS });
+    await serverWallShifted(rig.server!.url, DAY_MS);
+    const agreed = await readyz(rig);
+    expect(agreed.body.status).toBe('ready');
+    expect(agreed.body.checks.clock.ok).toBe(true);
+    await logged(rig, AGREE);
+    expect(logLines(rig, DISAGREE)).toHaveLength(1);
+    expect(Math.abs(logLines(rig, DISAGREE)[0]!.skewMs + DAY_MS)).toBeLessThan(60_000);
+    expect(logLines(rig, AGREE)).toHaveLength(1);
+
+    // Restarted in the same boot with the wall clock right: the ledger clock continues its
+    // anchor, a day ahead, so the bound and the report hold from the first request.
+    await rig.stop();
+    rig.ctl({});
+    await rig.start();
+    await servingReady(rig);
+    await serverWallShifted(rig.server!.url, 0);
+    await signBounded(rig, 'restarted');
+    await expectDayAhead(rig);
+    await logged(rig, DISAGREE);
+    expect(logLines(rig, DISAGREE)).toHaveLength(1);
+  }, FAULT_TIMEOUT_MS);
+});
