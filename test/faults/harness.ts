@@ -205,8 +205,8 @@ export class FaultRig {
   }
 
   /** Starts the server with the shim preloaded (faults as the control file says). */
-  async start(opts: { shim?: boolean; args?: string[] } = {}): Promise<ServerProcess> {
-    const spawned = spawnServer({ dataDir: this.dataDir, args: opts.args, shim: opts.shim === false ? undefined : { stateDir: this.stateDir, ctlPath: this.ctlPath } });
+  async start(opts: { shim?: boolean; args?: string[]; env?: Record<string, string> } = {}): Promise<ServerProcess> {
+    const spawned = spawnServer({ dataDir: this.dataDir, args: opts.args, env: opts.env, shim: opts.shim === false ? undefined : { stateDir: this.stateDir, ctlPath: this.ctlPath } });
     this.server = await spawned.process;
     this.bootstrap = JSON.parse(readFileSync(join(this.dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile;
     this.admin = adminFor({ url: this.server.url, bootstrap: this.bootstrap } as TestServer);
