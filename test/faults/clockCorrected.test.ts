@@ -5,7 +5,7 @@ import { postSign, recoverAuthorizationSigner, recoverPermit2Signer, setPolicy, 
 import { createTestDatabase } from '../helpers/pgDatabase.js';
 import { rest, type RestResult } from '../helpers/server.js';
 import { FAULT_TIMEOUT_MS } from './config.js';
-import { RECIPIENT, rigPerTest, type FaultRig } from './harness.js';
+import { RECIPIENT, rigPerTest, serverWallShifted, type FaultRig } from './harness.js';
 
 const newRig = rigPerTest();
 const DAY_MS = 86_400_000;
@@ -13,17 +13,6 @@ const DAY_MS = 86_400_000;
 const WINDOW_S = 86_400;
 const DISAGREE = 'the wall clock and the ledger clock disagree';
 const AGREE = 'the wall clock and the ledger clock agree again';
-
-/** Waits until the server's own wall clock (its HTTP Date header) shows the shift. */
-async function serverWallShifted(url: string, shiftMs: number): Promise<void> {
-  for (;;) {
-    const res = await fetch(`${url}/healthz`, { headers: { connection: 'close' } });
-    await res.text();
-    const skew = Date.parse(res.headers.get('date') ?? '') - Date.now();
-    if (Math.abs(skew - shiftMs) < 60_000) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** The server's log lines (JSON, one a line) whose message starts with `msg`. */
 function logLines(rig: FaultRig, msg: string): Array<{ msg: string; skewMs: number }> {

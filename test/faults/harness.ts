@@ -249,6 +249,17 @@ export class FaultRig {
 
 export const RECIPIENT = '0x1111111111111111111111111111111111111111';
 
+/** Waits until the server's own wall clock (its HTTP Date header) shows the shift (clock_shift_ms). */
+export async function serverWallShifted(url: string, shiftMs: number): Promise<void> {
+  for (;;) {
+    const res = await fetch(`${url}/healthz`, { headers: { connection: 'close' } });
+    await res.text();
+    const skew = Date.parse(res.headers.get('date') ?? '') - Date.now();
+    if (Math.abs(skew - shiftMs) < 60_000) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** Gives the demo agent a policy that signs every tiny payment to RECIPIENT. */
 export async function openPolicy(rig: FaultRig): Promise<void> {
   await setPolicy(rig.admin, rig.bootstrap.agent_id, { allowlist: [RECIPIENT], capUsd: '1000000', thresholdUsd: '1000000' });
