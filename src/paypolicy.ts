@@ -26,6 +26,7 @@ import { openLedgerClock } from './store/ledgerClock.js';
 import { createUnitOfWork } from './store/unitOfWork.js';
 import { createDashboard } from './dashboard/dashboard.js';
 import { createMetrics } from './observability/metrics.js';
+import { watchClockAgreement } from './observability/clockAgreement.js';
 import type { LedgerClock } from './store/ledgerClock.js';
 import type { UnitOfWork } from './app/unitOfWork.js';
 import type { AppStore } from './store/asyncStore.js';
@@ -35,8 +36,6 @@ import { createConflictSync } from './store/pg/conflicts.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
-/** A wall clock this far from the ledger clock is worth an operator's look (NTP step, wrong date). */
-const CLOCK_SKEW_WARN_MS = 60_000;
 /** How often raw transactions waiting for broadcast are retried (app/submit.ts). */
 const SUBMIT_INTERVAL_MS = 5_000;
 
@@ -58,6 +57,7 @@ export type Paypolicy = RunningServer & {
 
 export type StartOptions = {
   logDestination?: DestinationStream;
+  /** Replaces the ledger clock, and the validity clock with it (tests move time with this). */
   now?: () => number;
   /**
    * Called once after a failed sync, when the service has stopped acknowledging (every request
@@ -96,6 +96,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   const { store, appStore, uow, vault, clock, pgBackend, closeStore } = opened;
   const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue, config.maxQueueMs);
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
+  // A same-boot start continuing a wrong anchor disagrees from the first reading: say so now.
+  const clockAgreement = watchClockAgreement(clock.skewMs, log);
+  clockAgreement.check();
   const now = options.now ?? clock.now;
   if (config.probeAllowHosts.length > 0) {
     log.warn({ hosts: config.probeAllowHosts }, 'PAYPOLICY_PROBE_ALLOW_HOSTS is set: these hosts bypass the private-address block of quote and sign (tests only)');
@@ -103,7 +106,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
   const chains = createChainRpc(config.rpcUrls);
   const deps: AppDeps = {
-    store: appStore, uow, vault, signer, now, log, inflight: new Map(), stranded: new Map(),
+    store: appStore, uow, vault, signer, now, validityNow: options.now ?? clock.validityNow, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
@@ -154,8 +157,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       extraHandler: createDashboard(deps).handle,
       tls: config.tlsCert && config.tlsKey ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : undefined,
       limits: { maxConnections: config.maxConnections, idleTimeoutMs: config.idleTimeoutMs, requestTimeoutMs: config.requestTimeoutMs, maxInFlight: config.maxInFlight, maxInFlightPerOrg: config.maxInFlightPerOrg },
-      metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels }), token: config.metricsToken },
-      readiness: { tempoRpcUrl: config.tempoRpcUrl },
+      metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels, clock: clockAgreement }), token: config.metricsToken },
+      readiness: { tempoRpcUrl: config.tempoRpcUrl, clock: clockAgreement },
     });
   } catch (err) {
     await signer.close();
@@ -168,6 +171,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   const sweepEveryMs = pgBackend ? Math.min(APPROVAL_SWEEP_MS, Math.floor(staleSigningMs / 2)) : APPROVAL_SWEEP_MS;
   let sweeping = false;
   const sweep = setInterval(() => {
+    // Also watched here, so a disagreement is logged even when nobody reads /readyz or /metrics.
+    clockAgreement.check();
     if (sweeping) return;
     sweeping = true;
     void (async () => {
@@ -182,8 +187,6 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
           }) ?? 0
           : await sweepExpiredApprovals(deps);
         if (expired > 0) log.info({ expired }, 'expired approval requests');
-        const skewMs = clock.skewMs();
-        if (Math.abs(skewMs) > CLOCK_SKEW_WARN_MS) log.warn({ skewMs }, 'the wall clock differs from the ledger clock; cap windows and expiries follow the ledger clock');
       } catch (err) {
         log.error({ err }, 'approval sweep failed');
       } finally {

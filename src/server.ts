@@ -119,7 +119,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return sendJson(res, failed ? 503 : 200, { status: failed ? 'failed' : 'ok' });
     }
     const report = readiness.check(draining);
-    return sendJson(res, report.status === 'ready' ? 200 : 503, report);
+    return sendJson(res, report.status === 'unavailable' ? 503 : 200, report);
   };
 
   const services = createServices(deps, opts.adminTokenHash);

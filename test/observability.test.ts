@@ -115,6 +115,8 @@ describe('/metrics', () => {
     expect(series(m, 'paypolicy_signing_stage_payments')).toBe(0);
     expect(series(m, 'paypolicy_signing_stage_limit')).toBe(256);
     expect(series(m, 'paypolicy_open_connections')).toBeGreaterThanOrEqual(1);
+    // The clocks of a machine with a set clock agree: a skew of (nearly) nothing.
+    expect(Math.abs(series(m, 'paypolicy_clock_skew_seconds') ?? Number.NaN)).toBeLessThanOrEqual(1);
     expect(series(m, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);
     expect(m).toContain('nodejs_eventloop_lag_seconds');
 
@@ -260,6 +262,7 @@ describe('/readyz', () => {
         database: { ok: true, detail: 'writable' },
         signer: { ok: true, threads: [{ online: true, restarts: 0 }] },
         rpc: { tempo: { configured: false, reachable: null } },
+        clock: { ok: true, tolerance_seconds: 60, detail: 'wall clock and ledger clock agree' },
       },
     });
     expect(ready.json.checks.database.free_bytes).toBeGreaterThan(0);

@@ -13,7 +13,7 @@ import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, createKey, createTenant, type Admin, type Tenant } from './helpers/admin.js';
-import { listAllTransactions, TRANSFER_WITH_AUTHORIZATION_TYPES } from './helpers/payments.js';
+import { listAllTransactions, recoverPermit2Signer, TRANSFER_WITH_AUTHORIZATION_TYPES } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
 /**
@@ -48,24 +48,6 @@ const hexBytes = (n: number) => expect.stringMatching(new RegExp(`^0x[0-9a-f]{${
 const decimal = () => expect.stringMatching(/^(0|[1-9]\d*)$/);
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-const PERMIT2_TYPES = {
-  PermitWitnessTransferFrom: [
-    { name: 'permitted', type: 'TokenPermissions' },
-    { name: 'spender', type: 'address' },
-    { name: 'nonce', type: 'uint256' },
-    { name: 'deadline', type: 'uint256' },
-    { name: 'witness', type: 'Witness' },
-  ],
-  TokenPermissions: [
-    { name: 'token', type: 'address' },
-    { name: 'amount', type: 'uint256' },
-  ],
-  Witness: [
-    { name: 'to', type: 'address' },
-    { name: 'validAfter', type: 'uint256' },
-  ],
-} as const;
-
 /** Recovers the signer of a REST eip3009 200 body from its own authorization fields. */
 async function eip3009Signer(body: any): Promise<Address> {
   const a = body.authorization;
@@ -81,21 +63,8 @@ async function eip3009Signer(body: any): Promise<Address> {
 }
 
 /** Recovers the signer of a REST permit2 200 body from its own permit2 fields. */
-async function permit2Signer(body: any): Promise<Address> {
-  const p = body.permit2;
-  return recoverTypedDataAddress({
-    domain: { name: 'Permit2', chainId: p.chain_id, verifyingContract: p.permit2_address },
-    types: PERMIT2_TYPES,
-    primaryType: 'PermitWitnessTransferFrom',
-    message: {
-      permitted: { token: p.token, amount: BigInt(p.amount) },
-      spender: p.spender,
-      nonce: BigInt(p.nonce),
-      deadline: BigInt(p.deadline),
-      witness: { to: p.to, validAfter: BigInt(p.valid_after) },
-    },
-    signature: body.signature as Hex,
-  });
+function permit2Signer(body: any): Promise<Address> {
+  return recoverPermit2Signer(body.signature as Hex, body.permit2);
 }
 
 type Policy = { allowlist?: string[]; cap?: string; threshold?: string };

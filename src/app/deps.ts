@@ -19,7 +19,14 @@ export type AppDeps = {
   uow: UnitOfWork;
   vault: TreasuryVault;
   signer: SignerPool;
+  /** The ledger clock (store/ledgerClock.ts): cap windows, expiries, row times. */
   now: () => number;
+  /**
+   * What every signature's validity window is measured from (validBefore, Permit2 deadline, Tempo
+   * validBefore, x402 ends and starts, paywall challenge expiry): the earlier of the wall clock
+   * and the ledger clock, so no signature outlives its window in real time whichever is wrong.
+   */
+  validityNow: () => number;
   log: Logger;
   /**
    * Sign requests in flight per (agent, Idempotency-Key): concurrent duplicates wait for the first

@@ -45,7 +45,8 @@ export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod
     res = await safeFetch(url, { method: 'POST' }, deps.probe);
   }
   if (res.status !== 402) throw invalidArgument(`URL did not return a payment challenge (status ${res.status})`, 'no_payment_challenge');
-  return { offer: parsePaymentChallenge(res, new Date(deps.now())), chain: res.chain, method: used };
+  // A challenge's expiry is a paywall's real time, compared on the validity clock like the ends it caps.
+  return { offer: parsePaymentChallenge(res, new Date(deps.validityNow())), chain: res.chain, method: used };
 }
 
 /**

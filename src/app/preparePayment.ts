@@ -38,9 +38,9 @@ export function isPaywallRequest(stored: string): boolean {
  * mpp from the offer parsed out of the live challenge. Every job's validity window is checked
  * against the one bound (MAX_SIGNED_VALIDITY_SECONDS) before it can reach the signer.
  */
-export function preparePayment(deps: AppDeps, orgId: string, treasury: Address, stored: ParsedStored, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
-  // One reading of the clock anchors both the window and its check.
-  const nowMs = deps.now();
+export function preparePayment(deps: Pick<AppDeps, 'validityNow'>, orgId: string, treasury: Address, stored: ParsedStored, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
+  // One reading of the validity clock (the earlier of wall and ledger) anchors every window and its check.
+  const nowMs = deps.validityNow();
   const prepared = buildPayment(orgId, treasury, stored, nowMs, nonce, fees);
   assertBoundedValidity(prepared.job, Math.floor(nowMs / 1000));
   return prepared;

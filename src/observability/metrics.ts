@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AppDeps } from '../app/deps.js';
 import type { SignResult } from '../app/signResult.js';
 import { toDomainError } from '../domain/errors.js';
+import type { ClockAgreement } from './clockAgreement.js';
 import { createCounterTally, createHistogramTally } from './tally.js';
 
 /**
@@ -34,6 +35,8 @@ export type SignOutcomeLabel = 'allowed' | 'dry_run' | 'pending_approval' | 'den
 export type MetricsOptions = {
   /** Adds `agent_id` to a separate sign-outcome counter. Off by default: ids are unbounded. */
   agentLabels?: boolean;
+  /** The wall and ledger clocks' agreement, exported as paypolicy_clock_skew_seconds. */
+  clock?: ClockAgreement;
 };
 
 const PAYMENT_TYPES = new Set(['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp']);
@@ -178,6 +181,15 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
       if (admitted) this.set(admitted.limit);
     },
   });
+  const clock = options.clock;
+  if (clock) {
+    new Gauge({
+      name: 'paypolicy_clock_skew_seconds', help: 'Wall clock minus ledger clock; beyond the tolerance /readyz is degraded and signatures are valid from the earlier clock', registers: [registry],
+      collect() {
+        this.set(clock.check().skew_seconds);
+      },
+    });
+  }
   const refused = new Counter({ name: 'paypolicy_refused_connections_total', help: 'Connections closed at once by the connection cap (--max-connections)', registers: [registry] });
 
   return {

@@ -1,27 +1,35 @@
 import { accessSync, constants, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { AppDeps } from '../app/deps.js';
+import type { ClockAgreement, ClockAgreementCheck } from './clockAgreement.js';
 
 /**
  * What /readyz reports: one check per dependency that can fail. `database` and `signer` are
  * fatal (any failure answers 503: a balancer should stop sending payments here); `rpc` entries
  * are details only, since a payment does not fail when a fee estimate does (defaults are used).
+ * `clock` is not fatal either (signing stays bounded, see clockAgreement.ts) but turns the status
+ * to `degraded`, still 200, so that monitoring sees it without a balancer draining every replica
+ * of a host whose clock was stepped.
  * Every check reads memory or makes a syscall or two; the RPC check answers from its last probe
  * and starts the next in the background, so /readyz never waits on the network.
  */
 export type ReadinessReport = {
-  status: 'ready' | 'unavailable';
+  status: 'ready' | 'degraded' | 'unavailable';
   checks: {
     server: { ok: boolean; draining: boolean };
     database: { ok: boolean; detail: string; free_bytes?: number };
     signer: { ok: boolean; detail: string; threads: Array<{ online: boolean; restarts: number; last_exit_code?: number }> };
     /** Configured JSON-RPC endpoints (never their URLs, which may carry credentials); not fatal. */
     rpc: Record<string, { configured: boolean; reachable: boolean | null; checked_at: string | null; detail?: string }>;
+    /** Whether the wall clock and the ledger clock agree (present where the service watches them). */
+    clock?: ClockAgreementCheck;
   };
 };
 
 export type ReadinessOptions = {
   tempoRpcUrl?: string;
+  /** The wall and ledger clocks' agreement, reported as the `clock` check. */
+  clock?: ClockAgreement;
   /** How long an RPC probe's answer is reused (default 30 s). */
   rpcRecheckMs?: number;
   /** One probe's deadline (default 2 s). */
@@ -43,13 +51,15 @@ export function createReadiness(deps: AppDeps, options: ReadinessOptions = {}): 
       const database = checkDatabase(deps);
       const signer = checkSigner(deps);
       const ok = !draining && database.ok && signer.ok;
+      const clock = options.clock?.check();
       return {
-        status: ok ? 'ready' : 'unavailable',
+        status: !ok ? 'unavailable' : clock && !clock.ok ? 'degraded' : 'ready',
         checks: {
           server: { ok: !draining, draining },
           database,
           signer,
           rpc: { tempo: tempo ? tempo.state() : { configured: false, reachable: null, checked_at: null } },
+          ...(clock ? { clock } : {}),
         },
       };
     },

@@ -26,12 +26,15 @@ function validUntil(job: SignJob): bigint | null {
 
 /**
  * The last gate before the signer: refuses a job whose validity would end more than
- * MAX_SIGNED_VALIDITY_SECONDS after `nowSeconds`, whichever builder made it. Builders already
- * bound their windows; this keeps a future builder (or a bug) from signing a long-lived payment.
+ * MAX_SIGNED_VALIDITY_SECONDS after `validityNowSeconds`, whichever builder made it. Builders
+ * already bound their windows; this keeps a future builder (or a bug) from signing a long-lived
+ * payment. `validityNowSeconds` must be read from the validity clock (AppDeps.validityNow, the
+ * earlier of the wall and the ledger clock), the same reading the builders were given: measured
+ * from the later clock, the gate would pass an end the wrong clock had stretched.
  */
-export function assertBoundedValidity(job: SignJob, nowSeconds: number): void {
+export function assertBoundedValidity(job: SignJob, validityNowSeconds: number): void {
   const until = validUntil(job);
-  if (until !== null && until > BigInt(nowSeconds) + BigInt(MAX_SIGNED_VALIDITY_SECONDS)) {
-    throw new DomainError('internal', `refusing to sign: validity ends ${until - BigInt(nowSeconds)} s from now, beyond ${MAX_SIGNED_VALIDITY_SECONDS} s`);
+  if (until !== null && until > BigInt(validityNowSeconds) + BigInt(MAX_SIGNED_VALIDITY_SECONDS)) {
+    throw new DomainError('internal', `refusing to sign: validity ends ${until - BigInt(validityNowSeconds)} s from now, beyond ${MAX_SIGNED_VALIDITY_SECONDS} s`);
   }
 }

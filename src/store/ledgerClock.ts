@@ -14,6 +14,14 @@ import { readFileSync } from 'node:fs';
  * - Otherwise (first start, or the machine rebooted, which resets the monotonic clock): the wall
  *   clock, but never earlier than the newest time already in the ledger.
  * The monotonic clock does not advance while the machine is suspended; servers are not.
+ *
+ * Signatures are the exception: their validity is measured from `validityNow`, the earlier of the
+ * wall clock and the ledger clock. A validity end is an absolute time that a chain or facilitator
+ * compares with real time, and a ledger clock anchored to a wrong wall clock (a start before NTP
+ * stepped it, then restarts in the same boot) would carry the error into every end. Whichever of
+ * the two is wrong, the earlier one errs towards the past: an end comes early, never late, and a
+ * start (x402 v1 `validAfter`) lies further back, which lengthens nothing since the end is fixed.
+ * When the clocks agree the two readings are the same and nothing changes.
  */
 
 /** A point where ledger time and the system's monotonic clock were read together. */
@@ -35,6 +43,8 @@ export type LedgerClock = {
   rule: 'same_boot' | 'wall_clock' | 'ledger_floor';
   /** Wall clock minus ledger clock now, in ms (positive: the wall clock is ahead). */
   skewMs: () => number;
+  /** Integer epoch milliseconds every signature's validity is measured from: the earlier of the wall and the ledger clock. */
+  validityNow: () => number;
 };
 
 export const systemClockSources: ClockSources = {
@@ -69,7 +79,11 @@ export function startLedgerClock(previous: LedgerAnchor | undefined, newestLedge
   }
   start = Math.max(Math.floor(start), newestLedgerMs);
   const now = () => start + Math.floor(src.monotonicMs() - mono0);
-  return { now, anchor: { bootId, monotonicMs: mono0, ledgerMs: start }, rule, skewMs: () => src.wallMs() - now() };
+  return {
+    now, anchor: { bootId, monotonicMs: mono0, ledgerMs: start }, rule,
+    skewMs: () => src.wallMs() - now(),
+    validityNow: () => Math.min(Math.floor(src.wallMs()), now()),
+  };
 }
 
 export function parseAnchor(text: string | undefined): LedgerAnchor | undefined {

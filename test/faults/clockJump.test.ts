@@ -1,20 +1,10 @@
 import { describe, expect, test } from 'vitest';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { FAULT_TIMEOUT_MS } from './config.js';
-import { RECIPIENT, rigPerTest, type FaultRig } from './harness.js';
+import { RECIPIENT, rigPerTest, serverWallShifted, type FaultRig } from './harness.js';
 
 const newRig = rigPerTest();
 const DAY_PLUS_HOUR = 25 * 3600_000;
-
-/** Waits until the server's own wall clock (its HTTP Date header) shows the shift. */
-async function serverWallShifted(url: string, shiftMs: number): Promise<void> {
-  for (;;) {
-    const res = await fetch(`${url}/healthz`);
-    const skew = Date.parse(res.headers.get('date') ?? '') - Date.now();
-    if (Math.abs(skew - shiftMs) < 60_000) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 function pay(rig: FaultRig, usd: string, key: string) {
   return postSign(rig.server!.url, rig.bootstrap.api_key, {

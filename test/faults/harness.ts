@@ -205,8 +205,8 @@ export class FaultRig {
   }
 
   /** Starts the server with the shim preloaded (faults as the control file says). */
-  async start(opts: { shim?: boolean; args?: string[] } = {}): Promise<ServerProcess> {
-    const spawned = spawnServer({ dataDir: this.dataDir, args: opts.args, shim: opts.shim === false ? undefined : { stateDir: this.stateDir, ctlPath: this.ctlPath } });
+  async start(opts: { shim?: boolean; args?: string[]; env?: Record<string, string> } = {}): Promise<ServerProcess> {
+    const spawned = spawnServer({ dataDir: this.dataDir, args: opts.args, env: opts.env, shim: opts.shim === false ? undefined : { stateDir: this.stateDir, ctlPath: this.ctlPath } });
     this.server = await spawned.process;
     this.bootstrap = JSON.parse(readFileSync(join(this.dataDir, 'bootstrap.json'), 'utf8')) as BootstrapFile;
     this.admin = adminFor({ url: this.server.url, bootstrap: this.bootstrap } as TestServer);
@@ -248,6 +248,17 @@ export class FaultRig {
 }
 
 export const RECIPIENT = '0x1111111111111111111111111111111111111111';
+
+/** Waits until the server's own wall clock (its HTTP Date header) shows the shift (clock_shift_ms). */
+export async function serverWallShifted(url: string, shiftMs: number): Promise<void> {
+  for (;;) {
+    const res = await fetch(`${url}/healthz`, { headers: { connection: 'close' } });
+    await res.text();
+    const skew = Date.parse(res.headers.get('date') ?? '') - Date.now();
+    if (Math.abs(skew - shiftMs) < 60_000) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 /** Gives the demo agent a policy that signs every tiny payment to RECIPIENT. */
 export async function openPolicy(rig: FaultRig): Promise<void> {

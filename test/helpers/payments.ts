@@ -19,6 +19,25 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   ],
 } as const;
 
+/** Permit2 `PermitWitnessTransferFrom` with the x402 proxy's witness, written out here for the same reason. */
+export const PERMIT2_WITNESS_TYPES = {
+  PermitWitnessTransferFrom: [
+    { name: 'permitted', type: 'TokenPermissions' },
+    { name: 'spender', type: 'address' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+    { name: 'witness', type: 'Witness' },
+  ],
+  TokenPermissions: [
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+  ],
+  Witness: [
+    { name: 'to', type: 'address' },
+    { name: 'validAfter', type: 'uint256' },
+  ],
+} as const;
+
 /** The `authorization` object of a 200 from POST /api/sign with type eip3009. */
 export type WireAuthorization = {
   from: Address; to: Address; value: string; valid_after: string; valid_before: string; nonce: Hex;
@@ -87,6 +106,29 @@ export function recoverAuthorizationSigner(signature: Hex, a: WireAuthorization)
     primaryType: 'TransferWithAuthorization',
     message: {
       from: a.from, to: a.to, value: BigInt(a.value), validAfter: BigInt(a.valid_after), validBefore: BigInt(a.valid_before), nonce: a.nonce,
+    },
+    signature,
+  });
+}
+
+/** The `permit2` object of a 200 from POST /api/sign with type permit2. */
+export type WirePermit2 = {
+  owner: Address; token: Address; amount: string; spender: Address; nonce: string; deadline: string; to: Address;
+  valid_after: string; permit2_address: Address; chain_id: number;
+};
+
+/** The address that signed the Permit2 witness transfer of a 200 answer. */
+export function recoverPermit2Signer(signature: Hex, p: WirePermit2): Promise<Address> {
+  return recoverTypedDataAddress({
+    domain: { name: 'Permit2', chainId: p.chain_id, verifyingContract: p.permit2_address },
+    types: PERMIT2_WITNESS_TYPES,
+    primaryType: 'PermitWitnessTransferFrom',
+    message: {
+      permitted: { token: p.token, amount: BigInt(p.amount) },
+      spender: p.spender,
+      nonce: BigInt(p.nonce),
+      deadline: BigInt(p.deadline),
+      witness: { to: p.to, validAfter: BigInt(p.valid_after) },
     },
     signature,
   });

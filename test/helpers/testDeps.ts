@@ -28,7 +28,7 @@ const NO_SIGNER: SignerPool = {
 /**
  * Every AppDeps field, typed, for use-case tests on a real store: a vault over a fresh master key,
  * a silent logger, empty in-flight and stranded maps, the default probe rules, an offer cache and
- * the default Tempo fees, all on `now` (default the real clock). Override any field.
+ * the default Tempo fees, all on `now` (default the real clock; signatures' validity too). Override any field.
  */
 export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDeps {
   const now = overrides.now ?? Date.now;
@@ -39,6 +39,7 @@ export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDep
     vault: createTreasuryVault(store.treasuryKeys, randomBytes(32)),
     signer: NO_SIGNER,
     now,
+    validityNow: now,
     log,
     inflight: new Map(),
     stranded: new Map(),
