@@ -36,7 +36,11 @@ export type SafeFetchOptions = {
   maxRedirects: number;
   /** Largest response header block; defaults to 16 KiB. */
   maxHeaderBytes?: number;
-  /** Bound on probes in flight at once; a probe beyond it is refused (`overloaded`) before any network work. */
+  /**
+   * Bound on probes in flight at once, with a share per organization: a probe beyond it, or beyond
+   * its tenant's share, is refused (`overloaded`) before any network work, so one organization's
+   * slow paywalls always leave slots to the others.
+   */
   slots?: Gate;
 };
 
@@ -47,8 +51,11 @@ export type SafeFetchOptions = {
  */
 export type SafeFetchResult = ProbeResult & { chain: string[] };
 
-/** The request a probe sends. `headers` are dropped when a redirect leaves the original origin. */
-export type SafeFetchInit = { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string };
+/**
+ * The request a probe sends. `headers` are dropped when a redirect leaves the original origin.
+ * `tenant` (an organization id) is whose share of the probe slots it takes (admission.ts Gate).
+ */
+export type SafeFetchInit = { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string; tenant?: string };
 
 /** Production defaults: https only, no exemptions, 3 s connect, 8 s total, 256 KiB body, 3 redirects. */
 export const defaultSafeFetchOptions: SafeFetchOptions = {
@@ -109,7 +116,7 @@ export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp
  */
 export async function safeFetch(url: string, init: SafeFetchInit, options: SafeFetchOptions): Promise<SafeFetchResult> {
   let current = checkUrl(url, options);
-  const release = options.slots?.enter();
+  const release = options.slots?.enter(init.tenant);
   const chain = [current.href];
   const origin = current.origin;
   const deadline = new AbortController();

@@ -12,7 +12,8 @@ import { createWriteQueue } from '../../src/store/writeQueue.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { connectClient, grpcChannel, grpcUnary } from '../helpers/clients.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, type SignBody } from '../helpers/payments.js';
-import { PAY_TO, startFetchPeer, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { PAY_TO, startHeldPeer, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { holdSigning } from '../helpers/holdSigning.js';
 import { bearer, expectRpcError } from '../helpers/rpc.js';
 import { rest, startTestServer, type RestResult, type TestServer, type TestServerOptions } from '../helpers/server.js';
 
@@ -31,27 +32,11 @@ const CLOSE = { connection: 'close' };
 let x402: X402Peer;
 
 /** A paywall in front of the x402 peer that parks every request until `release`, then relays it. */
-async function heldPaywall() {
-  let parked = 0;
-  let wake: (() => void) | undefined;
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  const peer = await startFetchPeer(async (req) => {
-    parked++;
-    wake?.();
-    await released;
+function heldPaywall() {
+  return startHeldPeer((req) => {
     const url = new URL(req.url);
     return fetch(x402.url(`${url.pathname}${url.search}`), { method: req.method, headers: { connection: 'close' } });
   });
-  return {
-    peer,
-    parked: () => parked,
-    /** Resolves once `n` requests are parked. */
-    async reached(n: number) {
-      while (parked < n) await new Promise<void>((r) => (wake = r));
-    },
-    release,
-  };
 }
 
 /** Replaces the server's WAL sync with one that parks every sync until `open` (a stalled disk). */
@@ -77,8 +62,8 @@ function watchSigningStage(signer: SignerPool) {
   let admitted = 0;
   let wake: (() => void) | undefined;
   const admit = signer.admit;
-  signer.admit = () => {
-    const release = admit();
+  signer.admit = (orgId) => {
+    const release = admit(orgId);
     admitted++;
     wake?.();
     return release;
@@ -86,30 +71,6 @@ function watchSigningStage(signer: SignerPool) {
   return {
     async reached(n: number) {
       while (admitted < n) await new Promise<void>((r) => (wake = r));
-    },
-  };
-}
-
-/** Parks every signing job until `release` (signing threads held busy), counting the parked ones. */
-function holdSigner(signer: SignerPool) {
-  const sign = signer.sign;
-  let parked = 0;
-  let wake: (() => void) | undefined;
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  signer.sign = async (job) => {
-    parked++;
-    wake?.();
-    await released;
-    return sign(job);
-  };
-  return {
-    async reached(n: number) {
-      while (parked < n) await new Promise<void>((r) => (wake = r));
-    },
-    release() {
-      release();
-      signer.sign = sign;
     },
   };
 }
@@ -146,7 +107,9 @@ function boundedServer(limits: TestServerOptions['limits']): Bounded {
   beforeAll(async () => {
     ctx.held = await heldPaywall();
     // One organization fills these gates: its share is the whole gate (the per-organization share has its own test).
-    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits: { maxInFlightPerOrg: limits?.maxInFlight, ...limits } });
+    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits: {
+      maxInFlightPerOrg: limits?.maxInFlight, maxSignQueuePerOrg: limits?.maxSignQueue, maxProbesPerOrg: limits?.maxProbes, ...limits,
+    } });
     ctx.admin = adminFor(ctx.s);
   });
   afterAll(async () => {
@@ -292,7 +255,7 @@ describe('admission bound on the agent surface (4 in flight)', () => {
     const { s } = ctx;
     const key = s.bootstrap.api_key;
     const agentId = await agentPaying(ctx, 'stalled-body', RECIPIENT, '10', '5');
-    const signer = holdSigner(s.app.deps.signer);
+    const signer = holdSigning(s.app.deps.signer);
     const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
     const inside = [1, 2, 3, 4].map((i) => postSign(s.url, key, body, `inside-${i}`));
     await signer.reached(4);
@@ -357,7 +320,7 @@ describe('deadline in the signing stage (max queue 300 ms)', () => {
     const key = s.bootstrap.api_key;
     const agentId = await agentPaying(ctx, 'deadline', RECIPIENT, '10', '5');
     const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
-    const signer = holdSigner(s.app.deps.signer);
+    const signer = holdSigning(s.app.deps.signer);
     const late = postSign(s.url, key, body, 'late');
     await signer.reached(1);
     // The condition under test is time itself: the payment waits past its deadline for the thread.
