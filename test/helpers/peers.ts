@@ -270,11 +270,12 @@ export async function startX402Peer(options: { payTo?: Address; redirect?: Redir
   };
 }
 
-/** A v1 requirement as x402-express 1.2.0 would emit it (x402.md §2), for `resource`. */
-export function v1Requirement(resource: string, maxAmountRequired = '10000') {
+/** A v1 requirement as x402-express 1.2.0 would emit it (x402.md §2), for `resource`, with any field replaced. */
+export function v1Requirement(resource: string, maxAmountRequired = '10000', overrides: Record<string, unknown> = {}) {
   return {
     scheme: 'exact', network: 'base-sepolia', maxAmountRequired, resource, description: 'v1 demo', mimeType: '',
     payTo: PAY_TO, maxTimeoutSeconds: 60, asset: BASE_SEPOLIA_USDC, extra: { name: 'USDC', version: '2' },
+    ...overrides,
   };
 }
 
