@@ -2,6 +2,7 @@ import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { MAX_OFFER_BYTES } from '../src/probe/oversizedOffer.js';
+import { MAX_URL_CHARS } from '../src/probe/safeFetch.js';
 import { adminFor, createAgent } from './helpers/admin.js';
 import { connectClient } from './helpers/clients.js';
 import { listAllTransactions, postSign, recoverAuthorizationSigner, rpcPayload, setPolicy } from './helpers/payments.js';
@@ -14,7 +15,8 @@ import { rest, startTestServer, type TestServer } from './helpers/server.js';
  * echoes it): a 240 KB field made every $0.000001 payment write hundreds of kilobytes to the
  * ledger, at 13 MB/s from one agent. A real x402 v1 paywall on 127.0.0.1 serves such a challenge
  * here; quote and sign refuse it with 400 `cannot_price` and write nothing, and an offer just
- * inside the bounds is paid and stored within them.
+ * inside the bounds is paid and stored within them. The resource URL, stored with the payment
+ * too, is bounded the same way.
  */
 const BIG = 'x'.repeat(240 * 1024);
 const TOO_LARGE = /^Cannot price a challenge with a field of more than 4096 characters/;
@@ -47,7 +49,7 @@ afterAll(async () => {
 
 const sign = (path: string, key?: string) => postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: 'x402', payload: { resource_url: paywall.url(path) } }, key);
 
-describe('a paywall whose challenge is too large to keep', () => {
+describe('a paywall whose challenge, or a resource URL, is too large to keep', () => {
   test('error: quote and sign answer 400 cannot_price naming the field (REST and Connect); nothing is written', async () => {
     const quote = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body: { url: paywall.url('/big-description'), agent_id: agentId }, headers: { connection: 'close' } });
     expect(quote.status, quote.text).toBe(400);
@@ -69,6 +71,16 @@ describe('a paywall whose challenge is too large to keep', () => {
     expect(await listAllTransactions(adminFor(s), s.bootstrap.org_id, agentId)).toEqual([]);
     // A refused request is not recorded: the same key is a first attempt once the paywall behaves.
     expect(await s.app.deps.store.payments.findByIdempotencyKey(agentId, 'big-0')).toBeUndefined();
+  });
+
+  test('error: a resource URL longer than 8192 characters is refused 400 invalid_url before any probe; nothing is written', async () => {
+    const before = paywall.requests.length;
+    const long = `/at-bound?${'q'.repeat(MAX_URL_CHARS)}`;
+    const r = await sign(long, 'long-url');
+    expect(r.status, r.text.slice(0, 200)).toBe(400);
+    expect(r.json).toEqual({ error: `Invalid URL (longer than ${MAX_URL_CHARS} characters)`, code: 'invalid_url' });
+    expect(paywall.requests.length).toBe(before);
+    expect(await s.app.deps.store.payments.findByIdempotencyKey(agentId, 'long-url')).toBeUndefined();
   });
 
   test('behavior: an offer inside the bounds is signed, and what the ledger keeps of it stays within them', async () => {
