@@ -5,6 +5,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { shareOf } from '../../src/admission.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createWalSync } from '../../src/store/walSync.js';
@@ -346,5 +347,17 @@ describe('configuration of the bounds', () => {
     expect(loadConfig([], {}).maxInFlight).toBeUndefined();
     expect(() => loadConfig(['--max-sign-queue', '0'], {})).toThrow(ConfigError);
     expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES: '-1' })).toThrow(/--max-probes must be an integer/);
+  });
+
+  test('behavior: the per-organization shares of the probes and the signing stage are read like the bounds; 0 is refused', () => {
+    const c = loadConfig(['--max-probes-per-org', '5'], { PAYPOLICY_MAX_PROBES_PER_ORG: '9', PAYPOLICY_MAX_SIGN_QUEUE_PER_ORG: '7' });
+    expect([c.maxProbesPerOrg, c.maxSignQueuePerOrg]).toEqual([5, 7]);
+    expect(() => loadConfig(['--max-sign-queue-per-org', '0'], {})).toThrow(/--max-sign-queue-per-org must be an integer/);
+    expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES_PER_ORG: '0' })).toThrow(ConfigError);
+  });
+
+  test('behavior: a share is three quarters of its gate unless set, and never more than the gate', () => {
+    expect([shareOf(32, undefined), shareOf(256, undefined), shareOf(1, undefined)]).toEqual([24, 192, 1]);
+    expect([shareOf(32, 10), shareOf(4, 100)]).toEqual([10, 4]);
   });
 });
