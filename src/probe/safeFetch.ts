@@ -93,8 +93,8 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /**
  * Checks a URL without touching the network: it must be at most MAX_URL_CHARS long, parse as an
- * absolute URL, use https (or http when allowed), carry no credentials, and not name a private, loopback or local-only host unless
- * its `host:port` is in `allowHosts`. Returns the parsed URL.
+ * absolute URL, use https (or http when allowed), carry no credentials, and not name a private,
+ * loopback or local-only host unless its `host:port` is in `allowHosts`. Returns the parsed URL.
  */
 export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp' | 'allowHosts'>): URL {
   if (typeof url === 'string' && url.length > MAX_URL_CHARS) throw invalidArgument(`${INVALID_URL} (longer than ${MAX_URL_CHARS} characters)`, 'invalid_url');

@@ -39,8 +39,9 @@ export type SignerPool = {
    * Admits one payment of `orgId` into the signing stage (pre-sign, reservation commit, signing
    * thread, settling commit) and returns its release; throws `overloaded` when `maxQueue` payments
    * are already in it, or when the organization holds its share (`maxQueuePerOrg`, by default
-   * three quarters: admission.ts tenantShare), so one tenant's payments stuck on a slow commit or a flood leave room for the
-   * others. Sign calls it before anything is signed or written, so a refusal leaves no trace.
+   * three quarters: admission.ts tenantShare), so one tenant's payments stuck on a slow commit or
+   * its own flood leave room for the others. Sign calls it before anything is signed or written,
+   * so a refusal leaves no trace.
    */
   admit: (orgId: string) => () => void;
   /**
