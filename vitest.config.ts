@@ -47,6 +47,8 @@ const BOTH_STORES = [
   'test/onchain-tracking.e2e.test.ts',
   'test/adversarial/tenantShare.test.ts',
   'test/adversarial/tenantFlood.test.ts',
+  'test/adversarial/probeShare.test.ts',
+  'test/paywall-size.e2e.test.ts',
   'test/adversarial/rpcAuthority.test.ts',
   'test/adversarial/staleCapSnapshot.test.ts',
   'test/adversarial/submitBacklog.test.ts',

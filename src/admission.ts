@@ -66,6 +66,11 @@ export function tenantShare(limit: number): number {
   return Math.max(1, Math.floor((limit * 3) / 4));
 }
 
+/** A configured share, or the default one, never more than the gate itself. */
+export function shareOf(limit: number, configured: number | undefined): number {
+  return Math.min(configured ?? tenantShare(limit), limit);
+}
+
 export function createGate(limit: number, what: string, share = tenantShare(limit)): Gate {
   let inFlight = 0;
   const byTenant = new Map<string, number>();

@@ -44,10 +44,14 @@ export type Config = {
   maxInFlightPerOrg?: number;
   /** Payments in the signing stage beyond which a new payment is refused before anything is written (default 256). */
   maxSignQueue?: number;
+  /** The part of maxSignQueue one organization may hold (default three quarters, admission.ts tenantShare). */
+  maxSignQueuePerOrg?: number;
   /** A payment that waited longer than this (ms) in the signing stage is refused before its decision is written (default 1000). */
   maxQueueMs?: number;
   /** Outbound paywall probes in flight beyond which a new one is refused (default 32). */
   maxProbes?: number;
+  /** The part of maxProbes one organization may hold (default three quarters, admission.ts tenantShare). */
+  maxProbesPerOrg?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
   skipIntegrityCheck?: boolean;
   /** Bearer token that guards /metrics; unset: /metrics answers loopback clients only. */
@@ -87,8 +91,10 @@ const FLAGS: Record<string, { env: string; key: keyof Config }> = {
   '--max-in-flight': { env: 'PAYPOLICY_MAX_IN_FLIGHT', key: 'maxInFlight' },
   '--max-in-flight-per-org': { env: 'PAYPOLICY_MAX_IN_FLIGHT_PER_ORG', key: 'maxInFlightPerOrg' },
   '--max-sign-queue': { env: 'PAYPOLICY_MAX_SIGN_QUEUE', key: 'maxSignQueue' },
+  '--max-sign-queue-per-org': { env: 'PAYPOLICY_MAX_SIGN_QUEUE_PER_ORG', key: 'maxSignQueuePerOrg' },
   '--max-queue-ms': { env: 'PAYPOLICY_MAX_QUEUE_MS', key: 'maxQueueMs' },
   '--max-probes': { env: 'PAYPOLICY_MAX_PROBES', key: 'maxProbes' },
+  '--max-probes-per-org': { env: 'PAYPOLICY_MAX_PROBES_PER_ORG', key: 'maxProbesPerOrg' },
   '--metrics-token': { env: 'PAYPOLICY_METRICS_TOKEN', key: 'metricsToken' },
   '--confirmations': { env: 'PAYPOLICY_CONFIRMATIONS', key: 'confirmations' },
   '--replace-after-ms': { env: 'PAYPOLICY_REPLACE_AFTER_MS', key: 'replaceAfterMs' },
@@ -158,8 +164,10 @@ export function loadConfig(argv: string[], env: Env): Config {
     maxInFlight: optionalInteger(raw.maxInFlight, '--max-in-flight', 1, 1_000_000),
     maxInFlightPerOrg: optionalInteger(raw.maxInFlightPerOrg, '--max-in-flight-per-org', 1, 1_000_000),
     maxSignQueue: optionalInteger(raw.maxSignQueue, '--max-sign-queue', 1, 1_000_000),
+    maxSignQueuePerOrg: optionalInteger(raw.maxSignQueuePerOrg, '--max-sign-queue-per-org', 1, 1_000_000),
     maxQueueMs,
     maxProbes: optionalInteger(raw.maxProbes, '--max-probes', 1, 100_000),
+    maxProbesPerOrg: optionalInteger(raw.maxProbesPerOrg, '--max-probes-per-org', 1, 100_000),
     confirmations: optionalInteger(raw.confirmations, '--confirmations', 1, 1_000),
     replaceAfterMs: optionalInteger(raw.replaceAfterMs, '--replace-after-ms', 1_000, 86_400_000),
     tempoRpcUrl,

@@ -9,7 +9,8 @@ const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L]
         [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--rpc-url CHAIN_ID=URL]… [--confirmations N]
         [--replace-after-ms MS] [--max-connections N]
         [--idle-timeout-ms MS] [--request-timeout-ms MS] [--max-in-flight N] [--max-in-flight-per-org N]
-        [--max-sign-queue N] [--max-queue-ms MS] [--max-probes N] [--skip-integrity-check]
+        [--max-sign-queue N] [--max-sign-queue-per-org N] [--max-queue-ms MS] [--max-probes N]
+        [--max-probes-per-org N] [--skip-integrity-check]
         [--metrics-token T] [--metrics-agent-labels] [--database-url postgres://…]
         [--database-pool-size N] [--database-statement-timeout-ms MS] [--stale-signing-ms MS]
         [--wal-restart-mb N]
@@ -53,8 +54,10 @@ const SERVE_USAGE = `usage: paypolicy serve [options]
   --max-in-flight N          PAYPOLICY_MAX_IN_FLIGHT     agent requests at once; more get 503 (default 128)
   --max-in-flight-per-org N  PAYPOLICY_MAX_IN_FLIGHT_PER_ORG  of those, one organization's at most (default 3/4)
   --max-sign-queue N         PAYPOLICY_MAX_SIGN_QUEUE    payments in the signing stage at once (default 256)
+  --max-sign-queue-per-org N  PAYPOLICY_MAX_SIGN_QUEUE_PER_ORG  of those, one organization's at most (default 3/4)
   --max-queue-ms MS          PAYPOLICY_MAX_QUEUE_MS      a payment waiting longer to be signed gets 503 (default 1000)
   --max-probes N             PAYPOLICY_MAX_PROBES        outbound paywall probes at once (default 32)
+  --max-probes-per-org N     PAYPOLICY_MAX_PROBES_PER_ORG  of those, one organization's at most (default 3/4)
   --skip-integrity-check     PAYPOLICY_SKIP_INTEGRITY_CHECK=1  skip PRAGMA quick_check at start
   --metrics-token T          PAYPOLICY_METRICS_TOKEN     bearer token for /metrics (default: loopback clients only)
   --metrics-agent-labels     PAYPOLICY_METRICS_AGENT_LABELS=1  also count sign outcomes per agent id

@@ -11,7 +11,7 @@ import { startServer, type RunningServer } from './server.js';
 import { loadMasterKey } from './signing/masterKey.js';
 import { createSignerPool } from './signing/signerPool.js';
 import { defaultSafeFetchOptions } from './probe/safeFetch.js';
-import { createGate, DEFAULT_MAX_PROBES } from './admission.js';
+import { createGate, DEFAULT_MAX_PROBES, DEFAULT_MAX_SIGN_QUEUE, shareOf } from './admission.js';
 import { createOfferCache } from './probe/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createChainRpc } from './chain/rpc.js';
@@ -94,7 +94,8 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     throw err;
   }
   const { store, appStore, uow, vault, clock, pgBackend, closeStore } = opened;
-  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), config.maxSignQueue, config.maxQueueMs);
+  const maxSignQueue = config.maxSignQueue ?? DEFAULT_MAX_SIGN_QUEUE;
+  const signer = createSignerPool(config.signerThreads, (orgId) => vault.privateKeyForWorker(orgId), maxSignQueue, config.maxQueueMs, shareOf(maxSignQueue, config.maxSignQueuePerOrg));
   log.info({ rule: clock.rule, skewMs: clock.skewMs() }, 'ledger clock started');
   // A same-boot start continuing a wrong anchor disagrees from the first reading: say so now.
   const clockAgreement = watchClockAgreement(clock.skewMs, log);
@@ -105,11 +106,12 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   }
   // One registry of RPC clients: submission and the Tempo fee estimates share its entries.
   const chains = createChainRpc(config.rpcUrls);
+  const maxProbes = config.maxProbes ?? DEFAULT_MAX_PROBES;
   const deps: AppDeps = {
     store: appStore, uow, vault, signer, now, validityNow: options.now ?? clock.validityNow, log, inflight: new Map(), stranded: new Map(),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
-      slots: createGate(config.maxProbes ?? DEFAULT_MAX_PROBES, 'too many paywall probes in flight'),
+      slots: createGate(maxProbes, 'too many paywall probes in flight', shareOf(maxProbes, config.maxProbesPerOrg)),
     },
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource({ chains, legacyUrl: config.tempoRpcUrl }, log),

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import http2, { type Http2Server, type Http2SecureServer, type ServerHttp2Stream } from 'node:http2';
 import type { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
-import { DEFAULT_MAX_IN_FLIGHT, tenantShare } from './admission.js';
+import { DEFAULT_MAX_IN_FLIGHT, shareOf } from './admission.js';
 
 /**
  * The bounds one listener keeps so that no client, whatever it opens and however slowly it writes,
@@ -60,7 +60,7 @@ export function resolveServerLimits(partial: Partial<ServerLimits> = {}): Server
     requestTimeoutMs: partial.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     maxConcurrentStreams: partial.maxConcurrentStreams ?? MAX_CONCURRENT_STREAMS,
     maxInFlight: partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
-    maxInFlightPerOrg: Math.min(partial.maxInFlightPerOrg ?? tenantShare(partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT), partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT),
+    maxInFlightPerOrg: shareOf(partial.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, partial.maxInFlightPerOrg),
   };
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { hashForAccount, hashForSignIn, type ScryptParams } from '../auth/passwordHasher.js';
+import { overloaded } from '../admission.js';
+import { hashForAccount, hashForSignIn, PasswordHasherBusyError, type ScryptParams } from '../auth/passwordHasher.js';
 import { invalidArgument } from '../domain/errors.js';
 import type { PasswordRecord } from '../store/dashboardUsers.js';
 
@@ -27,8 +28,9 @@ function parseParams(text: string): ScryptParams {
 // scrypt runs on the password-hashing thread (src/auth/passwordHasher.ts), never on libuv's pool,
 // which the WAL sync needs; sign-ins go through its bounded queue. NFC so that the same password
 // typed on different systems hashes the same.
-function derive(password: string, salt: Buffer, p: ScryptParams, purpose: 'sign-in' | 'account'): Promise<Buffer> {
-  return (purpose === 'sign-in' ? hashForSignIn : hashForAccount)(password.normalize('NFC'), salt, p, KEY_LENGTH);
+function derive(password: string, salt: Buffer, p: ScryptParams, purpose: 'sign-in' | 'account', orgId?: string): Promise<Buffer> {
+  const text = password.normalize('NFC');
+  return purpose === 'sign-in' ? hashForSignIn(text, salt, p, KEY_LENGTH) : hashForAccount(text, salt, p, KEY_LENGTH, orgId);
 }
 
 /** Checks a new password's length; the message is safe to show next to the field. */
@@ -39,10 +41,19 @@ export function validateNewPassword(password: string): string {
   return password;
 }
 
-/** Salted scrypt hash of a password with a fresh per-user salt, on the password-hashing thread. */
-export async function hashPassword(password: string): Promise<PasswordRecord> {
+/**
+ * Salted scrypt hash of a password with a fresh per-user salt, on the password-hashing thread.
+ * Asked for an organization's owner (`orgId`), refused `overloaded` while that organization already
+ * has its share of the hashing line (passwordHasher.ts MAX_ACCOUNT_HASHES_PER_ORG).
+ */
+export async function hashPassword(password: string, orgId?: string): Promise<PasswordRecord> {
   const salt = randomBytes(SALT_LENGTH);
-  return { salt, hash: await derive(password, salt, CURRENT, 'account'), params: paramsText(CURRENT) };
+  try {
+    return { salt, hash: await derive(password, salt, CURRENT, 'account', orgId), params: paramsText(CURRENT) };
+  } catch (err) {
+    if (err instanceof PasswordHasherBusyError) throw overloaded('password changes in flight for this organization');
+    throw err;
+  }
 }
 
 // Used when the email is unknown, so an unknown address costs the same time as a wrong password.

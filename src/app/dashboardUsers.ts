@@ -138,7 +138,8 @@ export function deleteDashboardUser(deps: AppDeps, principal: Principal, userId:
 export async function resetDashboardUserPassword(deps: AppDeps, principal: Principal, input: { userId: string; password: string }): Promise<DashboardUser> {
   await requireManagedUser(deps, principal, input.userId);
   validateNewPassword(input.password);
-  const password = await hashPassword(input.password);
+  // An owner's resets take their organization's share of the hashing line; the operator's never wait for a share.
+  const password = await hashPassword(input.password, principal.kind === 'operator' ? undefined : principal.orgId);
   return deps.uow.write(async (tx) => {
     const user = await requireManagedUser(withinWrite(deps, tx), principal, input.userId);
     await tx.dashboardUsers.setPassword(user.id, password);

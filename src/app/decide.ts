@@ -36,7 +36,7 @@ export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, a
   const [nonceFloor, funds] = intent.needsNonce
     ? await Promise.all([chainNonceFloor(deps, principal.orgId, intent.chainId, treasury), readFundsForSigning(deps, intent.chainId, treasury)])
     : [undefined, undefined];
-  const release = deps.signer.admit();
+  const release = deps.signer.admit(principal.orgId);
   const deadline = performance.now() + deps.signer.maxQueueMs;
   try {
     return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline, nonceFloor, funds);

@@ -45,7 +45,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
     };
   }
   const { resourceUrl, method } = req.payload;
-  const { offer, chain } = await probeOffer(deps, resourceUrl, method);
+  const { offer, chain } = await probeOffer(deps, principal.orgId, resourceUrl, method);
   if (offer.rail !== req.type) {
     throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
   }

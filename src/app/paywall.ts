@@ -34,15 +34,16 @@ export function requireOfferChain(offer: Offer, mode: ApiKeyMode): void {
 export type ProbedOffer = { offer: Offer; chain: string[] };
 
 /**
- * Probes a paywalled URL through the SSRF-safe client and parses its 402. A 405 to GET is
- * retried once with POST, as the wire protocol says; the chain is then the POST's.
+ * Probes a paywalled URL through the SSRF-safe client and parses its 402, on `orgId`'s share of the
+ * probe slots. A 405 to GET is retried once with POST, as the wire protocol says; the chain is then
+ * the POST's.
  */
-export async function probeOffer(deps: AppDeps, url: string, method: ProbeMethod): Promise<ProbedOffer & { method: ProbeMethod }> {
+export async function probeOffer(deps: AppDeps, orgId: string, url: string, method: ProbeMethod): Promise<ProbedOffer & { method: ProbeMethod }> {
   let used = method;
-  let res = await safeFetch(url, { method }, deps.probe);
+  let res = await safeFetch(url, { method, tenant: orgId }, deps.probe);
   if (res.status === 405 && method === 'GET') {
     used = 'POST';
-    res = await safeFetch(url, { method: 'POST' }, deps.probe);
+    res = await safeFetch(url, { method: 'POST', tenant: orgId }, deps.probe);
   }
   if (res.status !== 402) throw invalidArgument(`URL did not return a payment challenge (status ${res.status})`, 'no_payment_challenge');
   // A challenge's expiry is a paywall's real time, compared on the validity clock like the ends it caps.

@@ -35,7 +35,7 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
   let probed = deps.offers.get(principal.orgId, input.url, method);
   const cached = probed !== undefined;
   if (!probed) {
-    const { offer, chain } = await probeOffer(deps, input.url, method);
+    const { offer, chain } = await probeOffer(deps, principal.orgId, input.url, method);
     probed = { offer, chain };
     deps.offers.set(principal.orgId, input.url, method, probed);
   }

@@ -96,7 +96,7 @@ type Probed = { offer: Offer; chain: readonly string[]; approved: Offer; request
 /** The approved paywall payment's challenge as the paywall answers now; `request` stores it. */
 async function probeApproved(deps: AppDeps, row: PaymentRow): Promise<Probed> {
   const stored = JSON.parse(row.request) as StoredPaywallRequest;
-  const { offer, chain } = await probeOffer(deps, stored.payload.resourceUrl, stored.payload.method);
+  const { offer, chain } = await probeOffer(deps, row.orgId, stored.payload.resourceUrl, stored.payload.method);
   return { offer, chain, approved: offerFromJson(stored.offer), request: JSON.stringify({ ...stored, offer: offerToJson(offer) }) };
 }
 

@@ -13,7 +13,9 @@ import { startWorker } from '../workerUrl.js';
  * Why a bound: sign-ins are unauthenticated. At most MAX_WAITING_SIGN_INS of them may wait for or
  * occupy the thread; beyond that `hashForSignIn` refuses at once (PasswordHasherBusyError) instead
  * of queueing without limit. Hashes for account changes come from signed-in operators and owners
- * and are never refused, but they wait in the same line.
+ * and wait in the same line: the operator's are never refused, but one organization's owners may
+ * have at most MAX_ACCOUNT_HASHES_PER_ORG waiting or running, so that an owner resetting passwords
+ * in a loop cannot make every organization's sign-ins wait behind an endless line.
  *
  * The thread is started on first use and shared by the whole process (it is a process resource,
  * like the libuv pool it replaces). It holds the process open only while jobs are pending, and it
@@ -25,6 +27,9 @@ import { startWorker } from '../workerUrl.js';
 /** Sign-ins that may be waiting for or running on the hashing thread at once; more are refused. */
 export const MAX_WAITING_SIGN_INS = 8;
 
+/** Account-change hashes one organization may have waiting for or running on the thread; more are refused. */
+export const MAX_ACCOUNT_HASHES_PER_ORG = 2;
+
 /** How long the hashing thread stays up with no job before it stops (the next job starts it again). */
 export const PASSWORD_THREAD_IDLE_MS = 10_000;
 
@@ -35,7 +40,10 @@ export type PasswordHashRequest = ScryptParams & { id: number; password: string;
 /** Message from the worker; `threadId` is the worker's, so callers can see where the hash ran. */
 export type PasswordHashResponse = { id: number; threadId: number; ok: true; key: Uint8Array } | { id: number; threadId: number; ok: false; error: string };
 
-/** Thrown by `hashForSignIn` when MAX_WAITING_SIGN_INS sign-ins are already waiting. */
+/**
+ * Thrown by `hashForSignIn` when MAX_WAITING_SIGN_INS sign-ins are already waiting, and by
+ * `hashForAccount` when the organization already has MAX_ACCOUNT_HASHES_PER_ORG in the line.
+ */
 export class PasswordHasherBusyError extends Error {
   override name = 'PasswordHasherBusyError';
   constructor() {
@@ -43,12 +51,13 @@ export class PasswordHasherBusyError extends Error {
   }
 }
 
-type Job = { request: PasswordHashRequest; signIn: boolean; resolve: (key: Buffer) => void; reject: (err: Error) => void };
+type Job = { request: PasswordHashRequest; signIn: boolean; orgId: string | undefined; resolve: (key: Buffer) => void; reject: (err: Error) => void };
 
 let worker: Worker | undefined;
 let running: Job | undefined;
 const queue: Job[] = [];
 let waitingSignIns = 0;
+const accountHashesByOrg = new Map<string, number>();
 let nextId = 1;
 let lastThreadId: number | undefined;
 let idleTimer: NodeJS.Timeout | undefined;
@@ -56,6 +65,10 @@ let idleMs = PASSWORD_THREAD_IDLE_MS;
 
 function finish(job: Job): void {
   if (job.signIn) waitingSignIns--;
+  if (job.orgId === undefined) return;
+  const left = (accountHashesByOrg.get(job.orgId) ?? 1) - 1;
+  if (left === 0) accountHashesByOrg.delete(job.orgId);
+  else accountHashesByOrg.set(job.orgId, left);
 }
 
 function spawn(): Worker {
@@ -125,13 +138,18 @@ function dispatch(): void {
   }
 }
 
-function enqueue(password: string, salt: Buffer, params: ScryptParams, keyLength: number, signIn: boolean): Promise<Buffer> {
+function enqueue(password: string, salt: Buffer, params: ScryptParams, keyLength: number, signIn: boolean, orgId?: string): Promise<Buffer> {
   if (signIn) {
     if (waitingSignIns >= MAX_WAITING_SIGN_INS) return Promise.reject(new PasswordHasherBusyError());
     waitingSignIns++;
   }
+  if (orgId !== undefined) {
+    const held = accountHashesByOrg.get(orgId) ?? 0;
+    if (held >= MAX_ACCOUNT_HASHES_PER_ORG) return Promise.reject(new PasswordHasherBusyError());
+    accountHashesByOrg.set(orgId, held + 1);
+  }
   return new Promise<Buffer>((resolve, reject) => {
-    queue.push({ request: { id: nextId++, password, salt, keyLength, ...params }, signIn, resolve, reject });
+    queue.push({ request: { id: nextId++, password, salt, keyLength, ...params }, signIn, orgId, resolve, reject });
     dispatch();
   });
 }
@@ -150,9 +168,13 @@ export function hashForSignIn(password: string, salt: Buffer, params: ScryptPara
   return enqueue(password, salt, params, keyLength, true);
 }
 
-/** scrypt for a new or changed password, on the hashing thread; never refused for load. */
-export function hashForAccount(password: string, salt: Buffer, params: ScryptParams, keyLength: number): Promise<Buffer> {
-  return enqueue(password, salt, params, keyLength, false);
+/**
+ * scrypt for a new or changed password, on the hashing thread. Asked for an organization (`orgId`,
+ * an owner's change), rejects at once with PasswordHasherBusyError while that organization already
+ * has MAX_ACCOUNT_HASHES_PER_ORG in the line; the operator's (no `orgId`) are never refused.
+ */
+export function hashForAccount(password: string, salt: Buffer, params: ScryptParams, keyLength: number, orgId?: string): Promise<Buffer> {
+  return enqueue(password, salt, params, keyLength, false, orgId);
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   pickOutcome,
   unsupportedMethodError,
 } from './offerOutcome.js';
+import { keepable } from './oversizedOffer.js';
 import { findTempoUsdToken, TEMPO_NETWORKS } from './tokens.js';
 
 /*
@@ -92,10 +93,10 @@ export function parseMppChallenges(value: string): MppChallenge[] {
 
 /**
  * Chooses the first payable challenge (tempo/charge, a USD Tempo token, a chainId, not
- * expired at `now`). Otherwise returns the most specific refusal, or null when there is none.
+ * expired at `now`, small enough to keep: oversizedOffer.ts). Otherwise returns the most specific refusal, or null when there is none.
  */
 export function selectMppOffer(challenges: readonly MppChallenge[], now: Date): OfferOutcome | null {
-  return pickOutcome(challenges.map((challenge) => evaluateChallenge(challenge, now)));
+  return pickOutcome(challenges.map((challenge) => keepable(evaluateChallenge(challenge, now))));
 }
 
 /**

@@ -36,7 +36,11 @@ export type SafeFetchOptions = {
   maxRedirects: number;
   /** Largest response header block; defaults to 16 KiB. */
   maxHeaderBytes?: number;
-  /** Bound on probes in flight at once; a probe beyond it is refused (`overloaded`) before any network work. */
+  /**
+   * Bound on probes in flight at once, with a share per organization: a probe beyond it, or beyond
+   * its tenant's share, is refused (`overloaded`) before any network work, so one organization's
+   * slow paywalls always leave slots to the others.
+   */
   slots?: Gate;
 };
 
@@ -47,8 +51,11 @@ export type SafeFetchOptions = {
  */
 export type SafeFetchResult = ProbeResult & { chain: string[] };
 
-/** The request a probe sends. `headers` are dropped when a redirect leaves the original origin. */
-export type SafeFetchInit = { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string };
+/**
+ * The request a probe sends. `headers` are dropped when a redirect leaves the original origin.
+ * `tenant` (an organization id) is whose share of the probe slots it takes (admission.ts Gate).
+ */
+export type SafeFetchInit = { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string; tenant?: string };
 
 /** Production defaults: https only, no exemptions, 3 s connect, 8 s total, 256 KiB body, 3 redirects. */
 export const defaultSafeFetchOptions: SafeFetchOptions = {
@@ -62,6 +69,12 @@ export const defaultSafeFetchOptions: SafeFetchOptions = {
 };
 
 const INVALID_URL = 'Invalid URL';
+/**
+ * The longest URL probed, in characters. The URL asked for is stored with its payment (twice: the
+ * resource_url column and the request), so it is bounded like the challenge (oversizedOffer.ts);
+ * real resource URLs are far shorter, and many servers refuse request lines past 8 KiB anyway.
+ */
+export const MAX_URL_CHARS = 8_192;
 const BLOCKED_HOST = 'URL is not allowed (private/loopback hosts blocked)';
 const BAD_SCHEME = 'URL is not allowed (only https:// URLs can be probed)';
 const CREDENTIALS = 'URL is not allowed (credentials in URL)';
@@ -79,11 +92,12 @@ const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding',
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /**
- * Checks a URL without touching the network: it must parse as an absolute URL, use https (or http
- * when allowed), carry no credentials, and not name a private, loopback or local-only host unless
- * its `host:port` is in `allowHosts`. Returns the parsed URL.
+ * Checks a URL without touching the network: it must be at most MAX_URL_CHARS long, parse as an
+ * absolute URL, use https (or http when allowed), carry no credentials, and not name a private,
+ * loopback or local-only host unless its `host:port` is in `allowHosts`. Returns the parsed URL.
  */
 export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp' | 'allowHosts'>): URL {
+  if (typeof url === 'string' && url.length > MAX_URL_CHARS) throw invalidArgument(`${INVALID_URL} (longer than ${MAX_URL_CHARS} characters)`, 'invalid_url');
   let parsed: URL;
   try {
     // No base URL: relative and scheme-less input fails here rather than resolving against anything.
@@ -109,7 +123,7 @@ export function checkUrl(url: string, options: Pick<SafeFetchOptions, 'allowHttp
  */
 export async function safeFetch(url: string, init: SafeFetchInit, options: SafeFetchOptions): Promise<SafeFetchResult> {
   let current = checkUrl(url, options);
-  const release = options.slots?.enter();
+  const release = options.slots?.enter(init.tenant);
   const chain = [current.href];
   const origin = current.origin;
   const deadline = new AbortController();

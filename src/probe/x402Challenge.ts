@@ -14,6 +14,7 @@ import {
   pickOutcome,
   unsupportedNetworkError,
 } from './offerOutcome.js';
+import { keepable } from './oversizedOffer.js';
 import { findX402Stablecoin, isX402PayableChain, resolveX402ChainId } from './tokens.js';
 
 /*
@@ -54,11 +55,11 @@ export function decodeX402Challenge(probe: ProbeResult): X402Challenge | null {
 
 /**
  * Chooses the payable requirement of a decoded challenge: the first `exact` entry on a known
- * stablecoin that carries an EIP-3009 domain. Otherwise returns the most specific refusal, or null
+ * stablecoin that carries an EIP-3009 domain and is small enough to keep (oversizedOffer.ts). Otherwise returns the most specific refusal, or null
  * when no entry is well-formed enough to count as an offer.
  */
 export function selectX402Offer(challenge: X402Challenge): OfferOutcome | null {
-  return pickOutcome(challenge.accepts.map((entry) => evaluateRequirement(challenge, entry)));
+  return pickOutcome(challenge.accepts.map((entry) => keepable(evaluateRequirement(challenge, entry))));
 }
 
 function ownHeader(probe: ProbeResult, name: string): string | undefined {

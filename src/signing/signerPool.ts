@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
 import { startWorker } from '../workerUrl.js';
-import { createGate, DEFAULT_MAX_QUEUE_MS, DEFAULT_MAX_SIGN_QUEUE } from '../admission.js';
+import { createGate, DEFAULT_MAX_QUEUE_MS, DEFAULT_MAX_SIGN_QUEUE, tenantShare } from '../admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
 type Slot = {
@@ -36,11 +36,14 @@ export type SignerThread = {
 export type SignerPool = {
   sign: (job: SignJob) => Promise<SignOutput>;
   /**
-   * Admits one payment into the signing stage (pre-sign, reservation commit, signing thread,
-   * settling commit) and returns its release; throws `overloaded` when `maxQueue` payments are
-   * already in it. Sign calls it before anything is signed or written, so a refusal leaves no trace.
+   * Admits one payment of `orgId` into the signing stage (pre-sign, reservation commit, signing
+   * thread, settling commit) and returns its release; throws `overloaded` when `maxQueue` payments
+   * are already in it, or when the organization holds its share (`maxQueuePerOrg`, by default
+   * three quarters: admission.ts tenantShare), so one tenant's payments stuck on a slow commit or
+   * its own flood leave room for the others. Sign calls it before anything is signed or written,
+   * so a refusal leaves no trace.
    */
-  admit: () => () => void;
+  admit: (orgId: string) => () => void;
   /**
    * How long (ms) an admitted payment may wait for a signing thread and its turn in the write
    * queue: one that waited longer is refused (`overloaded`) before its decision is written.
@@ -61,8 +64,10 @@ export type SignerPool = {
  * A fixed set of signing threads. Jobs queued in the same tick go to a thread as one batch, which
  * keeps message overhead low under load; keys are sent to a thread once, on first use.
  */
-export function createSignerPool(size: number, privateKeyOf: (orgId: string) => Hex, maxQueue = DEFAULT_MAX_SIGN_QUEUE, maxQueueMs = DEFAULT_MAX_QUEUE_MS): SignerPool {
-  const stage = createGate(maxQueue, 'too many payments being signed');
+export function createSignerPool(
+  size: number, privateKeyOf: (orgId: string) => Hex, maxQueue = DEFAULT_MAX_SIGN_QUEUE, maxQueueMs = DEFAULT_MAX_QUEUE_MS, maxQueuePerOrg = tenantShare(maxQueue),
+): SignerPool {
+  const stage = createGate(maxQueue, 'too many payments being signed', maxQueuePerOrg);
   let nextId = 1;
   let turn = 0;
   let closed = false;
@@ -144,7 +149,7 @@ export function createSignerPool(size: number, privateKeyOf: (orgId: string) => 
         if (slot.queue.push({ id, job }) === 1) setImmediate(() => flush(slot));
       });
     },
-    admit: stage.enter,
+    admit: (orgId) => stage.enter(orgId),
     maxQueueMs,
     threads: () => slots.map((s, i) => ({ worker: s.worker, online: s.online, restarts: restarts[i] ?? 0, jobs: s.pending.size, lastExitCode: lastExit[i] })),
     stage: () => ({ inFlight: stage.inFlight(), limit: stage.limit }),

@@ -27,12 +27,23 @@ const EIP3009_TYPEHASH = hexToBytes(
   keccak256(toBytes('TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)')),
 );
 
+/**
+ * Domain separators remembered, oldest first out. The domain comes from the paywall's challenge, so
+ * the number of distinct ones is the remote side's choice: bounded, real tokens are a handful.
+ */
+export const DOMAIN_SEPARATORS_KEPT = 256;
 const domainSeparators = new Map<string, Uint8Array>();
+
+/** How many domain separators are remembered now (at most DOMAIN_SEPARATORS_KEPT). */
+export function domainSeparatorsKept(): number {
+  return domainSeparators.size;
+}
 
 function domainSeparator(domain: TypedDataDomain & { name: string }): Uint8Array {
   const key = `${domain.name}\u0000${domain.version ?? ''}\u0000${domain.chainId}\u0000${domain.verifyingContract}`;
   let sep = domainSeparators.get(key);
   if (!sep) {
+    if (domainSeparators.size >= DOMAIN_SEPARATORS_KEPT) domainSeparators.delete(domainSeparators.keys().next().value!);
     const fields = [
       { name: 'name', type: 'string' },
       ...(domain.version === undefined ? [] : [{ name: 'version', type: 'string' }]),

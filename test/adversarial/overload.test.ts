@@ -5,6 +5,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { shareOf } from '../../src/admission.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createWalSync } from '../../src/store/walSync.js';
@@ -12,7 +13,8 @@ import { createWriteQueue } from '../../src/store/writeQueue.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { connectClient, grpcChannel, grpcUnary } from '../helpers/clients.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, type SignBody } from '../helpers/payments.js';
-import { PAY_TO, startFetchPeer, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { PAY_TO, startHeldPeer, startX402Peer, type X402Peer } from '../helpers/peers.js';
+import { holdSigning } from '../helpers/holdSigning.js';
 import { bearer, expectRpcError } from '../helpers/rpc.js';
 import { rest, startTestServer, type RestResult, type TestServer, type TestServerOptions } from '../helpers/server.js';
 
@@ -31,27 +33,11 @@ const CLOSE = { connection: 'close' };
 let x402: X402Peer;
 
 /** A paywall in front of the x402 peer that parks every request until `release`, then relays it. */
-async function heldPaywall() {
-  let parked = 0;
-  let wake: (() => void) | undefined;
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  const peer = await startFetchPeer(async (req) => {
-    parked++;
-    wake?.();
-    await released;
+function heldPaywall() {
+  return startHeldPeer((req) => {
     const url = new URL(req.url);
     return fetch(x402.url(`${url.pathname}${url.search}`), { method: req.method, headers: { connection: 'close' } });
   });
-  return {
-    peer,
-    parked: () => parked,
-    /** Resolves once `n` requests are parked. */
-    async reached(n: number) {
-      while (parked < n) await new Promise<void>((r) => (wake = r));
-    },
-    release,
-  };
 }
 
 /** Replaces the server's WAL sync with one that parks every sync until `open` (a stalled disk). */
@@ -77,8 +63,8 @@ function watchSigningStage(signer: SignerPool) {
   let admitted = 0;
   let wake: (() => void) | undefined;
   const admit = signer.admit;
-  signer.admit = () => {
-    const release = admit();
+  signer.admit = (orgId) => {
+    const release = admit(orgId);
     admitted++;
     wake?.();
     return release;
@@ -86,30 +72,6 @@ function watchSigningStage(signer: SignerPool) {
   return {
     async reached(n: number) {
       while (admitted < n) await new Promise<void>((r) => (wake = r));
-    },
-  };
-}
-
-/** Parks every signing job until `release` (signing threads held busy), counting the parked ones. */
-function holdSigner(signer: SignerPool) {
-  const sign = signer.sign;
-  let parked = 0;
-  let wake: (() => void) | undefined;
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  signer.sign = async (job) => {
-    parked++;
-    wake?.();
-    await released;
-    return sign(job);
-  };
-  return {
-    async reached(n: number) {
-      while (parked < n) await new Promise<void>((r) => (wake = r));
-    },
-    release() {
-      release();
-      signer.sign = sign;
     },
   };
 }
@@ -146,7 +108,9 @@ function boundedServer(limits: TestServerOptions['limits']): Bounded {
   beforeAll(async () => {
     ctx.held = await heldPaywall();
     // One organization fills these gates: its share is the whole gate (the per-organization share has its own test).
-    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits: { maxInFlightPerOrg: limits?.maxInFlight, ...limits } });
+    ctx.s = await startTestServer({ logLevel: 'warn', dev: true, probeAllowHosts: [ctx.held.peer.host, x402.host], limits: {
+      maxInFlightPerOrg: limits?.maxInFlight, maxSignQueuePerOrg: limits?.maxSignQueue, maxProbesPerOrg: limits?.maxProbes, ...limits,
+    } });
     ctx.admin = adminFor(ctx.s);
   });
   afterAll(async () => {
@@ -292,7 +256,7 @@ describe('admission bound on the agent surface (4 in flight)', () => {
     const { s } = ctx;
     const key = s.bootstrap.api_key;
     const agentId = await agentPaying(ctx, 'stalled-body', RECIPIENT, '10', '5');
-    const signer = holdSigner(s.app.deps.signer);
+    const signer = holdSigning(s.app.deps.signer);
     const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
     const inside = [1, 2, 3, 4].map((i) => postSign(s.url, key, body, `inside-${i}`));
     await signer.reached(4);
@@ -357,7 +321,7 @@ describe('deadline in the signing stage (max queue 300 ms)', () => {
     const key = s.bootstrap.api_key;
     const agentId = await agentPaying(ctx, 'deadline', RECIPIENT, '10', '5');
     const body: SignBody = { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: RECIPIENT, amount_usd: '1' };
-    const signer = holdSigner(s.app.deps.signer);
+    const signer = holdSigning(s.app.deps.signer);
     const late = postSign(s.url, key, body, 'late');
     await signer.reached(1);
     // The condition under test is time itself: the payment waits past its deadline for the thread.
@@ -383,5 +347,17 @@ describe('configuration of the bounds', () => {
     expect(loadConfig([], {}).maxInFlight).toBeUndefined();
     expect(() => loadConfig(['--max-sign-queue', '0'], {})).toThrow(ConfigError);
     expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES: '-1' })).toThrow(/--max-probes must be an integer/);
+  });
+
+  test('behavior: the per-organization shares of the probes and the signing stage are read like the bounds; 0 is refused', () => {
+    const c = loadConfig(['--max-probes-per-org', '5'], { PAYPOLICY_MAX_PROBES_PER_ORG: '9', PAYPOLICY_MAX_SIGN_QUEUE_PER_ORG: '7' });
+    expect([c.maxProbesPerOrg, c.maxSignQueuePerOrg]).toEqual([5, 7]);
+    expect(() => loadConfig(['--max-sign-queue-per-org', '0'], {})).toThrow(/--max-sign-queue-per-org must be an integer/);
+    expect(() => loadConfig([], { PAYPOLICY_MAX_PROBES_PER_ORG: '0' })).toThrow(ConfigError);
+  });
+
+  test('behavior: a share is three quarters of its gate unless set, and never more than the gate', () => {
+    expect([shareOf(32, undefined), shareOf(256, undefined), shareOf(1, undefined)]).toEqual([24, 192, 1]);
+    expect([shareOf(32, 10), shareOf(4, 100)]).toEqual([10, 4]);
   });
 });

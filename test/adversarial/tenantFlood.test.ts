@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';
+import { holdSigning, type HeldSigning } from '../helpers/holdSigning.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -18,10 +19,9 @@ describe('an organization flooding past its share', () => {
   let s: TestServer;
   let a: Tenant;
   let b: Tenant;
-  let release!: () => void;
-  let parked = 0;
+  let signing: HeldSigning;
   beforeAll(async () => {
-    s = await startTestServer({ logLevel: 'warn', limits: { maxInFlight: 4 } });
+    s = await startTestServer({ logLevel: 'warn', limits: { maxInFlight: 4, maxQueueMs: 60_000 } });
     const admin = adminFor(s);
     a = await createTenant(admin, 'flood-a');
     b = await createTenant(admin, 'flood-b');
@@ -29,16 +29,7 @@ describe('an organization flooding past its share', () => {
       await setPolicy(admin, t.agentId, { allowlist: [RECIPIENT], capUsd: '100', thresholdUsd: '100' });
       await admin.client.provisionTreasury({ orgId: t.orgId }, admin.auth);
     }
-    const signer = s.app.deps.signer;
-    const sign = signer.sign;
-    const released = new Promise<void>((r) => (release = r));
-    signer.sign = async (job) => {
-      if (job.orgId === a.orgId) {
-        parked++;
-        await released;
-      }
-      return sign(job);
-    };
+    signing = holdSigning(s.app.deps.signer, (job) => job.orgId === a.orgId);
   });
   afterAll(() => s?.close());
 
@@ -46,10 +37,7 @@ describe('an organization flooding past its share', () => {
 
   test('behavior: refused before its body is read, and its keep-alive connection is held for Retry-After', async () => {
     const held = [1, 2, 3].map((i) => postSign(s.url, a.apiKey, JSON.parse(body(a)), `held-${i}`));
-    for (const until = Date.now() + 5_000; parked < 3;) {
-      if (Date.now() > until) throw new Error(`only ${parked} parked`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await signing.reached(3);
     // A client that ignores Retry-After: on one keep-alive connection, the next request as soon
     // as an answer arrives.
     const { port } = new URL(s.url);
@@ -77,7 +65,7 @@ describe('an organization flooding past its share', () => {
     const other = await postSign(s.url, b.apiKey, JSON.parse(body(b)), 'other');
     expect(other.status, other.text).toBe(200);
     socket.destroy();
-    release();
+    signing.release();
     for (const r of await Promise.all(held)) expect(r.status, r.text).toBe(200);
   });
 });

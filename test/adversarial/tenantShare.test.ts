@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';
 import { connectClient } from '../helpers/clients.js';
+import { holdSigning, type HeldSigning } from '../helpers/holdSigning.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { bearer } from '../helpers/rpc.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -19,10 +20,9 @@ describe('one organization holds at most its share of the agent gate', () => {
   let s: TestServer;
   let a: Tenant;
   let b: Tenant;
-  let release!: () => void;
-  let parked = 0;
+  let signing: HeldSigning;
   beforeAll(async () => {
-    s = await startTestServer({ logLevel: 'warn', limits: { maxInFlight: 4 } });
+    s = await startTestServer({ logLevel: 'warn', limits: { maxInFlight: 4, maxQueueMs: 60_000 } });
     const admin = adminFor(s);
     a = await createTenant(admin, 'tenant-a');
     b = await createTenant(admin, 'tenant-b');
@@ -31,16 +31,7 @@ describe('one organization holds at most its share of the agent gate', () => {
       await admin.client.provisionTreasury({ orgId: t.orgId }, admin.auth);
     }
     // Payments of tenant A wait in the signer until released.
-    const signer = s.app.deps.signer;
-    const sign = signer.sign;
-    const released = new Promise<void>((r) => (release = r));
-    signer.sign = async (job) => {
-      if (job.orgId === a.orgId) {
-        parked++;
-        await released;
-      }
-      return sign(job);
-    };
+    signing = holdSigning(s.app.deps.signer, (job) => job.orgId === a.orgId);
   });
   afterAll(() => s?.close());
 
@@ -50,10 +41,7 @@ describe('one organization holds at most its share of the agent gate', () => {
 
   test('behavior: A holds 3 of 4 slots; its next request is refused (REST and Connect), B is still served', async () => {
     const held = [1, 2, 3].map((i) => pay(a, `a-${i}`));
-    for (const until = Date.now() + 5_000; parked < 3;) {
-      if (Date.now() > until) throw new Error(`only ${parked} parked`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await signing.reached(3);
     const refused = await pay(a, 'a-4');
     expect(refused.status, refused.text).toBe(503);
     expect(refused.json.code).toBe('overloaded');
@@ -69,7 +57,7 @@ describe('one organization holds at most its share of the agent gate', () => {
     const otherRpc = await rpc.sign({ agentId: b.agentId, type: PaymentType.EIP3009, chainId: 8453, recipientAddress: RECIPIENT, amountUsd: '1', idempotencyKey: 'b-rpc' }, bearer(b.apiKey));
     expect(otherRpc.signature).not.toBe('');
 
-    release();
+    signing.release();
     for (const r of await Promise.all(held)) expect(r.status, r.text).toBe(200);
     // The refused ones wrote nothing: the same keys are first attempts now.
     const again = await pay(a, 'a-4');

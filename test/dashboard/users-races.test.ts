@@ -1,6 +1,10 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { signIn } from '../../src/app/dashboardSessions.js';
+import { resetDashboardUserPassword } from '../../src/app/dashboardUsers.js';
+import { MAX_ACCOUNT_HASHES_PER_ORG } from '../../src/auth/passwordHasher.js';
+import { toDomainError } from '../../src/domain/errors.js';
+import { OPERATOR, type Principal } from '../../src/domain/types.js';
 import { adminFor, type Admin } from '../helpers/admin.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, httpSignIn, type HttpSession } from './helpers.js';
@@ -125,5 +129,20 @@ describe('dashboard users: requests and sign-ins in flight when a user is offboa
     await Promise.all([ha.finish(), hb.finish()]);
     const owners = (await admin.client.listDashboardUsers({ orgId: org }, admin.auth)).users.filter((u) => u.role === 1 && !u.disabled);
     expect(owners.length).toBe(1);
+  });
+});
+
+describe('password resets in a loop', () => {
+  test('error: one organization\'s owner holds at most its share of the hashing line; the next reset is refused overloaded, the operator\'s is not', async () => {
+    const owner = await newUser('owner');
+    const viewer = await newUser('viewer');
+    const principal = { kind: 'dashboard_user', orgId: org, userId: owner.id, email: owner.email, role: 'owner' } as const;
+    const reset = (p: Principal) => resetDashboardUserPassword(s.app.deps, p, { userId: viewer.id, password: 'a fresh long password' });
+    const results = await Promise.allSettled([1, 2, 3, 4].map(() => reset(principal)));
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [toDomainError(r.reason)] : []));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(MAX_ACCOUNT_HASHES_PER_ORG);
+    expect(refused.map((e) => [e.kind, e.shortMessage])).toEqual([1, 2].map(() => ['overloaded', 'Server overloaded (password changes in flight for this organization); retry shortly']));
+    // The operator's resets never wait for a share.
+    expect((await Promise.all([1, 2, 3].map(() => reset(OPERATOR)))).map((u) => u.id)).toEqual([viewer.id, viewer.id, viewer.id]);
   });
 });

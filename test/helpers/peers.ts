@@ -143,6 +143,39 @@ export async function startFetchPeer(handle: (req: Request) => Response | Promis
   return peerOf(server, requests);
 }
 
+/** A paywall that holds every request until released: a slow or hung paywall, counted. */
+export type HeldPeer = {
+  peer: Peer;
+  /** Requests received so far (held, or answered after the release). */
+  parked: () => number;
+  /** Resolves once `n` requests have arrived. */
+  reached: (n: number) => Promise<void>;
+  /** Lets every held request, and every later one, be answered by `answer`. */
+  release: () => void;
+};
+
+/** Starts a paywall that parks every request until `release`, then answers it with `answer`. */
+export async function startHeldPeer(answer: (req: Request) => Response | Promise<Response>): Promise<HeldPeer> {
+  let parked = 0;
+  let wake: (() => void) | undefined;
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  const peer = await startFetchPeer(async (req) => {
+    parked++;
+    wake?.();
+    await released;
+    return answer(req);
+  });
+  return {
+    peer,
+    parked: () => parked,
+    async reached(n) {
+      while (parked < n) await new Promise<void>((r) => (wake = r));
+    },
+    release,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // x402
 
@@ -237,11 +270,12 @@ export async function startX402Peer(options: { payTo?: Address; redirect?: Redir
   };
 }
 
-/** A v1 requirement as x402-express 1.2.0 would emit it (x402.md §2), for `resource`. */
-export function v1Requirement(resource: string, maxAmountRequired = '10000') {
+/** A v1 requirement as x402-express 1.2.0 would emit it (x402.md §2), for `resource`, with any field replaced. */
+export function v1Requirement(resource: string, maxAmountRequired = '10000', overrides: Record<string, unknown> = {}) {
   return {
     scheme: 'exact', network: 'base-sepolia', maxAmountRequired, resource, description: 'v1 demo', mimeType: '',
     payTo: PAY_TO, maxTimeoutSeconds: 60, asset: BASE_SEPOLIA_USDC, extra: { name: 'USDC', version: '2' },
+    ...overrides,
   };
 }
 

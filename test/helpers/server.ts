@@ -38,7 +38,7 @@ export type TestServerOptions = {
   /** Tracking of submitted raw transactions: --confirmations and --replace-after-ms. */
   tracking?: Pick<Config, 'confirmations' | 'replaceAfterMs'>;
   /** Connection cap and timeouts (small values keep limit tests fast). */
-  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxInFlightPerOrg' | 'maxSignQueue' | 'maxQueueMs' | 'maxProbes'>;
+  limits?: Pick<Config, 'maxConnections' | 'idleTimeoutMs' | 'requestTimeoutMs' | 'maxInFlight' | 'maxInFlightPerOrg' | 'maxSignQueue' | 'maxSignQueuePerOrg' | 'maxQueueMs' | 'maxProbes' | 'maxProbesPerOrg'>;
   /** /metrics token and agent labels. */
   metrics?: Pick<Config, 'metricsToken' | 'metricsAgentLabels'>;
 };

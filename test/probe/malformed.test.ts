@@ -771,3 +771,43 @@ describe('parsePaymentChallenge: property-based', () => {
     expect(offers).toBeGreaterThan(50);
   });
 });
+
+describe('parsePaymentChallenge: an offer too large to keep', () => {
+  const BIG = 'x'.repeat(240 * 1024);
+  // Headers are read up to 64 KiB by the parsers (16 KiB by the probe): a 10 KiB field there.
+  const WIDE = 'x'.repeat(10 * 1024);
+
+  test('error: cannot_price for a 240 KB field in a body, or a 10 KB one in a header, naming the field, on every rail', () => {
+    const cases: Array<[ProbeResult, RegExp]> = [
+      [v1Probe([v1Requirement({ description: BIG })]), /\(description\)$/],
+      [v1Probe([v1Requirement({ extra: { name: BIG, version: '2' } })]), /\(extra\.name\)$/],
+      [v2Probe(v2([requirement()], { resource: { url: RESOURCE_URL, description: WIDE, mimeType: '' } })), /\(resource\.description\)$/],
+      [v2Probe(v2([requirement({ outputSchema: { [WIDE]: 1 } })])), /characters \(outputSchema\)$/],
+      [mppProbe(payment({ description: WIDE })), /\(description\)$/],
+    ];
+    for (const [p, field] of cases) {
+      const err = refusal(p);
+      expect(err.code).toBe('cannot_price');
+      expect(err.shortMessage).toMatch(/^Cannot price a challenge with a field of more than 4096 characters/);
+      expect(err.shortMessage).toMatch(field);
+      expect(err.shortMessage.length).toBeLessThan(200);
+    }
+  });
+
+  test('error: cannot_price for many small fields adding up past 16384 bytes, and for deep nesting (no stack overflow)', () => {
+    const many = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`k${i}`, 'v'.repeat(40)]));
+    expect(refusal(v1Probe([v1Requirement({ outputSchema: many })])).shortMessage).toMatch(/^Cannot price a challenge of more than 16384 bytes \(\d+\)$/);
+    const deep = `${'['.repeat(2_000)}"bottom"${']'.repeat(2_000)}`;
+    const body = JSON.stringify({ x402Version: 1, accepts: [v1Requirement({ outputSchema: 'DEEP' })] }).replace('"DEEP"', deep);
+    const err = refusal(probe({ 'content-type': 'application/json' }, body));
+    expect(err.shortMessage).toBe('Cannot price a challenge nested more than 16 levels deep');
+  });
+
+  test('behavior: a sibling entry that fits is chosen, and real-sized fields pass', () => {
+    const offer = parsePaymentChallenge(v1Probe([v1Requirement({ description: BIG }), v1Requirement({ description: 'd'.repeat(4096) })]), NOW);
+    expect(offer.x402!.accepted.description).toBe('d'.repeat(4096));
+    // x402 wins over MPP only while it fits; too large, the MPP offer beside it is paid.
+    const both = probe({ 'content-type': 'application/json', 'www-authenticate': payment() }, JSON.stringify({ x402Version: 1, accepts: [v1Requirement({ description: BIG })] }));
+    expect(parsePaymentChallenge(both, NOW).rail).toBe('mpp');
+  });
+});

@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
-import { checkUrl, defaultSafeFetchOptions, safeFetch, type ProbeLookup, type SafeFetchOptions } from '../../src/probe/safeFetch.js';
+import { checkUrl, defaultSafeFetchOptions, MAX_URL_CHARS, safeFetch, type ProbeLookup, type SafeFetchOptions } from '../../src/probe/safeFetch.js';
 
 // Every socket in this file is on 127.0.0.1; hostile addresses are only ever asserted, never dialed.
 
@@ -208,6 +208,12 @@ describe('checkUrl', () => {
     const url = checkUrl('https://api.example.com/v1/data?x=1', options());
     expect(url.href).toBe('https://api.example.com/v1/data?x=1');
     expect(connect).not.toHaveBeenCalled();
+  });
+
+  test('error: invalid_url for a URL longer than MAX_URL_CHARS; one at the bound passes', () => {
+    const url = `https://api.example.com/${'a'.repeat(MAX_URL_CHARS)}`;
+    expect(() => checkUrl(url, options())).toThrow(expect.objectContaining({ code: 'invalid_url', shortMessage: `Invalid URL (longer than ${MAX_URL_CHARS} characters)` }));
+    expect(checkUrl(url.slice(0, MAX_URL_CHARS), options()).href).toBe(url.slice(0, MAX_URL_CHARS));
   });
 
   test.each(['https://8.8.8.8/', 'https://172.32.0.1/', 'https://100.128.0.1/', 'https://[2606:4700:4700::1111]/', 'https://localhost.example.com/'])(

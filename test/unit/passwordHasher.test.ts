@@ -2,7 +2,7 @@ import { randomBytes, scryptSync } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import {
-  hashForAccount, hashForSignIn, PASSWORD_THREAD_IDLE_MS, passwordHasherState, setPasswordThreadIdleMs,
+  hashForAccount, hashForSignIn, MAX_ACCOUNT_HASHES_PER_ORG, PASSWORD_THREAD_IDLE_MS, PasswordHasherBusyError, passwordHasherState, setPasswordThreadIdleMs,
 } from '../../src/auth/passwordHasher.js';
 
 /**
@@ -53,5 +53,17 @@ describe('passwordHasher', () => {
     expect(passwordHasherState().waitingSignIns).toBe(0);
     const salt = randomBytes(16);
     expect(await hashForSignIn('a password', salt, PARAMS, 32)).toEqual(expected('a password', salt));
+  });
+
+  test('behavior: one organization has at most its share of account hashes in the line; another organization and the operator still hash', async () => {
+    const salt = randomBytes(16);
+    const mine = Array.from({ length: MAX_ACCOUNT_HASHES_PER_ORG }, (_, i) => hashForAccount(`owner ${i}`, salt, PARAMS, 32, 'org-a'));
+    // Queued synchronously: the next one of org-a is refused before the first has run.
+    await expect(hashForAccount('owner again', salt, PARAMS, 32, 'org-a')).rejects.toBeInstanceOf(PasswordHasherBusyError);
+    const others = [hashForAccount('other org', salt, PARAMS, 32, 'org-b'), hashForAccount('operator', salt, PARAMS, 32), hashForSignIn('sign-in', salt, PARAMS, 32)];
+    expect(await Promise.all(others)).toEqual([expected('other org', salt), expected('operator', salt), expected('sign-in', salt)]);
+    expect(await Promise.all(mine)).toEqual(mine.map((_, i) => expected(`owner ${i}`, salt)));
+    // Its hashes done, org-a has its share back.
+    expect(await hashForAccount('owner later', salt, PARAMS, 32, 'org-a')).toEqual(expected('owner later', salt));
   });
 });

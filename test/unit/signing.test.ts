@@ -13,7 +13,7 @@ import {
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { loadSigningKey, runSignJob, signDigest } from '../../src/signing/signJob.js';
-import { EIP3009_TYPES, PERMIT2_WITNESS_TYPES, eip3009Digest, permit2Digest, permit2Domain } from '../../src/signing/typedData.js';
+import { DOMAIN_SEPARATORS_KEPT, EIP3009_TYPES, PERMIT2_WITNESS_TYPES, domainSeparatorsKept, eip3009Digest, permit2Digest, permit2Domain } from '../../src/signing/typedData.js';
 import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../../src/signing/tokens.js';
 
 const randomAddress = () => bytesToHex(randomBytes(20)) as Hex;
@@ -33,6 +33,21 @@ describe('eip3009Digest', () => {
         expect(bytesToHex(eip3009Digest(domain, message))).toBe(expected);
       }
     }
+  });
+
+  test('behavior: the remembered domain separators stay bounded however many domains paywalls name, and digests stay exact', () => {
+    const t = USDC[84532]!;
+    const message = { from: randomAddress(), to: randomAddress(), value: 1n, validAfter: 0n, validBefore: 1n, nonce: bytesToHex(randomBytes(32)) };
+    for (let i = 0; i < 4 * DOMAIN_SEPARATORS_KEPT; i++) {
+      const domain = { name: `${'n'.repeat(4000)}${i}`, version: '2', chainId: t.chainId, verifyingContract: t.address };
+      const digest = eip3009Digest(domain, message);
+      if (i % 97 === 0) expect(bytesToHex(digest)).toBe(hashTypedData({ domain, types: EIP3009_TYPES, primaryType: 'TransferWithAuthorization', message }));
+    }
+    expect(domainSeparatorsKept()).toBe(DOMAIN_SEPARATORS_KEPT);
+    // An evicted domain is computed again, exactly.
+    const first = { name: `${'n'.repeat(4000)}0`, version: '2', chainId: t.chainId, verifyingContract: t.address };
+    expect(bytesToHex(eip3009Digest(first, message))).toBe(hashTypedData({ domain: first, types: EIP3009_TYPES, primaryType: 'TransferWithAuthorization', message }));
+    expect(domainSeparatorsKept()).toBe(DOMAIN_SEPARATORS_KEPT);
   });
 
   test('error: out-of-range values are refused, not truncated', () => {
