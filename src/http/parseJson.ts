@@ -1,0 +1,171 @@
+/**
+ * A strict JSON parser for request bodies: RFC 8259 text in, plain values out, like JSON.parse,
+ * with two differences JSON.parse cannot offer on Node 20 and no dependency here provides.
+ *
+ * - A key repeated in one object is refused (JSON.parse keeps the last one silently, so
+ *   `{"status":"active","status":"paused"}` would mean whatever the last writer chose, and a proxy
+ *   or log reading the first would see another request than the one acted on).
+ * - The source text of every number is kept (`numberText`), so that a USD amount sent as a JSON
+ *   number is checked digit by digit like the same amount sent as a string: JSON.parse rounds
+ *   1.00000000000000001 to 1 before anyone can see the extra digits, and Node 20's reviver has no
+ *   access to the source text.
+ *
+ * Strings are unescaped by JSON.parse itself (one token at a time), so escapes and control
+ * characters are judged exactly as before. Nesting deeper than MAX_DEPTH is refused rather than
+ * recursed into, so a hostile body cannot exhaust the stack.
+ */
+
+/** The text is not a JSON value this parser accepts; `message` says where and why. */
+export class JsonSyntaxError extends Error {
+  override name = 'JsonSyntaxError';
+}
+
+/** The same key twice in one object; `key` is its path from the root, dotted (`payload.amount`). */
+export class JsonDuplicateKeyError extends Error {
+  override name = 'JsonDuplicateKeyError';
+  constructor(readonly key: string) {
+    super(`duplicate key "${key}"`);
+  }
+}
+
+const MAX_DEPTH = 256;
+const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+const STRING_BODY = /(?:[^"\\]|\\.)*"/y;
+const WHITESPACE = /[ \t\n\r]*/y;
+
+const numberTexts = new WeakMap<object, Map<string, string>>();
+
+/**
+ * The source text of the number held at `obj[key]` when `obj` came from parseJson (e.g. "1.50" or
+ * "1e-7"); undefined for anything else.
+ */
+export function numberText(obj: object, key: string): string | undefined {
+  return numberTexts.get(obj)?.get(key);
+}
+
+/** Parses `text` as one JSON value; throws JsonSyntaxError or JsonDuplicateKeyError. */
+export function parseJson(text: string): unknown {
+  let pos = 0;
+
+  const fail = (what: string): never => {
+    throw new JsonSyntaxError(pos >= text.length ? `unexpected end of JSON (${what})` : `unexpected character at position ${pos} (${what})`);
+  };
+  const skip = () => {
+    WHITESPACE.lastIndex = pos;
+    WHITESPACE.exec(text);
+    pos = WHITESPACE.lastIndex;
+  };
+  const literal = (word: string, value: unknown) => {
+    if (!text.startsWith(word, pos)) fail('expected a value');
+    pos += word.length;
+    return value;
+  };
+  const string = (): string => {
+    STRING_BODY.lastIndex = pos + 1;
+    if (!STRING_BODY.test(text)) fail('unterminated string');
+    const token = text.slice(pos, STRING_BODY.lastIndex);
+    let value: string;
+    try {
+      value = JSON.parse(token) as string;
+    } catch {
+      return fail('invalid string');
+    }
+    pos = STRING_BODY.lastIndex;
+    return value;
+  };
+  const number = (): [number, string] => {
+    NUMBER.lastIndex = pos;
+    const m = NUMBER.exec(text);
+    if (!m) return fail('expected a value');
+    pos = NUMBER.lastIndex;
+    return [Number(m[0]), m[0]];
+  };
+
+  const value = (path: string, depth: number): unknown => {
+    skip();
+    const c = text[pos];
+    if (c === '{') return object(path, depth + 1);
+    if (c === '[') return array(path, depth + 1);
+    if (c === '"') return string();
+    if (c === 't') return literal('true', true);
+    if (c === 'f') return literal('false', false);
+    if (c === 'n') return literal('null', null);
+    return number()[0];
+  };
+
+  const object = (path: string, depth: number): Record<string, unknown> => {
+    if (depth > MAX_DEPTH) fail(`nested deeper than ${MAX_DEPTH}`);
+    pos++;
+    const out: Record<string, unknown> = {};
+    let texts: Map<string, string> | undefined;
+    skip();
+    if (text[pos] === '}') {
+      pos++;
+      return out;
+    }
+    for (;;) {
+      skip();
+      if (text[pos] !== '"') fail('expected a key');
+      const key = string();
+      const keyPath = path === '' ? key : `${path}.${key}`;
+      if (Object.prototype.hasOwnProperty.call(out, key)) throw new JsonDuplicateKeyError(keyPath);
+      skip();
+      if (text[pos] !== ':') fail('expected ":"');
+      pos++;
+      skip();
+      const c = text[pos];
+      let v: unknown;
+      if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+        const [n, source] = number();
+        v = n;
+        (texts ??= new Map()).set(key, source);
+      } else {
+        v = value(keyPath, depth);
+      }
+      // An own data property, as JSON.parse makes it: `__proto__` stays a key and never becomes the prototype.
+      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
+      skip();
+      if (text[pos] === ',') {
+        pos++;
+        continue;
+      }
+      if (text[pos] === '}') {
+        pos++;
+        break;
+      }
+      fail('expected "," or "}"');
+    }
+    if (texts) numberTexts.set(out, texts);
+    return out;
+  };
+
+  const array = (path: string, depth: number): unknown[] => {
+    if (depth > MAX_DEPTH) fail(`nested deeper than ${MAX_DEPTH}`);
+    pos++;
+    const out: unknown[] = [];
+    skip();
+    if (text[pos] === ']') {
+      pos++;
+      return out;
+    }
+    for (;;) {
+      out.push(value(`${path}[${out.length}]`, depth));
+      skip();
+      if (text[pos] === ',') {
+        pos++;
+        continue;
+      }
+      if (text[pos] === ']') {
+        pos++;
+        return out;
+      }
+      fail('expected "," or "]"');
+    }
+  };
+
+  const result = value('', 0);
+  skip();
+  if (pos !== text.length) fail('expected the end of the text');
+  return result;
+}

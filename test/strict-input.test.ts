@@ -1,0 +1,160 @@
+import { create, toBinary } from '@bufbuild/protobuf';
+import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { getAddress } from 'viem';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admin_pb.js';
+import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { adminFor, createAgent, type Admin } from './helpers/admin.js';
+import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { setPolicy } from './helpers/payments.js';
+import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
+
+/**
+ * Input the server does not understand is refused, never half-applied: unknown fields, enum values
+ * the contract does not declare, wrong JSON types, duplicate JSON keys and USD amounts finer than
+ * a micro-dollar, on REST, Connect JSON and gRPC alike. Each refusal is a 400 / invalid_argument
+ * naming what was wrong, and nothing changes.
+ */
+
+const RECIPIENT = getAddress('0x70997970c51812dc3a010c7d01b50e0d17dc79c8');
+
+let s: TestServer;
+let admin: Admin;
+let agentCount = 0;
+
+beforeAll(async () => {
+  s = await startTestServer();
+  admin = adminFor(s);
+});
+afterAll(async () => s.close());
+
+async function newAgent(policy = { capUsd: '10', thresholdUsd: '1' }): Promise<string> {
+  const agentId = await createAgent(admin, s.bootstrap.org_id, `strict-${++agentCount}`);
+  await setPolicy(admin, agentId, { allowlist: [RECIPIENT], ...policy });
+  return agentId;
+}
+
+async function agentStatusOf(agentId: string): Promise<AgentStatus> {
+  return (await admin.client.getAgent({ agentId }, admin.auth)).agent!.status;
+}
+
+/** A Connect JSON call written by hand, so that the body can hold what no generated client sends. */
+function connectJson(method: string, rawBody: string): Promise<RestResult> {
+  return rest(s.url, 'POST', `/${AdminService.typeName}/${method}`, {
+    rawBody, headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.admin_token}`, connection: 'close' },
+  });
+}
+
+function expectInvalid(r: RestResult, field: RegExp): void {
+  expect(r.status, r.text).toBe(400);
+  expect(r.json.code).toBe('invalid_argument');
+  expect(r.json.message).toMatch(field);
+}
+
+describe('AdminService over Connect JSON', () => {
+  test('error: an UpdateAgent status the enum does not declare is invalid_argument naming status, and the agent stays active', async () => {
+    const agentId = await newAgent();
+    for (const status of ['"paused"', '"PAUSED"', '"bogus"', '"Agent_Status_Paused"', '99', '-1', '2.5', 'true', '"2x"']) {
+      const r = await connectJson('UpdateAgent', `{"agentId":"${agentId}","status":${status}}`);
+      expect.soft(r.status, status).toBe(400);
+      expectInvalid(r, /status/);
+    }
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.ACTIVE);
+  });
+
+  test('behavior: the declared names and numbers still pause and resume an agent', async () => {
+    const agentId = await newAgent();
+    expect((await connectJson('UpdateAgent', `{"agentId":"${agentId}","status":"AGENT_STATUS_PAUSED"}`)).status).toBe(200);
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.PAUSED);
+    expect((await connectJson('UpdateAgent', `{"agentId":"${agentId}","status":1}`)).status).toBe(200);
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.ACTIVE);
+  });
+
+  test('error: a misspelt field is invalid_argument naming it, and nothing changes', async () => {
+    const agentId = await newAgent();
+    const r = await connectJson('UpdateAgent', `{"agentId":"${agentId}","stauts":"AGENT_STATUS_PAUSED","name":"renamed"}`);
+    expectInvalid(r, /stauts/);
+    const agent = (await admin.client.getAgent({ agentId }, admin.auth)).agent!;
+    expect(agent.status).toBe(AgentStatus.ACTIVE);
+    expect(agent.name).not.toBe('renamed');
+  });
+
+  test('error: a duplicate key is invalid_argument naming it, and nothing changes', async () => {
+    const agentId = await newAgent();
+    const r = await connectJson('UpdateAgent', `{"agentId":"${agentId}","status":"AGENT_STATUS_ACTIVE","status":"AGENT_STATUS_PAUSED"}`);
+    expectInvalid(r, /duplicate key "status"/);
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.ACTIVE);
+  });
+
+  test('error: a wrong JSON type is invalid_argument naming the field', async () => {
+    const agentId = await newAgent();
+    const r = await connectJson('SetPolicy', `{"agentId":"${agentId}","allowlist":["${RECIPIENT}"],"spendCapUsd":5,"approvalThresholdUsd":"1"}`);
+    expectInvalid(r, /spendCapUsd|spend_cap_usd/);
+  });
+
+  test('error: CreateApiKey with a mode the enum does not declare creates no key', async () => {
+    const before = (await admin.client.listApiKeys({ orgId: s.bootstrap.org_id }, admin.auth)).apiKeys.length;
+    for (const mode of ['"live"', '"API_KEY_MODE_BOGUS"', '7']) {
+      const r = await connectJson('CreateApiKey', `{"orgId":"${s.bootstrap.org_id}","mode":${mode},"label":"strict"}`);
+      expect.soft(r.status, mode).toBe(400);
+      expectInvalid(r, /mode/);
+    }
+    expect((await admin.client.listApiKeys({ orgId: s.bootstrap.org_id }, admin.auth)).apiKeys).toHaveLength(before);
+  });
+});
+
+describe('AdminService over gRPC (binary)', () => {
+  const updateAgent = { name: 'UpdateAgent', input: UpdateAgentRequestSchema, output: AdminService.method.updateAgent.output };
+
+  test('error: an UpdateAgent status number the enum does not declare is INVALID_ARGUMENT naming status, and nothing changes', async () => {
+    const agentId = await newAgent();
+    const client = grpcChannel(s.url);
+    try {
+      const r = await grpcUnary(client, AdminService, updateAgent, { agentId, status: 99 as AgentStatus }, s.bootstrap.admin_token);
+      expect(r.ok).toBe(false);
+      if (r.ok) return;
+      expect(r.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+      expect(r.details).toMatch(/status/);
+    } finally {
+      client.close();
+    }
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.ACTIVE);
+  });
+
+  test('error: a field number the message does not declare is INVALID_ARGUMENT, and nothing changes', async () => {
+    const agentId = await newAgent();
+    const client = grpcChannel(s.url);
+    try {
+      const known = toBinary(UpdateAgentRequestSchema, create(UpdateAgentRequestSchema, { agentId, name: 'renamed-by-grpc' }));
+      // Field 15, varint 2: what a client built from a newer or different contract might send.
+      const withUnknown = Buffer.concat([known, Buffer.from([15 << 3, 2])]);
+      const r = await new Promise<{ code: number; details: string } | undefined>((resolve) => {
+        const md = new Metadata();
+        md.set('authorization', `Bearer ${s.bootstrap.admin_token}`);
+        client.makeUnaryRequest(`/${AdminService.typeName}/UpdateAgent`, (b: Buffer) => b, (b: Buffer) => b, withUnknown, md,
+          (err) => resolve(err ? { code: err.code, details: err.details } : undefined));
+      });
+      expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+      expect(r?.details).toMatch(/unknown field.*15/);
+    } finally {
+      client.close();
+    }
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.name).not.toBe('renamed-by-grpc');
+  });
+});
+
+describe('AdminService UpdateAgent that says nothing', () => {
+  test('error: no name and status AGENT_STATUS_UNSPECIFIED is invalid_argument naming status, over Connect JSON and gRPC', async () => {
+    const agentId = await newAgent();
+    expectInvalid(await connectJson('UpdateAgent', `{"agentId":"${agentId}"}`), /status/);
+    expectInvalid(await connectJson('UpdateAgent', `{"agentId":"${agentId}","status":"AGENT_STATUS_UNSPECIFIED"}`), /status/);
+    const client = grpcChannel(s.url);
+    try {
+      const r = await grpcUnary(client, AdminService, { name: 'UpdateAgent', input: UpdateAgentRequestSchema, output: AdminService.method.updateAgent.output },
+        { agentId, status: AgentStatus.UNSPECIFIED }, s.bootstrap.admin_token);
+      expect(r.ok ? 'ok' : r.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+    } finally {
+      client.close();
+    }
+  });
+});
