@@ -3,10 +3,10 @@ import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admin_pb.js';
-import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import { AgentStatus, PaymentPolicyService, PaymentType, SignRequestSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
-import { setPolicy } from './helpers/payments.js';
+import { listAllTransactions, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
 /**
@@ -156,5 +156,128 @@ describe('AdminService UpdateAgent that says nothing', () => {
     } finally {
       client.close();
     }
+  });
+});
+
+/** POST /api/sign with the bootstrap test key, the body as raw text. */
+function signRaw(rawBody: string, headers: Record<string, string> = {}): Promise<RestResult> {
+  return rest(s.url, 'POST', '/api/sign', { key: s.bootstrap.api_key, rawBody, headers: { 'content-type': 'application/json', connection: 'close', ...headers } });
+}
+
+const eip3009 = (agentId: string, amount: string) => `"agent_id":"${agentId}","type":"eip3009","recipient_address":"${RECIPIENT}","amount_usd":${amount}`;
+
+async function ledger(agentId: string) {
+  return listAllTransactions(admin, s.bootstrap.org_id, agentId);
+}
+
+describe('POST /api/sign body', () => {
+  test('behavior: idempotency_key in the body means what the Idempotency-Key header means: a $0.30 reuse of a $0.20 key is 409 and signs nothing', async () => {
+    const agentId = await newAgent();
+    const first = await signRaw(`{${eip3009(agentId, '0.2')}}`, { 'idempotency-key': 'strict-reuse' });
+    expect(first.status, first.text).toBe(200);
+    const reuse = await signRaw(`{${eip3009(agentId, '0.3')},"idempotency_key":"strict-reuse"}`);
+    expect(reuse.status, reuse.text).toBe(409);
+    expect(reuse.json.code).toBe('idempotency_key_reused');
+    const repeat = await signRaw(`{${eip3009(agentId, '0.2')},"idempotency_key":"strict-reuse"}`);
+    expect(repeat.status, repeat.text).toBe(200);
+    expect(repeat.json.idempotent).toBe(true);
+    expect(repeat.json.signature).toBe(first.json.signature);
+    expect(await ledger(agentId)).toHaveLength(1);
+  });
+
+  test('error: an idempotency_key different from the Idempotency-Key header is 400 and signs nothing', async () => {
+    const agentId = await newAgent();
+    const r = await signRaw(`{${eip3009(agentId, '0.2')},"idempotency_key":"strict-a"}`, { 'idempotency-key': 'strict-b' });
+    expect(r.status, r.text).toBe(400);
+    expect(r.json).toEqual({ error: expect.stringMatching(/idempotency_key/i), code: 'invalid_idempotency_key' });
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: an unknown field is 400 naming it and signs nothing', async () => {
+    const agentId = await newAgent();
+    for (const extra of ['"memo":"x"', '"amountUsd":"5"', '"idempotencyKey":"k"', '"Agent_Id":"x"']) {
+      const r = await signRaw(`{${eip3009(agentId, '0.2')},${extra}}`);
+      expect.soft(r.status, extra).toBe(400);
+      expect(r.json).toEqual({ error: expect.stringContaining(`"${extra.split('"')[1]}"`), code: 'invalid_argument' });
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: a duplicate key, at the top or in the payload, is 400 naming it and signs nothing', async () => {
+    const agentId = await newAgent();
+    const top = await signRaw(`{${eip3009(agentId, '0.2')},"amount_usd":0.9}`);
+    expect(top.status, top.text).toBe(400);
+    expect(top.json).toEqual({ error: expect.stringContaining('"amount_usd"'), code: 'invalid_json' });
+    const nested = await signRaw(`{${eip3009(agentId, '0.2')},"payload":{"valid_for_seconds":60,"valid_for_seconds":600}}`);
+    expect(nested.status, nested.text).toBe(400);
+    expect(nested.json.error).toContain('"payload.valid_for_seconds"');
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: a JSON number amount with more than 6 decimals (or in exponent form) is refused like the same string', async () => {
+    const agentId = await newAgent({ capUsd: '10', thresholdUsd: '1' });
+    for (const amount of ['1.00000000000000001', '"1.00000000000000001"', '0.2000001', '1e-7', '0.1e1', '1E0', '1e400', '-0']) {
+      const r = await signRaw(`{${eip3009(agentId, amount)}}`);
+      expect.soft(r.status, amount).toBe(400);
+      expect.soft(r.json?.error, amount).toMatch(/amount_usd/);
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+    // The same digits within 6 decimals are a payment (trailing zeros are digits like any other).
+    expect((await signRaw(`{${eip3009(agentId, '0.250000')}}`)).status).toBe(200);
+  });
+
+  test('error: payload.max_amount_usd as a JSON number with more than 6 decimals is refused', async () => {
+    const agentId = await newAgent();
+    const r = await signRaw(`{"agent_id":"${agentId}","type":"x402","payload":{"resource_url":"https://example.com/x","max_amount_usd":0.10000000000000001}}`);
+    expect(r.status, r.text).toBe(400);
+    expect(r.json.error).toMatch(/max_amount_usd/);
+  });
+
+  test('error: wrong JSON types are 400 naming the field', async () => {
+    const agentId = await newAgent();
+    for (const [field, bad] of [['chain_id', '"8453"'], ['dry_run', '"true"'], ['payload', '[]'], ['type', '3'], ['amount_usd', 'true'], ['recipient_address', '1']] as const) {
+      const body = `{${eip3009(agentId, '0.2').replace(new RegExp(`"${field}":[^,]*`), '')},"${field}":${bad}}`.replace('{,', '{').replace(',,', ',');
+      const r = await signRaw(body);
+      expect.soft(r.status, field).toBe(400);
+      expect.soft(r.json?.error, field).toMatch(new RegExp(field));
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+});
+
+describe('POST /api/ping and /api/quote bodies', () => {
+  test('error: an unknown field is 400 naming it', async () => {
+    const ping = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: s.bootstrap.agent_id, agnet: 1 } });
+    expect(ping.status).toBe(400);
+    expect(ping.json).toEqual({ error: expect.stringContaining('"agnet"'), code: 'invalid_argument' });
+    const quote = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body: { url: 'https://example.com/x', agent_id: s.bootstrap.agent_id, methd: 'POST' } });
+    expect(quote.status).toBe(400);
+    expect(quote.json).toEqual({ error: expect.stringContaining('"methd"'), code: 'invalid_argument' });
+  });
+});
+
+describe('PaymentPolicyService Sign over gRPC', () => {
+  const signMethod = { name: 'Sign', input: SignRequestSchema, output: PaymentPolicyService.method.sign.output };
+
+  test('error: an idempotency_key field different from the Idempotency-Key header is INVALID_ARGUMENT and signs nothing', async () => {
+    const agentId = await newAgent();
+    const client = grpcChannel(s.url);
+    try {
+      const md = new Metadata();
+      md.set('authorization', `Bearer ${s.bootstrap.api_key}`);
+      md.set('idempotency-key', 'strict-header');
+      const request = create(SignRequestSchema, {
+        agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.2', idempotencyKey: 'strict-field', chainId: 8453,
+      });
+      const r = await new Promise<{ code: number; details: string } | undefined>((resolve) => {
+        client.makeUnaryRequest(`/${PaymentPolicyService.typeName}/${signMethod.name}`, (m: typeof request) => Buffer.from(toBinary(SignRequestSchema, m)), (b: Buffer) => b, request, md,
+          (err) => resolve(err ? { code: err.code, details: err.details } : undefined));
+      });
+      expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+      expect(r?.details).toMatch(/idempotency/i);
+    } finally {
+      client.close();
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
   });
 });

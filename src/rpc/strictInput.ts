@@ -1,5 +1,6 @@
 import type { DescEnum, DescMessage } from '@bufbuild/protobuf';
 import type { Interceptor } from '@connectrpc/connect';
+import { PaymentTypeSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { invalidArgument } from '../domain/errors.js';
 import { JsonDuplicateKeyError, parseJson } from '../http/parseJson.js';
 
@@ -49,6 +50,7 @@ export const strictInputInterceptor: Interceptor = (next) => async (req) => {
 
 const declared = new WeakMap<DescEnum, Set<number>>();
 
+
 function enumRefusal(desc: DescEnum, value: unknown, path: string): string {
   return `${path}: ${JSON.stringify(value)} is not a value of ${desc.typeName} (one of ${desc.values.map((v) => v.name).join(', ')})`;
 }
@@ -57,6 +59,8 @@ function checkEnum(desc: DescEnum, value: unknown, path: string): void {
   let numbers = declared.get(desc);
   if (!numbers) declared.set(desc, (numbers = new Set(desc.values.map((v) => v.number))));
   if (typeof value === 'number' && numbers.has(value)) return;
+  // A payment type the server does not know keeps the code REST answers for it.
+  if (desc.typeName === PaymentTypeSchema.typeName) throw invalidArgument(enumRefusal(desc, value, path), 'unsupported_type');
   throw invalidArgument(enumRefusal(desc, value, path));
 }
 
