@@ -6,6 +6,7 @@ import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admi
 import { AgentStatus, PaymentPolicyService, PaymentType, SignRequestSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { grpcWebFrame } from './helpers/grpcWeb.js';
 import { listAllTransactions, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
 
@@ -42,6 +43,19 @@ async function agentStatusOf(agentId: string): Promise<AgentStatus> {
 function connectJson(method: string, rawBody: string): Promise<RestResult> {
   return rest(s.url, 'POST', `/${AdminService.typeName}/${method}`, {
     rawBody, headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.admin_token}`, connection: 'close' },
+  });
+}
+
+/** One unary gRPC call through @grpc/grpc-js with the request as given bytes (or a message the helper encodes). */
+function grpcRaw(path: string, body: Uint8Array, metadata: Record<string, string>): Promise<{ code: number; details: string } | undefined> {
+  const client = grpcChannel(s.url);
+  const md = new Metadata();
+  for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+  return new Promise<{ code: number; details: string } | undefined>((resolve) => {
+    client.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, Buffer.from(body), md, (err) => {
+      client.close();
+      resolve(err ? { code: err.code, details: err.details } : undefined);
+    });
   });
 }
 
@@ -123,23 +137,29 @@ describe('AdminService over gRPC (binary)', () => {
 
   test('error: a field number the message does not declare is INVALID_ARGUMENT, and nothing changes', async () => {
     const agentId = await newAgent();
-    const client = grpcChannel(s.url);
-    try {
-      const known = toBinary(UpdateAgentRequestSchema, create(UpdateAgentRequestSchema, { agentId, name: 'renamed-by-grpc' }));
-      // Field 15, varint 2: what a client built from a newer or different contract might send.
-      const withUnknown = Buffer.concat([known, Buffer.from([15 << 3, 2])]);
-      const r = await new Promise<{ code: number; details: string } | undefined>((resolve) => {
-        const md = new Metadata();
-        md.set('authorization', `Bearer ${s.bootstrap.admin_token}`);
-        client.makeUnaryRequest(`/${AdminService.typeName}/UpdateAgent`, (b: Buffer) => b, (b: Buffer) => b, withUnknown, md,
-          (err) => resolve(err ? { code: err.code, details: err.details } : undefined));
-      });
-      expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
-      expect(r?.details).toMatch(/unknown field.*15/);
-    } finally {
-      client.close();
-    }
+    const known = toBinary(UpdateAgentRequestSchema, create(UpdateAgentRequestSchema, { agentId, name: 'renamed-by-grpc' }));
+    // Field 15, varint 2: what a client built from a newer or different contract might send.
+    const r = await grpcRaw(`/${AdminService.typeName}/UpdateAgent`, Buffer.concat([known, Buffer.from([15 << 3, 2])]), { authorization: `Bearer ${s.bootstrap.admin_token}` });
+    expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+    expect(r?.details).toMatch(/unknown field.*15/);
     expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.name).not.toBe('renamed-by-grpc');
+  });
+
+  test('error: over gRPC-Web (served by connect-node), an undeclared status number and an unknown field are refused the same way', async () => {
+    const agentId = await newAgent();
+    for (const body of [
+      toBinary(UpdateAgentRequestSchema, create(UpdateAgentRequestSchema, { agentId, status: 99 as AgentStatus })),
+      Buffer.concat([toBinary(UpdateAgentRequestSchema, create(UpdateAgentRequestSchema, { agentId, status: AgentStatus.PAUSED })), Buffer.from([15 << 3, 2])]),
+    ]) {
+      const res = await fetch(`${s.url}/${AdminService.typeName}/UpdateAgent`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/grpc-web+proto', 'x-grpc-web': '1', authorization: `Bearer ${s.bootstrap.admin_token}` },
+        body: grpcWebFrame(body),
+      });
+      const text = new TextDecoder().decode(new Uint8Array(await res.arrayBuffer()));
+      expect(res.headers.get('grpc-status') ?? /grpc-status:\s*(\d+)/.exec(text)?.[1]).toBe(String(GrpcStatus.INVALID_ARGUMENT));
+    }
+    expect(await agentStatusOf(agentId)).toBe(AgentStatus.ACTIVE);
   });
 });
 
@@ -257,27 +277,16 @@ describe('POST /api/ping and /api/quote bodies', () => {
 });
 
 describe('PaymentPolicyService Sign over gRPC', () => {
-  const signMethod = { name: 'Sign', input: SignRequestSchema, output: PaymentPolicyService.method.sign.output };
-
   test('error: an idempotency_key field different from the Idempotency-Key header is INVALID_ARGUMENT and signs nothing', async () => {
     const agentId = await newAgent();
-    const client = grpcChannel(s.url);
-    try {
-      const md = new Metadata();
-      md.set('authorization', `Bearer ${s.bootstrap.api_key}`);
-      md.set('idempotency-key', 'strict-header');
-      const request = create(SignRequestSchema, {
-        agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.2', idempotencyKey: 'strict-field', chainId: 8453,
-      });
-      const r = await new Promise<{ code: number; details: string } | undefined>((resolve) => {
-        client.makeUnaryRequest(`/${PaymentPolicyService.typeName}/${signMethod.name}`, (m: typeof request) => Buffer.from(toBinary(SignRequestSchema, m)), (b: Buffer) => b, request, md,
-          (err) => resolve(err ? { code: err.code, details: err.details } : undefined));
-      });
-      expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
-      expect(r?.details).toMatch(/idempotency/i);
-    } finally {
-      client.close();
-    }
+    const request = create(SignRequestSchema, {
+      agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.2', idempotencyKey: 'strict-field', chainId: 8453,
+    });
+    const r = await grpcRaw(`/${PaymentPolicyService.typeName}/Sign`, toBinary(SignRequestSchema, request), {
+      authorization: `Bearer ${s.bootstrap.api_key}`, 'idempotency-key': 'strict-header',
+    });
+    expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+    expect(r?.details).toMatch(/idempotency/i);
     expect(await ledger(agentId)).toHaveLength(0);
   });
 });
