@@ -261,6 +261,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
       [['org', 'list', 'extra'], 'paypolicy: unexpected argument "extra"; options start with --'],
       [['key', 'create', '--org', 'org_x', '--mode', 'prod'], 'paypolicy: --mode must be one of test, live, got "prod"'],
       [['agent', 'update', '--id', 'agt_x'], 'paypolicy: agent update needs --name or --status'],
+      [['org', 'update', '--id', 'org_x'], 'paypolicy: org update needs --name or --approval-window'],
       [['policy', 'set', '--agent', 'agt_x', '--cap', '1', '--threshold', '1'], "paypolicy: missing required option --allow (use --allow '' to allow nothing)"],
       [['service', 'upsert', '--file', 'x.json', '--slug', 'x'], 'paypolicy: --file cannot be combined with --slug'],
       [['service', 'upsert', '--slug', 'x', '--name', 'X', '--base-url', 'https://x.example'], 'paypolicy: --base-url and --protocol must be given together'],

@@ -163,7 +163,11 @@ describe('AdminService over gRPC (binary)', () => {
   });
 });
 
-describe('AdminService UpdateAgent that says nothing', () => {
+describe('AdminService updates that say nothing', () => {
+  test('error: UpdateOrganization without name or approval window is invalid_argument, over Connect JSON', async () => {
+    expectInvalid(await connectJson('UpdateOrganization', `{"orgId":"${s.bootstrap.org_id}"}`), /approval_window_seconds/);
+  });
+
   test('error: no name and status AGENT_STATUS_UNSPECIFIED is invalid_argument naming status, over Connect JSON and gRPC', async () => {
     const agentId = await newAgent();
     expectInvalid(await connectJson('UpdateAgent', `{"agentId":"${agentId}"}`), /status/);
