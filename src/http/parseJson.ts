@@ -13,6 +13,11 @@
  * Strings are unescaped by JSON.parse itself (one token at a time), so escapes and control
  * characters are judged exactly as before. Nesting deeper than MAX_DEPTH is refused rather than
  * recursed into, so a hostile body cannot exhaust the stack.
+ *
+ * Cost: about 4.5 µs for a 195-byte sign body against JSON.parse's 1.5 to 2 µs (interleaved rounds
+ * in one process, 2-core machine), a few µs on a request whose signing costs hundreds; strings
+ * without escapes are sliced rather than unescaped, and number texts are kept only where
+ * String(number) would not give them back.
  */
 
 /** The text is not a JSON value this parser accepts; `message` says where and why. */
@@ -31,16 +36,20 @@ export class JsonDuplicateKeyError extends Error {
 const MAX_DEPTH = 256;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const STRING_BODY = /(?:[^"\\]|\\.)*"/y;
-const WHITESPACE = /[ \t\n\r]*/y;
+/** A string with no escape and no control character: its text is its value. */
+const PLAIN_STRING = /[^"\\\x00-\x1f]*"/y;
 
 const numberTexts = new WeakMap<object, Map<string, string>>();
 
 /**
- * The source text of the number held at `obj[key]` when `obj` came from parseJson (e.g. "1.50" or
- * "1e-7"); undefined for anything else.
+ * The source text of the number held at `obj[key]` when `obj` came from parseJson: what the client
+ * wrote (e.g. "1.50" or "1e-7"), or String() of the number where that is the same text.
+ * Undefined when `obj[key]` is not a number.
  */
 export function numberText(obj: object, key: string): string | undefined {
-  return numberTexts.get(obj)?.get(key);
+  const v = (obj as Record<string, unknown>)[key];
+  if (typeof v !== 'number') return undefined;
+  return numberTexts.get(obj)?.get(key) ?? String(v);
 }
 
 /** Parses `text` as one JSON value; throws JsonSyntaxError or JsonDuplicateKeyError. */
@@ -51,9 +60,7 @@ export function parseJson(text: string): unknown {
     throw new JsonSyntaxError(pos >= text.length ? `unexpected end of JSON (${what})` : `unexpected character at position ${pos} (${what})`);
   };
   const skip = () => {
-    WHITESPACE.lastIndex = pos;
-    WHITESPACE.exec(text);
-    pos = WHITESPACE.lastIndex;
+    for (let c = text.charCodeAt(pos); c === 32 || c === 10 || c === 13 || c === 9; c = text.charCodeAt(++pos));
   };
   const literal = (word: string, value: unknown) => {
     if (!text.startsWith(word, pos)) fail('expected a value');
@@ -61,6 +68,12 @@ export function parseJson(text: string): unknown {
     return value;
   };
   const string = (): string => {
+    PLAIN_STRING.lastIndex = pos + 1;
+    if (PLAIN_STRING.test(text)) {
+      const value = text.slice(pos + 1, PLAIN_STRING.lastIndex - 1);
+      pos = PLAIN_STRING.lastIndex;
+      return value;
+    }
     STRING_BODY.lastIndex = pos + 1;
     if (!STRING_BODY.test(text)) fail('unterminated string');
     const token = text.slice(pos, STRING_BODY.lastIndex);
@@ -107,8 +120,8 @@ export function parseJson(text: string): unknown {
       skip();
       if (text[pos] !== '"') fail('expected a key');
       const key = string();
-      const keyPath = path === '' ? key : `${path}.${key}`;
-      if (Object.prototype.hasOwnProperty.call(out, key)) throw new JsonDuplicateKeyError(keyPath);
+      const keyPath = () => (path === '' ? key : `${path}.${key}`);
+      if (Object.prototype.hasOwnProperty.call(out, key)) throw new JsonDuplicateKeyError(keyPath());
       skip();
       if (text[pos] !== ':') fail('expected ":"');
       pos++;
@@ -118,9 +131,10 @@ export function parseJson(text: string): unknown {
       if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
         const [n, source] = number();
         v = n;
-        (texts ??= new Map()).set(key, source);
+        // Kept only where the double does not print as written (numberText's caller falls back to String(n)).
+        if (String(n) !== source) (texts ??= new Map()).set(key, source);
       } else {
-        v = value(keyPath, depth);
+        v = value(c === '{' || c === '[' ? keyPath() : path, depth);
       }
       // An own data property, as JSON.parse makes it: `__proto__` stays a key and never becomes the prototype.
       if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });

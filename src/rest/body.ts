@@ -50,7 +50,7 @@ export function parseJsonObject(raw: Buffer, fields?: readonly string[]): Record
  */
 export function usdField(obj: Record<string, unknown>, field: string): unknown {
   const v = obj[field];
-  return typeof v === 'number' ? numberText(obj, field) ?? String(v) : v;
+  return typeof v === 'number' ? numberText(obj, field) : v;
 }
 
 /** Reads an optional string field; a present non-string value is a 400 naming the field. */
