@@ -367,6 +367,18 @@ describe('services registry', () => {
     expect(noToken.status).toBe(403);
   });
 
+  test('error: a key given twice in the import or in the endpoints field is 400 naming it, and nothing is saved', async () => {
+    const r = await upload(owner, multipart({ _csrf: owner.csrf, json: '[{"slug":"dup-import","name":"First","name":"Second"}]' }));
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain('the import has a duplicate key &quot;[0].name&quot;');
+    const form = await dashboardFetch(s.url, owner, '/dashboard/services', {
+      form: { _csrf: owner.csrf, mode: 'new', slug: 'dup-form', name: 'Dup', endpoints: '[{"method":"GET","path":"/a","path":"/b"}]' },
+    });
+    expect(form.status).toBe(400);
+    expect(await form.text()).toContain('endpoints has a duplicate key &quot;[0].path&quot;');
+    expect((await admin.client.listServices({ orgId }, admin.auth)).services.some((x) => x.slug.startsWith('dup-'))).toBe(false);
+  });
+
   test('behavior: add through the form; a new form never overwrites an existing slug; field errors sit by their field', async () => {
     const add = await dashboardFetch(s.url, owner, '/dashboard/services', {
       form: { _csrf: owner.csrf, mode: 'new', slug: 'search', name: 'Search', methods: 'x402 https://search.example/api', endpoints: '' },
