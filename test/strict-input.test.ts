@@ -280,6 +280,16 @@ describe('POST /api/ping and /api/quote bodies', () => {
   });
 });
 
+describe('POST /api/quote wrong types', () => {
+  test('error: a url or agent_id that is not a string is 400 naming it', async () => {
+    for (const [body, field] of [[{ url: 5, agent_id: s.bootstrap.agent_id }, 'url'], [{ url: 'https://example.com/x', agent_id: 5 }, 'agent_id']] as const) {
+      const r = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body });
+      expect(r.status, field).toBe(400);
+      expect(r.json.error, field).toMatch(new RegExp(`^${field} must be a string`));
+    }
+  });
+});
+
 describe('PaymentPolicyService Sign over gRPC', () => {
   test('error: an idempotency_key field different from the Idempotency-Key header is INVALID_ARGUMENT and signs nothing', async () => {
     const agentId = await newAgent();
