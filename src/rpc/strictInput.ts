@@ -18,11 +18,14 @@ import { JsonDuplicateKeyError, parseJson } from '../http/parseJson.js';
  *   enum (proto3 enums are open); the interceptor refuses both, in every message of the request.
  *
  * Both the unary fast path (unaryHandler.ts) and connect-node take RPC_JSON_OPTIONS, and both run
- * strictInputInterceptor, so no RPC escapes either.
+ * strictInputInterceptor, so no RPC escapes either. protobuf-es refuses an undeclared enum name
+ * without naming its field; the fast path (every unary Connect and gRPC call) finds the field with
+ * undeclaredJsonEnum, while connect-node's answer (gRPC-Web with +json) names only the enum type.
  */
 
-/** What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key. */
 const utf8 = new TextDecoder();
+
+/** What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key. */
 const strictTextDecoder = {
   decode(bytes: Uint8Array): string {
     const text = utf8.decode(bytes);
@@ -49,7 +52,6 @@ export const strictInputInterceptor: Interceptor = (next) => async (req) => {
 };
 
 const declared = new WeakMap<DescEnum, Set<number>>();
-
 
 function enumRefusal(desc: DescEnum, value: unknown, path: string): string {
   return `${path}: ${JSON.stringify(value)} is not a value of ${desc.typeName} (one of ${desc.values.map((v) => v.name).join(', ')})`;
