@@ -118,6 +118,16 @@ describe('POST /api/ping body', () => {
     }
   });
 
+  test('error: a huge unknown or repeated key is named cut short, never echoed whole', async () => {
+    const key = 'k'.repeat(30_000);
+    for (const raw of [`{"agent_id":"${s.bootstrap.agent_id}","${key}":1}`, `{"${key}":1,"${key}":2}`]) {
+      const r = await ping({ rawBody: raw, headers: { 'content-type': 'application/json' } });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toContain(`"${'k'.repeat(100)}…"`);
+      expect(r.text.length).toBeLessThan(400);
+    }
+  });
+
   test('error: an unknown field answers 400 invalid_argument naming it', async () => {
     const r = await ping({ body: { agent_id: s.bootstrap.agent_id, agentId: s.bootstrap.agent_id } });
     expectJsonError(r, 400, 'invalid_argument');

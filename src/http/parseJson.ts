@@ -25,11 +25,17 @@ export class JsonSyntaxError extends Error {
   override name = 'JsonSyntaxError';
 }
 
-/** The same key twice in one object; `key` is its path from the root, dotted (`payload.amount`). */
+/**
+ * The same key twice in one object; `key` is its path from the root, dotted (`payload.amount`),
+ * cut to 100 characters so that an error never echoes a huge key back.
+ */
 export class JsonDuplicateKeyError extends Error {
   override name = 'JsonDuplicateKeyError';
-  constructor(readonly key: string) {
+  readonly key: string;
+  constructor(path: string) {
+    const key = path.length > 100 ? `${path.slice(0, 100)}…` : path;
     super(`duplicate key "${key}"`);
+    this.key = key;
   }
 }
 

@@ -37,7 +37,7 @@ export function parseJsonObject(raw: Buffer, fields?: readonly string[]): Record
   }
   if (fields) {
     for (const key of Object.keys(value)) {
-      if (!fields.includes(key)) throw invalidArgument(`Unknown field "${key}" (this endpoint takes ${fields.join(', ')})`);
+      if (!fields.includes(key)) throw invalidArgument(`Unknown field "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" (this endpoint takes ${fields.join(', ')})`);
     }
   }
   return value as Record<string, unknown>;
