@@ -33,6 +33,7 @@ const BOTH_STORES = [
   'test/rpc-wire.test.ts',
   'test/rpc-error-info.test.ts',
   'test/contract.test.ts',
+  'test/strict-input.test.ts',
   'test/transports.test.ts',
   'test/x402-verify.test.ts',
   'test/paywall-sign.e2e.test.ts',

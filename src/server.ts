@@ -23,6 +23,7 @@ import { apiKeyPrincipalKey, requestLoggerKey } from './rpc/context.js';
 import { domainErrorInterceptor } from './rpc/errors.js';
 import { createRoutes, createServices } from './rpc/routes.js';
 import { createUnaryHandler } from './rpc/unaryHandler.js';
+import { RPC_JSON_OPTIONS, strictInputInterceptor } from './rpc/strictInput.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './serverLimits.js';
 import { accessLog } from './logger.js';
 
@@ -123,16 +124,20 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 
   const services = createServices(deps, opts.adminTokenHash);
-  const interceptors = [domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), admissionInterceptor(admission, deps), failStopInterceptor(deps)];
+  // Input is judged before admission and authentication, as a body that does not parse already is.
+  const interceptors = [
+    domainErrorInterceptor, ...(metrics ? [metricsInterceptor(metrics)] : []), strictInputInterceptor, admissionInterceptor(admission, deps), failStopInterceptor(deps),
+  ];
   // Unary gRPC and Connect calls are served by rpc/unaryHandler.ts (same answers, a fraction of
   // the CPU); connect-node serves the rest: gRPC-Web, Connect GET, streaming content types, 404s.
   const unary = createUnaryHandler({
-    services, interceptors, readMaxBytes: MAX_RPC_MESSAGE_BYTES, acceptCompression: RPC_COMPRESSION, compressMinBytes: RPC_COMPRESS_MIN_BYTES,
+    services, interceptors, jsonOptions: RPC_JSON_OPTIONS, readMaxBytes: MAX_RPC_MESSAGE_BYTES, acceptCompression: RPC_COMPRESSION, compressMinBytes: RPC_COMPRESS_MIN_BYTES,
     onFailure: (err, values) => values.get(requestLoggerKey)?.().error({ err }, 'rpc answer failed'),
   });
   const connect = connectNodeAdapter({
     routes: createRoutes(services),
     interceptors,
+    jsonOptions: RPC_JSON_OPTIONS,
     readMaxBytes: MAX_RPC_MESSAGE_BYTES,
     acceptCompression: RPC_COMPRESSION,
     compressMinBytes: RPC_COMPRESS_MIN_BYTES,

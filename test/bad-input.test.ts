@@ -94,15 +94,44 @@ describe('POST /api/ping body', () => {
     }
   });
 
-  test('error: a field named __proto__ does not supply agent_id', async () => {
+  test('error: a field named __proto__ does not supply agent_id: it is an unknown field like any other', async () => {
     const r = await ping({ rawBody: `{"__proto__":{"agent_id":"${s.bootstrap.agent_id}"}}`, headers: { 'content-type': 'application/json' } });
-    expectJsonError(r, 400, 'missing_agent_id');
+    expectJsonError(r, 400, 'invalid_argument');
+    expect(r.json.error).toContain('"__proto__"');
   });
 
-  test('error: deeply nested JSON answers 400, not a stack overflow', async () => {
+  test('error: deeply nested JSON answers 400 invalid_json, not a stack overflow', async () => {
     const depth = 20_000;
     const r = await ping({ rawBody: `{"agent_id":${'['.repeat(depth)}${']'.repeat(depth)}}`, headers: { 'content-type': 'application/json' } });
-    expectJsonError(r, 400, 'missing_agent_id');
+    expectJsonError(r, 400, 'invalid_json');
+  });
+
+  test('error: a key repeated anywhere in the body answers 400 invalid_json naming it', async () => {
+    const agent = s.bootstrap.agent_id;
+    for (const [raw, key] of [
+      [`{"agent_id":"agt_other","agent_id":"${agent}"}`, 'agent_id'],
+      [`{"agent_id":"${agent}","\u0061gent_id":"agt_other"}`, 'agent_id'],
+    ]) {
+      const r = await ping({ rawBody: raw, headers: { 'content-type': 'application/json' } });
+      expectJsonError(r, 400, 'invalid_json');
+      expect(r.json.error).toContain(`"${key}"`);
+    }
+  });
+
+  test('error: a huge unknown or repeated key is named cut short, never echoed whole', async () => {
+    const key = 'k'.repeat(30_000);
+    for (const raw of [`{"agent_id":"${s.bootstrap.agent_id}","${key}":1}`, `{"${key}":1,"${key}":2}`]) {
+      const r = await ping({ rawBody: raw, headers: { 'content-type': 'application/json' } });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toContain(`"${'k'.repeat(100)}…"`);
+      expect(r.text.length).toBeLessThan(400);
+    }
+  });
+
+  test('error: an unknown field answers 400 invalid_argument naming it', async () => {
+    const r = await ping({ body: { agent_id: s.bootstrap.agent_id, agentId: s.bootstrap.agent_id } });
+    expectJsonError(r, 400, 'invalid_argument');
+    expect(r.json.error).toContain('"agentId"');
   });
 
   test('error: a huge agent_id string answers 400 missing_agent_id', async () => {
@@ -392,10 +421,10 @@ describe('Connect JSON and gRPC input', () => {
     expect(await res.json()).toMatchObject({ code: 'invalid_argument' });
   });
 
-  test('behavior: an unknown JSON field is ignored, as on REST', async () => {
+  test('error: an unknown JSON field is invalid_argument naming it, as on REST', async () => {
     const res = await connectPost(JSON.stringify({ agentId: s.bootstrap.agent_id, nope: 1 }));
-    expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ ok: true, agentId: s.bootstrap.agent_id });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining('"nope"') });
   });
 
   test('error: a message over 256 KiB answers resource_exhausted', async () => {

@@ -261,6 +261,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
       [['org', 'list', 'extra'], 'paypolicy: unexpected argument "extra"; options start with --'],
       [['key', 'create', '--org', 'org_x', '--mode', 'prod'], 'paypolicy: --mode must be one of test, live, got "prod"'],
       [['agent', 'update', '--id', 'agt_x'], 'paypolicy: agent update needs --name or --status'],
+      [['org', 'update', '--id', 'org_x'], 'paypolicy: org update needs --name or --approval-window'],
       [['policy', 'set', '--agent', 'agt_x', '--cap', '1', '--threshold', '1'], "paypolicy: missing required option --allow (use --allow '' to allow nothing)"],
       [['service', 'upsert', '--file', 'x.json', '--slug', 'x'], 'paypolicy: --file cannot be combined with --slug'],
       [['service', 'upsert', '--slug', 'x', '--name', 'X', '--base-url', 'https://x.example'], 'paypolicy: --base-url and --protocol must be given together'],
@@ -291,6 +292,28 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('error: service upsert --file with a key given twice exits 2 naming it, and nothing is sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paypolicy-cli-'));
+    try {
+      const file = join(dir, 'record.json');
+      writeFileSync(file, '{"slug":"cli-dup","name":"First","name":"Second"}');
+      const r = await admin('service', 'upsert', '--file', file);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(`paypolicy: ${file} has a duplicate key "name"\n`);
+      expect(await admin('service', 'list')).toMatchObject({ code: 0, stdout: expect.not.stringContaining('cli-dup') });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('error: agent update with a status the CLI does not name exits 2 and changes nothing', async () => {
+    for (const status of ['PAUSED', 'Paused', 'AGENT_STATUS_PAUSED', '2']) {
+      const r = await admin('agent', 'update', '--id', s.bootstrap.agent_id, '--status', status);
+      expect(r, status).toEqual({ code: 2, stdout: '', stderr: `paypolicy: --status must be one of active, paused, revoked, got "${status}"\n` });
+    }
+    expect(await admin('agent', 'get', '--id', s.bootstrap.agent_id)).toMatchObject({ code: 0, stdout: expect.stringMatching(/status\s+active/) });
   });
 
   test('error: invalid_argument from the server exits 1 with its message', async () => {

@@ -110,13 +110,13 @@ describe('POST /api/ping', () => {
     expect(r.headers.get('cache-control')).toBe('no-store');
   });
 
-  test('behavior: ignores unknown body fields', async () => {
+  test('error: an unknown body field is 400 invalid_argument naming it', async () => {
     const r = await rest(s.url, 'POST', '/api/ping', {
       key: s.bootstrap.api_key,
-      body: { agent_id: s.bootstrap.agent_id, extra: { nested: [1, 2] }, status: 'revoked' },
+      body: { agent_id: s.bootstrap.agent_id, extra: { nested: [1, 2] } },
     });
-    expect(r.status).toBe(200);
-    expect(r.json).toEqual({ ok: true, agent_id: s.bootstrap.agent_id, agent_name: 'demo-agent', org_id: s.bootstrap.org_id, status: 'active' });
+    expect(r.status).toBe(400);
+    expect(r.json).toEqual({ error: 'Unknown field "extra" (this endpoint takes agent_id)', code: 'invalid_argument' });
   });
 
   test('behavior: a paused agent may ping and reports status paused', async () => {

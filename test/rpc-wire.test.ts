@@ -259,9 +259,15 @@ describe.each(['h1', 'h2'] as const)('Connect over %s PaymentPolicyService', (t)
     expect(await connectCall(t, M.ping, ping(), connectHeaders({ 'content-type': 'application/proto' }))).toMatchSnapshot();
   });
 
-  test('behavior: charset, the protocol version header and unknown fields are accepted', async () => {
+  test('behavior: charset and the protocol version header are accepted', async () => {
     const headers = connectHeaders({ 'content-type': 'application/json; charset=utf-8', 'connect-protocol-version': '1' });
-    expect(await connectCall(t, M.ping, JSON.stringify({ agentId, whatever: 1 }), headers)).toMatchSnapshot();
+    expect(await connectCall(t, M.ping, JSON.stringify({ agentId }), headers)).toMatchSnapshot();
+  });
+
+  test('error: an unknown field, an undeclared enum name and a duplicate key are invalid_argument naming them', async () => {
+    expect(await connectCall(t, M.ping, JSON.stringify({ agentId, whatever: 1 }), connectHeaders())).toMatchSnapshot();
+    expect(await connectCall(t, M.sign, JSON.stringify({ agentId, type: 'eip3009' }), connectHeaders())).toMatchSnapshot();
+    expect(await connectCall(t, M.ping, `{"agentId":"${agentId}","agentId":"agt_other"}`, connectHeaders())).toMatchSnapshot();
   });
 
   test('behavior: an answer of 1 KiB or more is gzipped when the client accepts gzip', async () => {

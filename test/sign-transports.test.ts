@@ -364,12 +364,20 @@ describe('PaymentPolicyService.Sign over Connect JSON', () => {
     expect(await ledger(agentId)).toHaveLength(1);
   });
 
-  test('behavior: the field wins over the header when both are set', async () => {
+  test('behavior: the field and the header may both be set when they are equal', async () => {
     const agentId = await agentWith();
     const req = { agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.3' };
     const first = await connect.sign({ ...req, idempotencyKey: 'field-key' }, opts());
-    const both = await connect.sign({ ...req, idempotencyKey: 'field-key' }, opts(undefined, { 'idempotency-key': 'header-key' }));
+    const both = await connect.sign({ ...req, idempotencyKey: 'field-key' }, opts(undefined, { 'idempotency-key': 'field-key' }));
     expect(both).toMatchObject({ idempotent: true, transactionId: first.transactionId });
+  });
+
+  test('error: a field and a header that differ are InvalidArgument invalid_idempotency_key', async () => {
+    const agentId = await agentWith();
+    const req = { agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.3' };
+    const err = await connectError(connect.sign({ ...req, idempotencyKey: 'field-key' }, opts(undefined, { 'idempotency-key': 'header-key' })));
+    expect(err.code).toBe(Code.InvalidArgument);
+    expect(err.metadata.get('x-error-code')).toBe('invalid_idempotency_key');
   });
 
   test('behavior: replaying a pending request returns the same approval request', async () => {

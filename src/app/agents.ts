@@ -57,6 +57,9 @@ export async function updateAgent(deps: AppDeps, principal: Principal, input: { 
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const status = input.status;
   if (status !== undefined && !isAgentStatus(status)) throw invalidArgument('status must be one of active, paused, revoked');
+  // An update that says nothing is a request that was not understood (a status the caller's tool
+  // dropped, a form without its field), not a success to report.
+  if (name === undefined && status === undefined) throw invalidArgument('status or name is required: the update would change nothing');
   return deps.uow.write(async (tx) => {
     const agent = await requireAgentAccess(withinWrite(deps, tx), principal, 'manage', input.agentId);
     // Revocation is final: a revoked agent's id may have leaked, so it never comes back.

@@ -56,6 +56,8 @@ export async function updateOrganization(deps: AppDeps, principal: Principal, in
   requirePermission(principal, 'operate');
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
+  // An update that says nothing was not understood (a field the caller's tool dropped), not a success to report.
+  if (name === undefined && window === undefined) throw invalidArgument('name or approval_window_seconds is required: the update would change nothing');
   return deps.uow.write(async (tx) => {
     const org = await requireOrganization(withinWrite(deps, tx), input.orgId);
     await tx.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);

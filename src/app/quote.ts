@@ -28,7 +28,7 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
     throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
   }
   if (input.url === undefined || input.url === null || input.url === '') throw invalidArgument('url is required', 'url_required');
-  if (typeof input.url !== 'string') throw invalidArgument('Invalid URL', 'invalid_url');
+  if (typeof input.url !== 'string') throw invalidArgument('url must be a string', 'invalid_url');
   const method = parseMethod(input.method);
   checkUrl(input.url, deps.probe);
 

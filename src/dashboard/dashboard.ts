@@ -116,6 +116,11 @@ export function createDashboard(deps: AppDeps): Dashboard {
       log.warn({ userId: session.user.id, role: session.user.role, path }, 'dashboard request refused: role lacks permission');
       return refuse(req, res, path, 403, `Your role (${session.user.role}) does not allow this.`, session);
     }
+    const fields = route.fields;
+    const unknownField = fields ? [...form.names()].find((name) => name !== '_csrf' && !fields.includes(name)) : undefined;
+    if (unknownField !== undefined) {
+      return refuse(req, res, path, 400, `Unknown form field "${unknownField.slice(0, 40)}": nothing was changed.`, session);
+    }
 
     const params: Record<string, string> = {};
     for (const [name, raw] of Object.entries(match.params)) {

@@ -23,6 +23,10 @@ export class FormFields {
   has(name: string): boolean {
     return this.fields.has(name);
   }
+  /** The names the form carries, each once. */
+  names(): IterableIterator<string> {
+    return this.fields.keys();
+  }
 }
 
 /** One request as a route handler sees it. `session` is set on every route but the public ones. */
@@ -58,6 +62,11 @@ export type Route = RouteSpec & {
   permission: 'public' | DashboardPermission;
   /** Body format of a POST; multipart only for the registry import. */
   body?: 'form' | 'multipart';
+  /**
+   * The form fields the handler reads (besides `_csrf`). A form with any other is refused with 400
+   * before the handler runs: a misnamed field would otherwise be dropped and the post reported done.
+   */
+  fields?: readonly string[];
   handle: (ctx: RouteContext) => Reply | Promise<Reply>;
 };
 

@@ -63,6 +63,21 @@ export type PaymentRequestInput = {
   idempotencyKey: unknown;
 };
 
+/**
+ * The request's Idempotency-Key, given as a body field (REST `idempotency_key`, SignRequest's
+ * `idempotency_key`) or as the Idempotency-Key header: either alone, or both when they are equal.
+ * Two different keys are refused, since honouring either would charge again a payment the other
+ * names. An empty field or header counts as not given.
+ */
+export function idempotencyKeyOf(field: unknown, header: string | undefined): unknown {
+  const fromField = field === undefined || field === null || field === '' ? undefined : field;
+  const fromHeader = header === '' ? undefined : header;
+  if (fromField !== undefined && fromHeader !== undefined && fromField !== fromHeader) {
+    throw invalidArgument('idempotency_key and the Idempotency-Key header differ', 'invalid_idempotency_key');
+  }
+  return fromField ?? fromHeader;
+}
+
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {

@@ -1,4 +1,5 @@
 import { DomainError, invalidArgument } from '../domain/errors.js';
+import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.js';
 import { BodyTooLargeError, readBody, RequestClosedError, type NodeRequest } from '../http/io.js';
 
 /** REST request bodies larger than this are refused with 413 before they are buffered. */
@@ -16,19 +17,40 @@ export async function readRestBody(req: NodeRequest): Promise<Buffer> {
   }
 }
 
-/** Parses a JSON object body; anything else (empty, invalid JSON, array, scalar) is a 400. */
-export function parseJsonObject(raw: Buffer): Record<string, unknown> {
+/**
+ * Parses a JSON object body; anything else (empty, invalid JSON, array, scalar) is a 400, and so is
+ * a key repeated anywhere in it or, when `fields` is given, a top-level key it does not list: a
+ * request the server would read differently from what the client meant is refused, not guessed at.
+ * Numbers keep their source text (http/parseJson.ts numberText).
+ */
+export function parseJsonObject(raw: Buffer, fields?: readonly string[]): Record<string, unknown> {
   if (raw.length === 0) throw invalidArgument('Request body must be a JSON object', 'invalid_json');
   let value: unknown;
   try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch {
+    value = parseJson(raw.toString('utf8'));
+  } catch (e) {
+    if (e instanceof JsonDuplicateKeyError) throw invalidArgument(`Request body has a duplicate key "${e.key}"`, 'invalid_json');
     throw invalidArgument('Request body is not valid JSON', 'invalid_json');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw invalidArgument('Request body must be a JSON object', 'invalid_json');
   }
+  if (fields) {
+    for (const key of Object.keys(value)) {
+      if (!fields.includes(key)) throw invalidArgument(`Unknown field "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" (this endpoint takes ${fields.join(', ')})`);
+    }
+  }
   return value as Record<string, unknown>;
+}
+
+/**
+ * A USD amount field as the text the client wrote: a JSON number's own source text (so that
+ * 1.00000000000000001 is refused for its digits, as the same string is, instead of being rounded
+ * to 1 by the double), anything else as it is.
+ */
+export function usdField(obj: Record<string, unknown>, field: string): unknown {
+  const v = obj[field];
+  return typeof v === 'number' ? numberText(obj, field) : v;
 }
 
 /** Reads an optional string field; a present non-string value is a 400 naming the field. */

@@ -215,12 +215,18 @@ export const OPENAPI_DOCUMENT = {
         properties: {
           agent_id: str(), type: ref('PaymentType'), chain_id: { type: 'integer', default: 8453 }, recipient_address: address,
           amount_usd: { oneOf: [usdNumber, usdString] }, dry_run: { type: 'boolean' },
+          idempotency_key: {
+            type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$',
+            description: 'The Idempotency-Key header as a body field (as SignRequest carries it over RPC); when both are sent they must be equal, else 400 `invalid_idempotency_key`',
+          },
           payload: {
             type: 'object',
             description: 'Type-specific parameters (README "Sign"); for x402 and mpp: resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
             properties: { resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] } },
           },
         },
+        // Any other top-level field is refused with 400 (the payload stays open).
+        additionalProperties: false,
       },
       SignSigned: object({
         signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: ['string', 'null'], description: 'the on-chain transaction hash once a configured node accepted the raw transaction (README "On-chain submission"); null otherwise' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },

@@ -7,7 +7,7 @@ import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
-import { parseJsonObject, readRestBody } from './body.js';
+import { parseJsonObject, readRestBody, usdField } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import { overloaded, type Gate } from '../admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
@@ -15,7 +15,7 @@ import { getAgentSpend } from '../app/agentSpend.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
-import { jsonNumberToDecimal } from '../domain/money.js';
+import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
@@ -28,11 +28,21 @@ export type RestCall = {
   log: Logger;
 };
 
-type Route = RouteSpec & { handle: (call: RestCall) => RestResponse | Promise<RestResponse> };
+type Route = RouteSpec & {
+  /** The body's top-level fields (POST routes): any other is refused with 400. */
+  fields?: readonly string[];
+  handle: (call: RestCall) => RestResponse | Promise<RestResponse>;
+};
 
-function route(method: Route['method'], path: string, handle: Route['handle']): Route {
-  return { method, path, handle };
+function route(method: Route['method'], path: string, handle: Route['handle'], fields?: readonly string[]): Route {
+  return { method, path, handle, fields };
 }
+
+/**
+ * The body fields of POST /api/sign: the wire protocol's, and `idempotency_key`, the field the RPC
+ * SignRequest carries, which means the same here as the Idempotency-Key header.
+ */
+const SIGN_FIELDS = ['agent_id', 'type', 'chain_id', 'recipient_address', 'amount_usd', 'payload', 'dry_run', 'idempotency_key'] as const;
 
 /** The exact /api/* surface of the wire protocol, mapped onto the same use cases as the RPCs. */
 export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
@@ -42,27 +52,26 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       // A non-string agent_id is as unusable as a missing one: same missing-agent-id answer.
       const agentId = typeof body.agent_id === 'string' ? body.agent_id : '';
       return { status: 200, body: pingJson(await pingAgent(deps, call.principal, agentId)) };
-    }),
+    }, ['agent_id']),
     route('GET', '/api/resolve', async (call) => {
       const slugs = [...call.url.searchParams.getAll('slug'), ...call.url.searchParams.getAll('slugs')];
       return { status: 200, body: resolveJson(await resolveServices(deps, call.principal, slugs)) };
     }),
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();
-      const amount = body.amount_usd;
       const result = await observed(() => signPayment(deps, call.principal, {
         agentId: body.agent_id,
         type: body.type,
         chainId: body.chain_id,
         recipientAddress: body.recipient_address,
-        // JSON numbers become their shortest decimal text, so no float reaches the arithmetic.
-        amountUsd: typeof amount === 'number' && Number.isFinite(amount) ? jsonNumberToDecimal(amount) : amount,
-        payload: body.payload,
+        // JSON numbers as the digits the client sent, so no float reaches the arithmetic.
+        amountUsd: usdField(body, 'amount_usd'),
+        payload: payloadWithUsdText(body.payload),
         dryRun: body.dry_run,
-        idempotencyKey: call.header('idempotency-key'),
+        idempotencyKey: idempotencyKeyOf(body.idempotency_key, call.header('idempotency-key')),
       }), (r) => metrics?.observeSign(body.type, ...signOutcomeOf(r), r.agentId), (err) => metrics?.observeSign(body.type, 'error', errorCodeOf(err)));
       return signJson(result);
-    }),
+    }, SIGN_FIELDS),
     route('POST', '/api/quote', async (call) => {
       const body = await call.body();
       const result = await observed(
@@ -70,7 +79,7 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
         (r) => metrics?.observeProbe(r.offer.rail), (err) => metrics?.observeProbe(errorCodeOf(err)),
       );
       return quoteJson(result);
-    }),
+    }, ['url', 'agent_id', 'method']),
     // Extension beyond the wire protocol: the agent's own remaining budget (README "API").
     route('GET', '/api/agents/{id}/spend', async (call) => ({ status: 200, body: agentSpendJson(await getAgentSpend(deps, call.principal, call.params.id!)) })),
     route('GET', '/api/approvals/{id}/status', async (call) => {
@@ -83,6 +92,13 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       }
     }),
   ];
+}
+
+/** The sign payload with its USD ceiling (`max_amount_usd`) as the text the client wrote; the rest of the open payload as sent. */
+function payloadWithUsdText(payload: unknown): unknown {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return payload;
+  const p = payload as Record<string, unknown>;
+  return typeof p.max_amount_usd === 'number' ? { ...p, max_amount_usd: usdField(p, 'max_amount_usd') } : p;
 }
 
 /** Runs `work`, reporting its result or its error (which it rethrows) to the metrics. */
@@ -187,7 +203,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
             get log() {
               return requestLog();
             },
-            body: async () => parseJsonObject(raw),
+            body: async () => parseJsonObject(raw, chosen.fields),
             header: (name) => requestHeader(req, name),
           });
         }

@@ -8,6 +8,7 @@ import type { ApiKeyPrincipal } from '../domain/types.js';
 import { approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
 import { paymentType } from '../contract/enums.js';
 import { invalidArgument } from '../domain/errors.js';
+import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
@@ -37,7 +38,7 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
         amountUsd: req.amountUsd === '' ? undefined : req.amountUsd,
         payload,
         dryRun: req.dryRun,
-        idempotencyKey: req.idempotencyKey || (ctx.requestHeader.get('idempotency-key') ?? undefined),
+        idempotencyKey: idempotencyKeyOf(req.idempotencyKey, ctx.requestHeader.get('idempotency-key') ?? undefined),
       });
       return signResultToProto(result);
     },

@@ -15,6 +15,7 @@ import {
 } from '@connectrpc/connect/protocol-grpc';
 import type { Http2ServerRequest } from 'node:http2';
 import type { NodeRequest, NodeResponse } from '../http/io.js';
+import { undeclaredJsonEnum } from './strictInput.js';
 
 /**
  * Unary RPCs over gRPC and Connect (the JSON or protobuf POST), answered straight from the Node
@@ -44,6 +45,8 @@ export type UnaryHandlerOptions = {
   services: readonly ServiceRegistration[];
   /** Applied like connect's: the first is the outermost. */
   interceptors: readonly Interceptor[];
+  /** How JSON request messages are read (connect-node's adapter takes the same). */
+  jsonOptions: object;
   /** Largest message accepted, before and after decompression. */
   readMaxBytes: number;
   /** The request and response compressions offered (connect-node's default: gzip, br). */
@@ -78,7 +81,7 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
       if (m.methodKind !== 'unary') continue;
       const implSpec = spec.methods[m.localName] as unknown as { impl: Method['impl'] };
       methods.set(`/${service.typeName}/${m.name}`, {
-        method: m as DescMethodUnary, service, impl: implSpec.impl, serialization: createMethodSerializationLookup(m, undefined, undefined, limits),
+        method: m as DescMethodUnary, service, impl: implSpec.impl, serialization: createMethodSerializationLookup(m, undefined, opts.jsonOptions, limits),
       });
     }
   }
@@ -115,7 +118,7 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
     try {
       if (compression.error) throw compression.error;
       if (timeout.error) throw timeout.error;
-      const input = await readGrpcMessage(req, asInput(m.serialization.getI(binary)), compression.request, opts.readMaxBytes);
+      const input = await readGrpcMessage(req, asInput(m.serialization.getI(binary), m.method.input, binary), compression.request, opts.readMaxBytes);
       const output = await invoke(m, ctx, input);
       const frame = await envelopeCompress({ flags: 0, data: m.serialization.getO(binary).serialize(output) }, compression.response, opts.compressMinBytes);
       body = encodeEnvelope(frame.flags, frame.data);
@@ -145,7 +148,7 @@ export function createUnaryHandler(opts: UnaryHandlerOptions): UnaryHandler {
       if (timeout.error) throw timeout.error;
       let bytes = await readConnectBody(req, opts.readMaxBytes, header.get('content-length'));
       if (compression.request) bytes = await decompressInput(compression.request, bytes, opts.readMaxBytes);
-      const output = await invoke(m, ctx, asInput(m.serialization.getI(binary)).parse(bytes));
+      const output = await invoke(m, ctx, asInput(m.serialization.getI(binary), m.method.input, binary).parse(bytes));
       body = m.serialization.getO(binary).serialize(output);
       ctx.abort();
     } catch (e) {
@@ -202,18 +205,21 @@ function notTheInput(e: unknown): ConnectError {
   return new ConnectError(`invalid request message: ${reason}`, Code.InvalidArgument);
 }
 
-function asInput<T extends Message>(serialization: Serialization<T>): Serialization<T> {
+function asInput<T extends Message>(serialization: Serialization<T>, desc: DescMessage, binary: boolean): Serialization<T> {
   return {
     serialize: (value) => serialization.serialize(value),
     parse(bytes) {
       try {
         return serialization.parse(bytes);
       } catch (e) {
-        throw notTheInput(e);
+        const field = binary ? undefined : undeclaredJsonEnum(desc, utf8.decode(bytes));
+        throw field === undefined ? notTheInput(e) : new ConnectError(`invalid request message: ${field}`, Code.InvalidArgument);
       }
     },
   };
 }
+
+const utf8 = new TextDecoder();
 
 async function decompressInput(compression: Compression, bytes: Uint8Array, readMaxBytes: number): Promise<Uint8Array> {
   try {

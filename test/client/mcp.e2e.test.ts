@@ -118,6 +118,19 @@ describe('paypolicy-client mcp', () => {
     expect(byName.sign_payment).toMatchObject({ required: ['type'], properties: { type: { enum: ['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp'] } } });
     expect(byName.approval_status).toMatchObject({ required: ['approval_request_id'], properties: { approval_request_id: { format: 'uuid' } } });
     expect(byName.resolve_services).toMatchObject({ required: ['slugs'], properties: { slugs: { type: 'array', minItems: 1, maxItems: 100 } } });
+    for (const t of tools) expect(t.inputSchema, t.name).toMatchObject({ additionalProperties: false });
+  });
+
+  test('error: an argument a tool does not take is a tool error naming it', async () => {
+    for (const [name, args] of [
+      ['quote_url', { url: 'https://example.com/x', methd: 'POST' }],
+      ['sign_payment', { type: 'eip3009', recipient_address: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', amount_usd: '0.01', idempotencyKey: 'k' }],
+      ['spend_status', { agent: 'other' }],
+    ] as const) {
+      const r = await call(name, args);
+      expect(r.isError, name).toBe(true);
+      expect(String(r.body), name).toMatch(new RegExp(`validation[\\s\\S]*${Object.keys(args).at(-1)}`, 'i'));
+    }
   });
 
   test('behavior: spend_status, resolve_services and quote_url', async () => {

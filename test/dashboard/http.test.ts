@@ -228,6 +228,40 @@ describe('roles', () => {
   });
 });
 
+describe('forms that are not understood', () => {
+  const statusOf = async (id: string) => agentStatusCodec.fromProto((await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.status);
+
+  test('error: an unknown form field is 400 naming it, and nothing changes', async () => {
+    const id = await createAgent(admin, orgId, 'strict-form-1');
+    const r = await dashboardFetch(s.url, owner, `/dashboard/agents/${id}/status`, { form: { _csrf: owner.csrf, status: 'paused', stauts: 'paused' } });
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain('Unknown form field &quot;stauts&quot;');
+    expect(await statusOf(id)).toBe('active');
+    const keys = await dashboardFetch(s.url, owner, '/dashboard/keys', { form: { _csrf: owner.csrf, label: 'strict', mode: 'test', scope: 'all' } });
+    expect(keys.status).toBe(400);
+  });
+
+  test('error: an agent status the select does not offer, or none, changes nothing and says so', async () => {
+    const id = await createAgent(admin, orgId, 'strict-form-2');
+    for (const form of [{ status: 'PAUSED' }, { status: 'bogus' }, { status: '2' }, {}] as Record<string, string>[]) {
+      const r = await dashboardFetch(s.url, owner, `/dashboard/agents/${id}/status`, { form: { _csrf: owner.csrf, ...form } });
+      expect([r.status, r.headers.get('location')], JSON.stringify(form)).toEqual([303, `/dashboard/agents/${id}`]);
+      const page = await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text();
+      expect(page, JSON.stringify(form)).toMatch(/status must be one of active, paused, revoked|status or name is required/);
+      expect(page, JSON.stringify(form)).not.toMatch(/Agent strict-form-2 (resumed|paused|revoked)/);
+    }
+    expect(await statusOf(id)).toBe('active');
+  });
+
+  test('error: a dashboard user\'s disabled flag other than true or false changes nothing', async () => {
+    const userId = (await createUser(admin, orgId, 'strict-form@example.com', 'viewer', PASSWORD)).id;
+    await admin.client.updateDashboardUser({ userId, disabled: true }, admin.auth);
+    const r = await dashboardFetch(s.url, owner, `/dashboard/users/${userId}/status`, { form: { _csrf: owner.csrf, disabled: 'no' } });
+    expect(r.status).toBe(303);
+    expect((await admin.client.listDashboardUsers({ orgId }, admin.auth)).users.find((u) => u.id === userId)!.disabled).toBe(true);
+  });
+});
+
 describe('organization boundary', () => {
   test('error: another organization\'s agents, keys and approvals are not found', async () => {
     expect((await dashboardFetch(s.url, owner, `/dashboard/agents/${other.agentId}`)).status).toBe(404);
@@ -331,6 +365,18 @@ describe('services registry', () => {
     expect((await admin.client.listServices({ orgId }, admin.auth)).services.some((x) => x.slug === 'fine-one')).toBe(false);
     const noToken = await upload(owner, multipart({ json: JSON.stringify([{ slug: 'x', name: 'X' }]) }));
     expect(noToken.status).toBe(403);
+  });
+
+  test('error: a key given twice in the import or in the endpoints field is 400 naming it, and nothing is saved', async () => {
+    const r = await upload(owner, multipart({ _csrf: owner.csrf, json: '[{"slug":"dup-import","name":"First","name":"Second"}]' }));
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain('the import has a duplicate key &quot;[0].name&quot;');
+    const form = await dashboardFetch(s.url, owner, '/dashboard/services', {
+      form: { _csrf: owner.csrf, mode: 'new', slug: 'dup-form', name: 'Dup', endpoints: '[{"method":"GET","path":"/a","path":"/b"}]' },
+    });
+    expect(form.status).toBe(400);
+    expect(await form.text()).toContain('endpoints has a duplicate key &quot;[0].path&quot;');
+    expect((await admin.client.listServices({ orgId }, admin.auth)).services.some((x) => x.slug.startsWith('dup-'))).toBe(false);
   });
 
   test('behavior: add through the form; a new form never overwrites an existing slug; field errors sit by their field', async () => {

@@ -9,6 +9,7 @@ import { commandOutput, type Command } from '../command.js';
 import type { Flags } from '../parseFlags.js';
 import { allPages } from './pages.js';
 import { APPROVAL_WINDOW_SECONDS } from '../../app/organizations.js';
+import { UsageError } from '../errors.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
 
@@ -55,6 +56,7 @@ export const organizationCommands: Command[] = [
         name: flags.get('--name'),
         approvalWindowSeconds: approvalWindow(flags),
       };
+      if (request.name === undefined && request.approvalWindowSeconds === undefined) throw new UsageError('org update needs --name or --approval-window');
       return async (client) => {
         const r = await client.updateOrganization(request);
         return commandOutput(UpdateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'updated');

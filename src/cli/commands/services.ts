@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
 import {
   DeleteServiceResponseSchema,
   ListServicesResponseSchema,
@@ -24,8 +25,9 @@ function recordFromFile(path: string): ServiceRecordInit {
   }
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = parseJson(text);
   } catch (err) {
+    if (err instanceof JsonDuplicateKeyError) throw new UsageError(`${path} has a duplicate key "${err.key}"`);
     throw new UsageError(`${path} is not valid JSON: ${(err as Error).message}`);
   }
   return serviceRecordFromJson(json, path);

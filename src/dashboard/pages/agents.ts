@@ -163,6 +163,7 @@ export const agentRoutes: Route[] = [
     path: '/dashboard/agents',
     permission: 'manage',
     body: 'form',
+    fields: ['name'],
     async handle(ctx) {
       const name = ctx.form.get('name');
       try {
@@ -186,6 +187,7 @@ export const agentRoutes: Route[] = [
     path: '/dashboard/agents/{id}/status',
     permission: 'manage',
     body: 'form',
+    fields: ['status', 'back'],
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const back = ctx.form.get('back') === 'list' ? '/dashboard/agents' : `/dashboard/agents/${agent.id}`;
@@ -205,6 +207,7 @@ export const agentRoutes: Route[] = [
     path: '/dashboard/agents/{id}/policy',
     permission: 'manage',
     body: 'form',
+    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_wei'],
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const values = {

@@ -52,6 +52,7 @@ export const apiKeyRoutes: Route[] = [
     path: '/dashboard/keys',
     permission: 'manage',
     body: 'form',
+    fields: ['label', 'mode'],
     async handle(ctx) {
       const label = ctx.form.get('label');
       const mode = ctx.form.get('mode');

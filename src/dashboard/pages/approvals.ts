@@ -156,6 +156,7 @@ export const approvalRoutes: Route[] = [
     path: '/dashboard/approvals/{id}/decide',
     permission: 'decide',
     body: 'form',
+    fields: ['decision', 'note'],
     async handle(ctx) {
       const { deps, form } = ctx;
       // The decision is the value of the button pressed, given exactly once. Anything else (no

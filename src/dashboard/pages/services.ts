@@ -1,4 +1,5 @@
 import { roleAllows } from '../../app/dashboardRoles.js';
+import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
 import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
 import { importServices } from '../../app/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
@@ -90,8 +91,9 @@ function parseEndpoints(text: string): ServiceRecord['endpoints'] {
   if (text.trim() === '') return [];
   let value: unknown;
   try {
-    value = JSON.parse(text);
-  } catch {
+    value = parseJson(text);
+  } catch (e) {
+    if (e instanceof JsonDuplicateKeyError) throw invalidArgument(`endpoints has a duplicate key "${e.key}"`);
     throw invalidArgument('endpoints must be a JSON array of endpoint objects');
   }
   if (!Array.isArray(value)) throw invalidArgument('endpoints must be a JSON array of endpoint objects');
@@ -215,6 +217,7 @@ export const serviceRoutes: Route[] = [
     path: '/dashboard/services',
     permission: 'manage',
     body: 'form',
+    fields: ['slug', 'name', 'description', 'category', 'logoUrl', 'docsUrl', 'methods', 'endpoints', 'mode'],
     async handle(ctx) {
       const v = readServiceForm(ctx);
       const mode = ctx.form.get('mode') === 'edit' ? 'edit' : 'new';
@@ -255,14 +258,16 @@ export const serviceRoutes: Route[] = [
     path: '/dashboard/services/import',
     permission: 'manage',
     body: 'multipart',
+    fields: ['json'],
     async handle(ctx) {
       const { text, pasted } = importText(ctx);
       try {
         if (text.trim() === '') throw invalidArgument('choose a JSON file or paste JSON');
         let value: unknown;
         try {
-          value = JSON.parse(text);
-        } catch {
+          value = parseJson(text);
+        } catch (e) {
+          if (e instanceof JsonDuplicateKeyError) throw invalidArgument(`the import has a duplicate key "${e.key}"`);
           throw invalidArgument('the import is not valid JSON');
         }
         const list = Array.isArray(value) ? value : [value];

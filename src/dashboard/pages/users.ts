@@ -80,8 +80,14 @@ export const userRoutes: Route[] = [
     path: '/dashboard/users/{id}/status',
     permission: 'manage',
     body: 'form',
+    fields: ['disabled'],
     async handle(ctx) {
-      const disabled = ctx.form.get('disabled') === 'true';
+      const value = ctx.form.get('disabled');
+      // Only the two values the page's buttons send: anything else would enable the user unasked.
+      if (value !== 'true' && value !== 'false') {
+        return { type: 'redirect', to: '/dashboard/users', flash: { kind: 'error', text: 'Nothing was changed: disabled must be true or false.' } };
+      }
+      const disabled = value === 'true';
       try {
         const user = await updateDashboardUser(ctx.deps, ctx.principal, { userId: ctx.params.id!, disabled });
         return { type: 'redirect', to: '/dashboard/users', flash: { kind: 'ok', text: `${user.email} ${user.disabled ? 'disabled and signed out' : 'enabled'}.` } };
@@ -114,6 +120,7 @@ export const userRoutes: Route[] = [
     path: '/dashboard/users/{id}/password',
     permission: 'manage',
     body: 'form',
+    fields: ['password'],
     async handle(ctx) {
       const user = await managedUser(ctx);
       try {

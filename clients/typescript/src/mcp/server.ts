@@ -115,10 +115,10 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       'Ask what a paywalled (HTTP 402, x402 or MPP) URL costs and whether this agent\'s payment policy would allow it, without paying or signing anything. '
       + 'Returns status ("allowed", "pending_approval": a human would have to approve, "denied": the policy refuses, with reason), amount_usd, rail, recipient, and within_limit (whether it fits the per-call ceiling). '
       + 'Use before pay_and_fetch when the price matters.',
-    inputSchema: {
+    inputSchema: z.object({
       url: z.string().url().describe('The full https URL of the paid resource.'),
       method: z.enum(['GET', 'POST']).optional().describe('HTTP method the resource is requested with (default GET).'),
-    },
+    }).strict(),
     annotations: { readOnlyHint: true, openWorldHint: true },
   }, ({ url, method }, { signal }) => guarded(async () => {
     const q = await client.quote({ url, agent_id: agentId, ...(method ? { method } : {}) }, { signal });
@@ -133,7 +133,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       + 'outcome "pending_approval" with approval_request_id and idempotency_key; call approval_status, and once approved call pay_and_fetch again with the same url and idempotency_key. '
       + 'Returns the HTTP status, content_type, the body as text (cut to max_body_chars; truncated says so; non-text bodies are omitted), and payment (amount, transaction_id, receipt) or null when nothing was paid. '
       + 'A policy denial is an error with the reason: do not retry it with a new key.',
-    inputSchema: {
+    inputSchema: z.object({
       url: z.string().url().describe('The full https URL to fetch.'),
       method: z.enum(['GET', 'POST']).optional().describe('HTTP method (default GET).'),
       headers: z.record(z.string(), z.string()).optional().describe('Extra request headers, e.g. {"accept": "application/json"}.'),
@@ -142,7 +142,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       idempotency_key: idempotencyKey,
       wait_seconds: waitSeconds,
       max_body_chars: z.number().int().min(1).max(MAX_BODY_CHARS).optional().describe(`Longest body text returned (default ${DEFAULT_BODY_CHARS}).`),
-    },
+    }).strict(),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   }, (args, { signal }) => guarded(async () => {
     const wait = args.wait_seconds ?? 0;
@@ -181,7 +181,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       + 'x402 and mpp sign for a paywalled resource_url (recipient and amount come from its live challenge) and return payment_header, the header to send to that URL. '
       + 'Amounts above the per-call ceiling are refused before signing. Outcome "signed", or "pending_approval" (a human must approve; call approval_status, then sign_payment again with the same arguments and idempotency_key). '
       + 'A policy denial is an error with the reason.',
-    inputSchema: {
+    inputSchema: z.object({
       type: z.enum(['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp']).describe('What to sign.'),
       recipient_address: z.string().regex(/^0x[0-9a-fA-F]{40}$/).optional().describe('0x recipient (direct types only).'),
       amount_usd: z.string().regex(/^\d+(\.\d{1,6})?$/).optional().describe('USD amount as a decimal string, e.g. "0.25" (direct types only).'),
@@ -191,7 +191,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
       max_amount_usd: maxAmount,
       idempotency_key: idempotencyKey,
       wait_seconds: waitSeconds,
-    },
+    }).strict(),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   }, (args, { signal }) => guarded(async () => {
     const limit = limitFor(args.max_amount_usd);
@@ -225,7 +225,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     description:
       'Status of a payment waiting for a human: "pending", "approved" (collect it by repeating the original call with its idempotency_key), "denied" or "expired". '
       + 'Also decided_at, expires_at and transaction_id.',
-    inputSchema: { approval_request_id: z.string().uuid().describe('The approval_request_id from a pending_approval result.') },
+    inputSchema: z.object({ approval_request_id: z.string().uuid().describe('The approval_request_id from a pending_approval result.') }).strict(),
     annotations: { readOnlyHint: true, openWorldHint: false },
   }, ({ approval_request_id }, { signal }) => guarded(async () => ok(await client.approvalStatus(approval_request_id, { signal }))));
 
@@ -234,7 +234,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     description:
       'Look up paid services in the paypolicy registry by slug (e.g. "weather"): name, description, base URLs per payment rail, endpoints and prices. '
       + 'Unknown slugs map to null. An allowlisted slug lets this agent pay URLs under that service\'s registered base URLs.',
-    inputSchema: { slugs: z.array(z.string().min(1).max(200)).min(1).max(100).describe('Service slugs to look up.') },
+    inputSchema: z.object({ slugs: z.array(z.string().min(1).max(200)).min(1).max(100).describe('Service slugs to look up.') }).strict(),
     annotations: { readOnlyHint: true, openWorldHint: false },
   }, ({ slugs }, { signal }) => guarded(async () => ok(await client.resolve(slugs, { signal }))));
 
@@ -243,7 +243,7 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     description:
       'What this agent may still spend: spend_cap_usd per rolling window_hours, committed_usd already used (signed and pending payments), remaining_usd, '
       + 'and approval_threshold_usd (payments above it need a human). Also the per-call ceiling of these tools. A snapshot: the policy decides again at signing.',
-    inputSchema: {},
+    inputSchema: z.object({}).strict(),
     annotations: { readOnlyHint: true, openWorldHint: false },
   }, (_args, { signal }) => guarded(async () => ok({ ...(await client.spendStatus(agentId, { signal })), max_amount_per_call_usd: formatMicros(ceiling) })));
 
