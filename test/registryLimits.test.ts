@@ -4,11 +4,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
 import { MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_RECORDS } from '../src/app/registry.js';
 import { importServices } from '../src/app/serviceImport.js';
-import { OPERATOR, type ServiceRecord } from '../src/domain/types.js';
+import { OPERATOR } from '../src/domain/types.js';
 import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from './dashboard/helpers.js';
 import { adminFor, createTenant, type Admin, type Tenant } from './helpers/admin.js';
 import { runCli } from './helpers/cli.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { serviceRecord } from './helpers/registry.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
@@ -21,12 +22,7 @@ const PASSWORD = 'correct horse battery staple';
 const RECORDS_LIMIT = new RegExp(`at most ${MAX_PRIVATE_RECORDS} private registry records \\(this change would make ${MAX_PRIVATE_RECORDS + 1}\\)`);
 const BASE_URLS_LIMIT = new RegExp(`at most ${MAX_PRIVATE_BASE_URLS} base URLs together \\(this change would make ${MAX_PRIVATE_BASE_URLS + 1}\\)`);
 
-function record(slug: string, baseUrls: number): ServiceRecord {
-  return {
-    id: '', slug, name: slug, description: '', category: '', logoUrl: '', docsUrl: '', endpoints: [],
-    paymentMethods: Array.from({ length: baseUrls }, (_, j) => ({ realm: '', baseUrl: `https://${slug}-${j}.example/v1`, protocol: 'x402' })),
-  };
-}
+const record = (slug: string, baseUrls: number) => serviceRecord(slug, Array.from({ length: baseUrls }, (_, j) => `https://${slug}-${j}.example/v1`));
 
 let s: TestServer;
 let admin: Admin;
