@@ -1,7 +1,6 @@
 import type { Db } from './db.js';
 import { indexRegistry, joinRegistryIndexes, type RegistryIndex } from '../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord } from '../domain/types.js';
-import type { SharedCache } from './agents.js';
 
 type ServiceRow = {
   id: string; org_id: string | null; slug: string; name: string; description: string; category: string; logo_url: string;
@@ -21,6 +20,22 @@ const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_u
 
 /** One scope's records (the shared ones, or one organization's own), by slug, and their index. */
 export type RegistryScopeCache = { list: RegisteredService[]; index: RegistryIndex };
+
+/**
+ * The registry cache the writer connection's store and the reader's share (store.ts). A scope's
+ * entry may be filled while the writer has a transaction open, as long as that transaction has
+ * not changed the scope (`dirty`): its committed rows are then what every connection reads. Only
+ * a reader inside a transaction of its own (an older snapshot) never fills it.
+ */
+export type RegistryCache = {
+  scopes: Map<string, RegistryScopeCache>;
+  /** Scopes changed since the writer last had no transaction open. */
+  dirty: Set<string>;
+  /** Whether the writer connection has a transaction open. */
+  writing: () => boolean;
+  /** Whether this connection reads inside a transaction of its own (the reader's snapshot). */
+  inSnapshot: () => boolean;
+};
 
 /** Records and base URLs (payment methods with a base URL) of one organization's own records, for its limits. */
 export type RegistryUsage = { records: number; baseUrls: number };
@@ -43,10 +58,11 @@ export function registryScope(list: RegisteredService[]): RegistryScopeCache {
  * changes, and only that one: one organization's registry changes never make another's
  * attribution rebuild anything but the shared index.
  */
-export function createServiceStore(db: Db, sharedCache?: SharedCache<RegistryScopeCache>) {
-  // Shared with the reader connection's instance (store.ts; agents.ts SharedCache): key '' holds
-  // the shared records, an organization's id its own.
-  const scopes = sharedCache?.records ?? new Map<string, RegistryScopeCache>();
+export function createServiceStore(db: Db, shared?: RegistryCache) {
+  // Shared with the reader connection's instance (store.ts): key '' holds the shared records, an
+  // organization's id its own.
+  const cache: RegistryCache = shared ?? { scopes: new Map(), dirty: new Set(), writing: () => db.inTransaction, inSnapshot: () => false };
+  const { scopes, dirty } = cache;
   const SHARED = '';
   const insert = db.prepare(`INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE services SET name = ?, description = ?, category = ?, logo_url = ?, docs_url = ?,
@@ -60,9 +76,21 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegistrySco
   const removePrivate = db.prepare('DELETE FROM services WHERE org_id = ? AND slug = ?');
   const usage = db.prepare(USAGE_SQL);
 
-  const dropCache = (orgId: string | null) => scopes.delete(orgId ?? SHARED);
-  // Inside a transaction the rows may still be rolled back: only committed state is cached.
-  const cacheable = sharedCache?.cacheable ?? (() => !db.inTransaction);
+  const dropCache = (orgId: string | null) => {
+    dirty.add(orgId ?? SHARED);
+    scopes.delete(orgId ?? SHARED);
+  };
+  // Only committed state is cached: rows a transaction changed may still be rolled back. A scope
+  // the open write left alone reads as committed, so a deciding write (or a probe meanwhile) fills
+  // it, and a change's rebuild happens once, not in every write until the queue is idle.
+  const cacheable = (key: string): boolean => {
+    if (cache.inSnapshot()) return false;
+    if (!cache.writing()) {
+      dirty.clear();
+      return true;
+    }
+    return !dirty.has(key);
+  };
   const read = (orgId: string | null, slug: string) =>
     (orgId === null ? sharedBySlug.get(slug) : privateBySlug.get(orgId, slug)) as ServiceRow | undefined;
   const scope = (orgId: string | null): RegistryScopeCache => {
@@ -70,7 +98,7 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegistrySco
     const hit = scopes.get(key);
     if (hit) return hit;
     const entry = registryScope(((orgId === null ? allShared.all() : allPrivate.all(orgId)) as ServiceRow[]).map(toService));
-    if (cacheable()) scopes.set(key, entry);
+    if (cacheable(key)) scopes.set(key, entry);
     return entry;
   };
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
 import { attributeResource } from '../../src/domain/attribution.js';
 import type { StoreTables } from '../../src/store/asyncStore.js';
@@ -22,7 +23,8 @@ const URL_PAID = 'https://svc.example/v1/paid';
 function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'paypolicy-registry-index-'));
   dirs.push(dir);
-  const store = openStore(join(dir, 'paypolicy.db'), { capRows: false });
+  const file = join(dir, 'paypolicy.db');
+  const store = openStore(file, { capRows: false });
   for (const id of ['org_a', 'org_b']) {
     store.db.prepare('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, 3600, 0)').run(id, id);
   }
@@ -30,7 +32,7 @@ function setup() {
     const a = attributeResource(await tables.services.visibleIndex(orgId), [URL_PAID], 'x402', null, []);
     return a.attributed ? a.slug : null;
   };
-  return { store, slugOn };
+  return { store, file, slugOn };
 }
 
 describe('the registry index cache (SQLite)', () => {
@@ -63,6 +65,27 @@ describe('the registry index cache (SQLite)', () => {
       });
       await expect(refused).rejects.toThrow('roll back');
       expect(await slugOn(store.app, 'org_a')).toBe(null);
+      expect(await store.writes.run((tx) => slugOn(tx, 'org_a'))).toBe(null);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('behavior: a scope the open write has not changed is cached when read meanwhile; the one it changed is not', async () => {
+    const { store, file, slugOn } = setup();
+    try {
+      await store.writes.run(async (tx) => {
+        await tx.services.upsert(serviceRecord('b-own', ['https://svc.example/v1']), 'org_b', 5);
+        expect([await slugOn(store.app, 'org_a'), await slugOn(store.app, 'org_b')]).toEqual([null, null]);
+        expect([await slugOn(tx, 'org_a'), await slugOn(tx, 'org_b')]).toEqual([null, 'b-own']);
+      });
+      // Out of contract (README, Durability): another connection writes behind the store's back.
+      // Attribution still answers organization A's cached scope, which shows it did not read the rows.
+      const other = new Database(file);
+      other.prepare(`INSERT INTO services (id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints, created_at, updated_at)
+        VALUES ('behind', 'org_a', 'behind', 'behind', '', '', '', '', ?, '[]', 0, 0)`).run(JSON.stringify(serviceRecord('behind', ['https://svc.example/v1']).paymentMethods));
+      other.close();
+      expect([await slugOn(store.app, 'org_a'), await slugOn(store.app, 'org_b')]).toEqual([null, 'b-own']);
       expect(await store.writes.run((tx) => slugOn(tx, 'org_a'))).toBe(null);
     } finally {
       await store.close();
