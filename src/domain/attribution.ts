@@ -106,8 +106,8 @@ function strayNote(service: ServiceRecord, rail: 'x402' | 'mpp', hops: readonly 
  * URLs for the rail too, so an open redirect under a registered base URL cannot lend the service's
  * name to another paywall. `allowlistSlugs` only shapes the note that explains why an allowlisted
  * service did not cover this payment. `registry` is the list in registry order or its index
- * (indexRegistry.ts): only services with a base URL on the answering URL's origin, and those the
- * allowlist names, are examined, so the cost does not grow with the registry.
+ * (indexRegistry.ts): only services with a base URL the answering URL could lie under, and those
+ * the allowlist names, are examined, so the cost does not grow with the registry.
  */
 export function attributeResource(
   registry: readonly ServiceRecord[] | RegistryIndex,
@@ -118,13 +118,14 @@ export function attributeResource(
 ): Attribution {
   const parsed = chain.map(parse);
   if (parsed.length === 0 || parsed.some((hop) => hop === null)) return { attributed: false, note: null };
-  const index = 'atOrigin' in registry ? registry : indexRegistry(registry);
+  const index = 'candidates' in registry ? registry : indexRegistry(registry);
   const hops = parsed as URL[];
   const resource = hops[hops.length - 1]!;
   const realmMismatches: string[] = [];
   let strayed: string | null = null;
-  // A base URL of another origin never covers the resource (underBase), so no other service can match.
-  for (const service of index.atOrigin(resource.origin)) {
+  // A base URL of another origin, or of a path the resource's path cannot lie under, never covers
+  // the resource (underBase), so no other service can match.
+  for (const service of index.candidates(resource)) {
     for (const method of service.paymentMethods) {
       if (method.protocol !== '' && method.protocol !== rail) continue;
       const base = method.baseUrl === '' ? null : parse(method.baseUrl);
