@@ -24,10 +24,15 @@ const RECIPIENT = '0x6666666666666666666666666666666666666666';
 const SAMPLES = 6;
 const QUOTES_IN_FLIGHT = 8;
 
-/** One organization's registry at its bounds: every record with as many base URLs as the total allows. */
-function fullRegistry(): ServiceRecord[] {
+/**
+ * One organization's registry at its bounds, every record with as many base URLs as the total
+ * allows: half on other origins, half on the quoted paywall's own origin under paths the quoted
+ * URL does not lie under, so every one of them is a near miss for its quotes.
+ */
+function fullRegistry(paywall: X402Peer): ServiceRecord[] {
   const perRecord = Math.floor(MAX_PRIVATE_BASE_URLS / MAX_PRIVATE_RECORDS);
-  return Array.from({ length: MAX_PRIVATE_RECORDS }, (_, i) => serviceRecord(`bulk-${i}`, Array.from({ length: perRecord }, (_, j) => `https://bulk-${i}-${j}.example/v1`)));
+  return Array.from({ length: MAX_PRIVATE_RECORDS }, (_, i) => serviceRecord(`bulk-${i}`, Array.from({ length: perRecord }, (_, j) =>
+    j % 2 === 0 ? `https://bulk-${i}-${j}.example/v1` : paywall.url(`/paid-${i}/${j}`))));
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -49,7 +54,7 @@ describe('one organization\'s registry at its bounds', () => {
     for (const t of [full, small]) await setPolicy(admin, t.agentId, { allowlist: [PAY_TO], capUsd: '100', thresholdUsd: '100' });
     await setPolicy(admin, other.agentId, { allowlist: [RECIPIENT], capUsd: '1000', thresholdUsd: '1000' });
     for (const t of [full, small, other]) await admin.client.provisionTreasury({ orgId: t.orgId }, admin.auth);
-    const records = fullRegistry();
+    const records = fullRegistry(x402);
     await importServices(s.app.deps, OPERATOR, { orgId: full.orgId }, records);
     await importServices(s.app.deps, OPERATOR, { orgId: small.orgId }, records.slice(0, 1));
   }, 60_000);
