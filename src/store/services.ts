@@ -40,8 +40,12 @@ export type RegistryCache = {
 /** Records and base URLs (payment methods with a base URL) of one organization's own records, for its limits. */
 export type RegistryUsage = { records: number; baseUrls: number };
 
-const USAGE_SQL = `SELECT count(*) AS records, coalesce(sum((SELECT count(*) FROM json_each(payment_methods)
-  WHERE json_extract(value, '$.baseUrl') <> '')), 0) AS base_urls FROM services WHERE org_id = ?`;
+const USAGE_SQL = 'SELECT count(*) AS records, coalesce(sum(base_urls), 0) AS base_urls FROM services WHERE org_id = ?';
+
+/** A record's base URLs (payment methods with one), kept in its row for the bounds (migration 0013). */
+export function countBaseUrls(s: ServiceRecord): number {
+  return s.paymentMethods.filter((m) => Boolean(m.baseUrl)).length;
+}
 
 /** Builds one scope's cache entry from its records. */
 export function registryScope(list: RegisteredService[]): RegistryScopeCache {
@@ -64,9 +68,9 @@ export function createServiceStore(db: Db, shared?: RegistryCache) {
   const cache: RegistryCache = shared ?? { scopes: new Map(), dirty: new Set(), writing: () => db.inTransaction, inSnapshot: () => false };
   const { scopes, dirty } = cache;
   const SHARED = '';
-  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE services SET name = ?, description = ?, category = ?, logo_url = ?, docs_url = ?,
-    payment_methods = ?, endpoints = ?, updated_at = ? WHERE id = ?`);
+    payment_methods = ?, endpoints = ?, base_urls = ?, updated_at = ? WHERE id = ?`);
   const sharedBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = ?`);
   const privateBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id = ? AND slug = ?`);
   const allShared = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
@@ -109,10 +113,11 @@ export function createServiceStore(db: Db, shared?: RegistryCache) {
       const methods = JSON.stringify(s.paymentMethods);
       const endpoints = JSON.stringify(s.endpoints);
       const existing = read(orgId, s.slug);
+      const baseUrls = countBaseUrls(s);
       if (existing) {
-        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id);
+        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id);
       } else {
-        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now);
+        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now);
       }
       return toService(read(orgId, s.slug)!);
     },

@@ -1,7 +1,7 @@
 import { joinRegistryIndexes } from '../../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
 import { ADDRESS } from '../../domain/validate.js';
-import { registryScope, type RegistryScopeCache, type ServiceStore } from '../services.js';
+import { countBaseUrls, registryScope, type RegistryScopeCache, type ServiceStore } from '../services.js';
 import type { AsyncTable } from './asyncTable.js';
 import { statement, type Sql } from './sql.js';
 
@@ -11,9 +11,9 @@ type ServiceRow = {
 };
 
 const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints';
-const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`);
+const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`);
 const UPDATE = statement('svc.update', `UPDATE services SET name = $1, description = $2, category = $3, logo_url = $4, docs_url = $5,
-  payment_methods = $6, endpoints = $7, updated_at = $8 WHERE id = $9`);
+  payment_methods = $6, endpoints = $7, base_urls = $8, updated_at = $9 WHERE id = $10`);
 const SHARED_BY_SLUG = statement('svc.sharedBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = $1`);
 const PRIVATE_BY_SLUG = statement('svc.privateBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug = $2`);
 const ALL_SHARED = statement('svc.allShared', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
@@ -26,8 +26,7 @@ const SHARED_SCOPE = statement('svc.sharedScope', `SELECT v.version, ${COLUMNS.s
 const PRIVATE_SCOPE = statement('svc.privateScope', `SELECT v.version, ${COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}
   FROM ${versionOf('$1')} v LEFT JOIN services s ON s.org_id = $1 ORDER BY s.slug`);
 const VERSIONS = statement('svc.versions', `SELECT scope, version::text AS version FROM registry_versions WHERE scope IN ('', $1)`);
-const USAGE = statement('svc.usage', `SELECT count(*)::int AS records, coalesce(sum((SELECT count(*) FROM json_array_elements(payment_methods::json) m
-  WHERE m->>'baseUrl' <> '')), 0)::int AS base_urls FROM services WHERE org_id = $1`);
+const USAGE = statement('svc.usage', 'SELECT count(*)::int AS records, coalesce(sum(base_urls), 0)::int AS base_urls FROM services WHERE org_id = $1');
 // A registry change can change which service a paywall URL is attributed to, and so whether an
 // agent that allows services by slug may pay it. Deciding writes hold the agent's policy row
 // (agents.ts BY_ID_FOR_USE), so a registry write first writes a new version of the policy row of
@@ -96,10 +95,11 @@ export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new Map(
       const methods = JSON.stringify(s.paymentMethods);
       const endpoints = JSON.stringify(s.endpoints);
       const existing = await read(orgId, s.slug);
+      const baseUrls = countBaseUrls(s);
       if (existing) {
-        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id]);
+        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id]);
       } else {
-        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now]);
+        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now]);
       }
       return toService((await read(orgId, s.slug))!);
     },

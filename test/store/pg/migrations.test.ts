@@ -7,7 +7,7 @@ import { openDatabase } from '../../../src/store/db.js';
 import { MIGRATIONS } from '../../../src/store/migrations/index.js';
 import { PG_ONLY_INDEXES, SQLITE_ONLY_INDEXES } from '../../../src/store/migrations/0011_cap_rows.js';
 import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
-import { PG_ONLY_TABLES } from '../../../src/store/pg/migrations/0013_registry_versions.js';
+import { PG_ONLY_TABLES } from '../../../src/store/pg/migrations/0013_registry_scopes.js';
 import { migratePg } from '../../../src/store/pg/migrate.js';
 import { PG_MIGRATIONS } from '../../../src/store/pg/migrations/index.js';
 import { createPgStore } from '../../../src/store/pg/store.js';

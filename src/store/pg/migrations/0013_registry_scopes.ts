@@ -1,5 +1,6 @@
 /**
- * PostgreSQL twin of ../../migrations/0013_registry_versions.ts: a version per registry scope
+ * PostgreSQL twin of ../../migrations/0013_registry_scopes.ts: each record's number of base URLs
+ * (`base_urls`, for the bounds on an organization's records), and a version per registry scope
  * ('' for the shared records, an organization's id for its own), set by trigger on every change
  * of `services`. Each replica keeps each scope's attribution index in memory (../services.ts);
  * another replica's change is seen by reading one row per scope, and only a scope whose version
@@ -12,6 +13,9 @@
 export const PG_ONLY_TABLES: readonly string[] = ['registry_versions'];
 
 export const sql = `
+ALTER TABLE services ADD COLUMN base_urls BIGINT NOT NULL DEFAULT 0;
+UPDATE services SET base_urls = (SELECT count(*) FROM json_array_elements(payment_methods::json) m WHERE m->>'baseUrl' <> '');
+
 CREATE SEQUENCE registry_version_seq;
 CREATE TABLE registry_versions (
   scope   TEXT COLLATE "C" PRIMARY KEY,
