@@ -54,11 +54,13 @@ export async function probeOffer(deps: AppDeps, orgId: string, url: string, meth
  * Attributes a paid resource to a registered service, explaining failures of the agent's slug
  * entries. `chain` is the probe's whole redirect chain: the registry must vouch for every hop.
  * Inside a deciding write the registry read is held by the agent's policy row (agents.getForUse),
- * which every registry write touches for agents that allow a slug.
+ * which every registry write touches for agents that allow a slug. The registry is read through
+ * its cached index (store/services.ts), so this costs the same inside the write queue whatever
+ * the size of the registry.
  */
 export async function attributeOffer(deps: AppDeps, agent: Agent, offer: Offer, chain: readonly string[]): Promise<Attribution> {
   const slugs = agent.policy.allowlist.filter((entry) => !ADDRESS.test(entry));
-  return attributeResource(await deps.store.services.visibleTo(agent.orgId), chain, offer.rail, offer.realm, slugs);
+  return attributeResource(await deps.store.services.visibleIndex(agent.orgId), chain, offer.rail, offer.realm, slugs);
 }
 
 /** An offer as JSON text for the ledger (bigints as decimal strings). */

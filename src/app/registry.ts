@@ -30,7 +30,7 @@ export function normalizeService(input: ServiceRecord): ServiceRecord {
   if (!SLUG.test(slug)) throw invalidArgument('slug must be 1 to 64 lowercase letters, digits and dashes');
   // Allowlists tell addresses from slugs by the 0x prefix, so no slug may carry it.
   if (slug.startsWith('0x')) throw invalidArgument('slug must not start with 0x');
-  if (input.paymentMethods.length > 20) throw invalidArgument('payment_methods must have at most 20 entries');
+  if (input.paymentMethods.length > MAX_PAYMENT_METHODS) throw invalidArgument(`payment_methods must have at most ${MAX_PAYMENT_METHODS} entries`);
   if (input.endpoints.length > 500) throw invalidArgument('endpoints must have at most 500 entries');
   const paymentMethods: PaymentMethod[] = input.paymentMethods.map((m, i) => ({
     realm: optionalText(m.realm.trim(), `payment_methods[${i}].realm`, 255),
@@ -80,7 +80,7 @@ function scopeOrg(scope: RegistryScope): string | null {
 const notFound = () => new DomainError('not_found', 'Service not found', { code: 'service_not_found' });
 
 /** The permission a scope needs: changing the shared records is the operator's alone. */
-function scopePermission(scope: RegistryScope, permission: Permission): Permission {
+export function scopePermission(scope: RegistryScope, permission: Permission): Permission {
   return scope === 'shared' && permission !== 'read' ? 'operate' : permission;
 }
 
@@ -115,6 +115,33 @@ async function requireSlugFree(deps: AppDeps, scope: RegistryScope, slug: string
   }
 }
 
+/**
+ * Most private registry records one organization may hold. Every quote and sign of the
+ * organization's agents is attributed against its records, and each registry write is one
+ * transaction in the single write queue: the bounds keep both small, whatever one tenant imports.
+ */
+export const MAX_PRIVATE_RECORDS = 1000;
+/** Most base URLs (payment methods with a base URL) one organization's private records may hold together. */
+export const MAX_PRIVATE_BASE_URLS = 10_000;
+/** Most payment methods, so base URLs, one record may carry. */
+export const MAX_PAYMENT_METHODS = 20;
+
+/**
+ * Refuses a write that leaves an organization's private records over their bounds; called inside
+ * the write after its changes, so the whole write (an import too) rolls back and nothing is kept.
+ * The shared records are the operator's and have no such bound.
+ */
+export async function requireRegistryRoom(deps: AppDeps, scope: RegistryScope): Promise<void> {
+  if (scope === 'shared') return;
+  const { records, baseUrls } = await deps.store.services.usage(scope.orgId);
+  if (records > MAX_PRIVATE_RECORDS) {
+    throw invalidArgument(`an organization may hold at most ${MAX_PRIVATE_RECORDS} private registry records (this change would make ${records})`, 'registry_limit');
+  }
+  if (baseUrls > MAX_PRIVATE_BASE_URLS) {
+    throw invalidArgument(`an organization's private registry records may hold at most ${MAX_PRIVATE_BASE_URLS} base URLs together (this change would make ${baseUrls})`, 'registry_limit');
+  }
+}
+
 /** Creates or replaces a record by slug within one scope; an existing record keeps its id. */
 export async function upsertService(deps: AppDeps, principal: Principal, scope: RegistryScope, input: ServiceRecord): Promise<RegisteredService> {
   // Permission before validation; the scope (and that its organization exists) inside the write.
@@ -122,10 +149,20 @@ export async function upsertService(deps: AppDeps, principal: Principal, scope: 
   const record = normalizeService(input);
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
-    await requireScopeAccess(inTx, principal, 'manage', scope);
-    await requireSlugFree(inTx, scope, record.slug);
-    return tx.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), deps.now());
+    const saved = await saveService(inTx, principal, scope, record);
+    await requireRegistryRoom(inTx, scope);
+    return saved;
   }, { alone: true });
+}
+
+/**
+ * Creates or replaces a normalized record inside the caller's write, without the scope's bounds:
+ * for a caller that saves many and then checks requireRegistryRoom once (serviceImport.ts).
+ */
+export async function saveService(inTx: AppDeps, principal: Principal, scope: RegistryScope, record: ServiceRecord): Promise<RegisteredService> {
+  await requireScopeAccess(inTx, principal, 'manage', scope);
+  await requireSlugFree(inTx, scope, record.slug);
+  return inTx.store.services.upsert({ ...record, id: newUuid() }, scopeOrg(scope), inTx.now());
 }
 
 /**

@@ -1,3 +1,4 @@
+import { indexRegistry, type RegistryIndex } from './indexRegistry.js';
 import type { ServiceRecord } from './types.js';
 
 /**
@@ -39,7 +40,7 @@ function decodeOnce(path: string): string {
 function leniently(pathname: string): string {
   let routed = lenientPaths.get(pathname);
   if (routed === undefined) {
-    // Attribution asks once per registered base URL; the memo keeps that linear in the path.
+    // Attribution asks once per candidate base URL; the memo keeps that linear in the path.
     if (lenientPaths.size >= 1_000) lenientPaths.clear();
     routed = routeLeniently(pathname);
     lenientPaths.set(pathname, routed);
@@ -104,10 +105,12 @@ function strayNote(service: ServiceRecord, rail: 'x402' | 'mpp', hops: readonly 
  * base URL (and realm) of the service for the rail, and every earlier hop under one of its base
  * URLs for the rail too, so an open redirect under a registered base URL cannot lend the service's
  * name to another paywall. `allowlistSlugs` only shapes the note that explains why an allowlisted
- * service did not cover this payment.
+ * service did not cover this payment. `registry` is the list in registry order or its index
+ * (indexRegistry.ts): only services with a base URL the answering URL could lie under, and those
+ * the allowlist names, are examined, so the cost does not grow with the registry.
  */
 export function attributeResource(
-  services: readonly ServiceRecord[],
+  registry: readonly ServiceRecord[] | RegistryIndex,
   chain: readonly string[],
   rail: 'x402' | 'mpp',
   realm: string | null,
@@ -115,11 +118,14 @@ export function attributeResource(
 ): Attribution {
   const parsed = chain.map(parse);
   if (parsed.length === 0 || parsed.some((hop) => hop === null)) return { attributed: false, note: null };
+  const index = 'candidates' in registry ? registry : indexRegistry(registry);
   const hops = parsed as URL[];
   const resource = hops[hops.length - 1]!;
   const realmMismatches: string[] = [];
   let strayed: string | null = null;
-  for (const service of services) {
+  // A base URL of another origin, or of a path the resource's path cannot lie under, never covers
+  // the resource (underBase), so no other service can match.
+  for (const service of index.candidates(resource)) {
     for (const method of service.paymentMethods) {
       if (method.protocol !== '' && method.protocol !== rail) continue;
       const base = method.baseUrl === '' ? null : parse(method.baseUrl);
@@ -143,7 +149,7 @@ export function attributeResource(
   }
   // An allowlisted service that covers part of the chain is the one the agent trusted: name it.
   for (const slug of allowlistSlugs) {
-    const service = services.find((s) => s.slug === slug);
+    const service = index.bySlug(slug);
     if (service && hops.some((hop) => coveredBy(service, rail, hop))) {
       const stray = strayNote(service, rail, hops, allowlistSlugs);
       if (stray !== null) return { attributed: false, note: stray };
@@ -151,8 +157,8 @@ export function attributeResource(
   }
   if (strayed !== null) return { attributed: false, note: strayed };
   if (realmMismatches.length > 0) return { attributed: false, note: realmMismatches[0]! };
-  const listed = allowlistSlugs.filter((slug) => services.some((s) => s.slug === slug));
-  const unknown = allowlistSlugs.filter((slug) => !services.some((s) => s.slug === slug));
+  const listed = allowlistSlugs.filter((slug) => index.bySlug(slug) !== undefined);
+  const unknown = allowlistSlugs.filter((slug) => index.bySlug(slug) === undefined);
   if (listed.length > 0) return { attributed: false, note: `the resource URL is not under a registered base URL of allowlisted service ${listed.join(', ')}` };
   if (unknown.length > 0) return { attributed: false, note: `allowlisted service ${unknown.join(', ')} is not in the registry` };
   return { attributed: false, note: null };

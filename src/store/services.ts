@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
+import { indexRegistry, joinRegistryIndexes, type RegistryIndex } from '../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord } from '../domain/types.js';
-import type { SharedCache } from './agents.js';
 
 type ServiceRow = {
   id: string; org_id: string | null; slug: string; name: string; description: string; category: string; logo_url: string;
@@ -18,22 +18,59 @@ function toService(r: ServiceRow): RegisteredService {
 
 const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints';
 
+/** One scope's records (the shared ones, or one organization's own), by slug, and their index. */
+export type RegistryScopeCache = { list: RegisteredService[]; index: RegistryIndex };
+
+/**
+ * The registry cache the writer connection's store and the reader's share (store.ts). A scope's
+ * entry may be filled while the writer has a transaction open, as long as that transaction has
+ * not changed the scope (`dirty`): its committed rows are then what every connection reads. Only
+ * a reader inside a transaction of its own (an older snapshot) never fills it.
+ */
+export type RegistryCache = {
+  scopes: Map<string, RegistryScopeCache>;
+  /** Scopes changed since the writer last had no transaction open. */
+  dirty: Set<string>;
+  /** Whether the writer connection has a transaction open. */
+  writing: () => boolean;
+  /** Whether this connection reads inside a transaction of its own (the reader's snapshot). */
+  inSnapshot: () => boolean;
+};
+
+/** Records and base URLs (payment methods with a base URL) of one organization's own records, for its limits. */
+export type RegistryUsage = { records: number; baseUrls: number };
+
+const USAGE_SQL = 'SELECT count(*) AS records, coalesce(sum(base_urls), 0) AS base_urls FROM services WHERE org_id = ?';
+
+/** A record's base URLs (payment methods with one), kept in its row for the bounds (migration 0013). */
+export function countBaseUrls(s: ServiceRecord): number {
+  return s.paymentMethods.filter((m) => Boolean(m.baseUrl)).length;
+}
+
+/** Builds one scope's cache entry from its records. */
+export function registryScope(list: RegisteredService[]): RegistryScopeCache {
+  return { list, index: indexRegistry(list) };
+}
+
 /**
  * The service registry. A record is shared (`orgId` null, the operator's) or private to one
  * organization. A slug names at most one record in what an organization sees (the schema's
  * triggers refuse a slug that is both shared and private), so `visibleTo` is a plain union:
  * shared records first, then the organization's own, each by slug. Quote and sign attribute every
- * probed URL against that list, so it is cached per organization; every write goes through this
- * module and drops the cache.
+ * probed URL against that, through its index (domain/indexRegistry.ts), so each scope is cached
+ * with its index; every write goes through this module and drops the cache of the scope it
+ * changes, and only that one: one organization's registry changes never make another's
+ * attribution rebuild anything but the shared index.
  */
-export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredService[]>) {
-  // Shared with the reader connection's instance (store.ts; agents.ts SharedCache): key '' holds
-  // the shared records, an organization's id what it sees.
-  const visible = sharedCache?.records ?? new Map<string, RegisteredService[]>();
+export function createServiceStore(db: Db, shared?: RegistryCache) {
+  // Shared with the reader connection's instance (store.ts): key '' holds the shared records, an
+  // organization's id its own.
+  const cache: RegistryCache = shared ?? { scopes: new Map(), dirty: new Set(), writing: () => db.inTransaction, inSnapshot: () => false };
+  const { scopes, dirty } = cache;
   const SHARED = '';
-  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE services SET name = ?, description = ?, category = ?, logo_url = ?, docs_url = ?,
-    payment_methods = ?, endpoints = ?, updated_at = ? WHERE id = ?`);
+    payment_methods = ?, endpoints = ?, base_urls = ?, updated_at = ? WHERE id = ?`);
   const sharedBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = ?`);
   const privateBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id = ? AND slug = ?`);
   const allShared = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
@@ -41,38 +78,46 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredS
   const holders = db.prepare('SELECT org_id FROM services WHERE org_id IS NOT NULL AND slug = ? ORDER BY org_id');
   const removeShared = db.prepare('DELETE FROM services WHERE org_id IS NULL AND slug = ?');
   const removePrivate = db.prepare('DELETE FROM services WHERE org_id = ? AND slug = ?');
+  const usage = db.prepare(USAGE_SQL);
 
-  const dropCache = () => visible.clear();
-  // Inside a transaction the rows may still be rolled back: only committed state is cached.
-  const cacheable = sharedCache?.cacheable ?? (() => !db.inTransaction);
+  const dropCache = (orgId: string | null) => {
+    dirty.add(orgId ?? SHARED);
+    scopes.delete(orgId ?? SHARED);
+  };
+  // Only committed state is cached: rows a transaction changed may still be rolled back. A scope
+  // the open write left alone reads as committed, so a deciding write (or a probe meanwhile) fills
+  // it, and a change's rebuild happens once, not in every write until the queue is idle.
+  const cacheable = (key: string): boolean => {
+    if (cache.inSnapshot()) return false;
+    if (!cache.writing()) {
+      dirty.clear();
+      return true;
+    }
+    return !dirty.has(key);
+  };
   const read = (orgId: string | null, slug: string) =>
     (orgId === null ? sharedBySlug.get(slug) : privateBySlug.get(orgId, slug)) as ServiceRow | undefined;
-  const listShared = (): RegisteredService[] => {
-    const hit = visible.get(SHARED);
+  const scope = (orgId: string | null): RegistryScopeCache => {
+    const key = orgId ?? SHARED;
+    const hit = scopes.get(key);
     if (hit) return hit;
-    const list = (allShared.all() as ServiceRow[]).map(toService);
-    if (cacheable()) visible.set(SHARED, list);
-    return list;
-  };
-  const visibleTo = (orgId: string): readonly RegisteredService[] => {
-    const hit = visible.get(orgId);
-    if (hit) return hit;
-    const list = [...listShared(), ...(allPrivate.all(orgId) as ServiceRow[]).map(toService)];
-    if (cacheable()) visible.set(orgId, list);
-    return list;
+    const entry = registryScope(((orgId === null ? allShared.all() : allPrivate.all(orgId)) as ServiceRow[]).map(toService));
+    if (cacheable(key)) scopes.set(key, entry);
+    return entry;
   };
 
   return {
     /** Inserts or replaces by slug within one scope (`orgId` null: shared); an existing record keeps its id. */
     upsert(s: ServiceRecord, orgId: string | null, now: number): RegisteredService {
-      dropCache();
+      dropCache(orgId);
       const methods = JSON.stringify(s.paymentMethods);
       const endpoints = JSON.stringify(s.endpoints);
       const existing = read(orgId, s.slug);
+      const baseUrls = countBaseUrls(s);
       if (existing) {
-        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id);
+        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id);
       } else {
-        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now);
+        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now);
       }
       return toService(read(orgId, s.slug)!);
     },
@@ -83,17 +128,28 @@ export function createServiceStore(db: Db, sharedCache?: SharedCache<RegisteredS
     },
     /** The records of exactly one scope (`orgId` null: shared), by slug. */
     list(orgId: string | null): readonly RegisteredService[] {
-      return orgId === null ? listShared() : (allPrivate.all(orgId) as ServiceRow[]).map(toService);
+      return scope(orgId).list;
     },
     /** What one organization's agents see: every shared record, then the organization's own, each by slug. */
-    visibleTo,
+    visibleTo(orgId: string): readonly RegisteredService[] {
+      return [...scope(null).list, ...scope(orgId).list];
+    },
+    /** The index of what `visibleTo` lists, for attribution. */
+    visibleIndex(orgId: string): RegistryIndex {
+      return joinRegistryIndexes(scope(null).index, scope(orgId).index);
+    },
+    /** How many records and base URLs one organization holds privately, as this transaction sees it. */
+    usage(orgId: string): RegistryUsage {
+      const r = usage.get(orgId) as { records: number; base_urls: number };
+      return { records: r.records, baseUrls: r.base_urls };
+    },
     /** Organizations holding a private record with this slug. */
     privateHolders(slug: string): string[] {
       return (holders.all(slug) as Array<{ org_id: string }>).map((r) => r.org_id);
     },
     /** Deletes the record with this slug in exactly one scope; false when there was none. */
     delete(slug: string, orgId: string | null): boolean {
-      dropCache();
+      dropCache(orgId);
       return (orgId === null ? removeShared.run(slug) : removePrivate.run(orgId, slug)).changes > 0;
     },
   };

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import type { Agent, ApiKeyRecord, RegisteredService } from '../domain/types.js';
+import type { Agent, ApiKeyRecord } from '../domain/types.js';
 import { asyncTables, type AppStore, type StoreTables, type SyncTables } from './asyncStore.js';
 import type { SharedCache } from './agents.js';
 import { failStop, onStorageFailure, openDatabase, storageFailure, type Db, type OpenOptions } from './db.js';
@@ -11,7 +11,7 @@ import { createDashboardUserStore } from './dashboardUsers.js';
 import { createLoginFailureStore } from './loginFailures.js';
 import { createOrganizationStore, type OrganizationStore } from './organizations.js';
 import { createPaymentStore, type CapSumMemo } from './payments.js';
-import { createServiceStore } from './services.js';
+import { createServiceStore, type RegistryCache } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createSpendStore } from './spend.js';
 import { createTransactionStore } from './transactions.js';
@@ -37,7 +37,7 @@ export type StoreOptions = OpenOptions & {
 const WAL_CATCH_UP = { retryMs: 150, waitMs: 200, farPast: 4, farWaitMs: 2_000, backOffMs: 1_000 };
 
 /** The table groups over one connection; a reader's caches are shared with the writer's (agents.ts SharedCache). */
-function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: ApiKeyCache; services: SharedCache<RegisteredService[]> }, capMemo?: CapSumMemo): SyncTables {
+function tablesOver(db: Db, caches?: { agents: SharedCache<Agent>; apiKeys: ApiKeyCache; services: RegistryCache }, capMemo?: CapSumMemo): SyncTables {
   return {
     organizations: createOrganizationStore(db),
     apiKeys: createApiKeyStore(db, caches?.apiKeys),
@@ -93,12 +93,12 @@ export function openStore(file: string, options: StoreOptions = {}) {
   const caches = {
     agents: { records: new Map<string, Agent>(), cacheable: fromReader },
     apiKeys: { records: new Map<string, ApiKeyRecord & { hash: Buffer }>(), byId: new Map<string, ApiKeyRecord & { hash: Buffer }>(), cacheable: fromReader },
-    services: { records: new Map<string, RegisteredService[]>(), cacheable: fromReader },
+    services: { scopes: new Map(), dirty: new Set<string>(), writing: () => db.inTransaction, inSnapshot: () => reader.inTransaction } satisfies RegistryCache,
   };
   const writer = tablesOver(db, {
     agents: { ...caches.agents, cacheable: () => !db.inTransaction },
     apiKeys: { ...caches.apiKeys, cacheable: () => !db.inTransaction },
-    services: { ...caches.services, cacheable: () => !db.inTransaction },
+    services: { ...caches.services, inSnapshot: () => false },
   });
   const tx = asyncTables(writer);
   // The committed state the reader sees, named by the writer's count of changed rows: this process

@@ -28,12 +28,20 @@ afterAll(async () => {
 });
 
 let n = 0;
+/** The organization's private record (undefined: a shared one) registered for the paywall. */
+const own = () => s.bootstrap.org_id;
+const register = (slug: string, orgId: string | undefined, baseUrl: string) =>
+  admin.client.upsertService({ orgId, service: { slug, name: 'Race', paymentMethods: [{ realm: '', baseUrl, protocol: 'x402' }] } }, admin.auth);
+
 test.each([
-  ['removed from the registry', (slug: string) => admin.client.deleteService({ slug }, admin.auth)],
-  ['moved to another URL', (slug: string) => upsertService(admin, { slug, name: 'moved', paymentMethods: [{ realm: '', baseUrl: 'https://elsewhere.example/svc', protocol: 'x402' }] })],
-])('error: the allowlisted service is %s while the payment is being signed: 403, nothing signed', async (_name, change) => {
+  ['removed from the registry', undefined, (slug: string) => admin.client.deleteService({ slug }, admin.auth)],
+  ['moved to another URL', undefined, (slug: string) => upsertService(admin, { slug, name: 'moved', paymentMethods: [{ realm: '', baseUrl: 'https://elsewhere.example/svc', protocol: 'x402' }] })],
+  // Private records are cached per organization: the change must reach the write all the same.
+  ['removed from the organization\'s private registry', own, (slug: string) => admin.client.deleteService({ slug, orgId: own() }, admin.auth)],
+  ['moved to another URL in the organization\'s private registry', own, (slug: string) => register(slug, own(), 'https://elsewhere.example/svc')],
+])('error: the allowlisted service is %s while the payment is being signed: 403, nothing signed', async (_name, scope, change) => {
   const slug = `race-svc-${++n}`;
-  await upsertService(admin, { slug, name: 'Race', paymentMethods: [{ realm: '', baseUrl: x402.url('/svc'), protocol: 'x402' }] });
+  await register(slug, scope?.(), x402.url('/svc'));
   const agentId = await createAgent(admin, s.bootstrap.org_id, slug);
   await setPolicy(admin, agentId, { allowlist: [slug], capUsd: '10', thresholdUsd: '5' });
   const body = { agent_id: agentId, type: 'x402' as const, chain_id: 8453, recipient_address: PAY_TO, amount_usd: 0.5, payload: { resource_url: x402.url('/svc/paid') } };

@@ -11,7 +11,7 @@ import { listAllTransactions, postSign, setPolicy } from '../helpers/payments.js
 import { PAY_TO, startX402Peer, type X402Peer } from '../helpers/peers.js';
 import { bearer, expectRpcError } from '../helpers/rpc.js';
 import { rest, startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
-import { createUser, dashboardFetch, httpSignIn, type HttpSession } from '../dashboard/helpers.js';
+import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from '../dashboard/helpers.js';
 
 /**
  * The service registry is a trust boundary (an allowlisted slug lets an agent pay whatever
@@ -72,13 +72,7 @@ function serviceForm(session: HttpSession, fields: Record<string, string>) {
 }
 
 function importJson(session: HttpSession, records: unknown[]) {
-  const boundary = 'XtenancyBoundary';
-  const body = `--${boundary}\r\nContent-Disposition: form-data; name="_csrf"\r\n\r\n${session.csrf}\r\n`
-    + `--${boundary}\r\nContent-Disposition: form-data; name="json"\r\n\r\n${JSON.stringify(records)}\r\n--${boundary}--\r\n`;
-  return fetch(`${s.url}/dashboard/services/import`, {
-    method: 'POST', redirect: 'manual', body,
-    headers: { cookie: session.cookie, 'content-type': `multipart/form-data; boundary=${boundary}`, connection: 'close' },
-  });
+  return importServicesJson(s.url, session, records);
 }
 
 function deleteForm(session: HttpSession, slug: string) {

@@ -65,3 +65,14 @@ export function dashboardFetch(base: string, session: HttpSession | undefined, p
   }
   return fetch(`${base}${path}`, { method: init.method ?? (body ? 'POST' : 'GET'), headers, body, redirect: 'manual' });
 }
+
+/** POST /dashboard/services/import with `records` pasted as JSON, as the dashboard's form sends it. */
+export function importServicesJson(base: string, session: HttpSession, records: unknown[]): Promise<Response> {
+  const boundary = 'XimportBoundary';
+  const body = `--${boundary}\r\nContent-Disposition: form-data; name="_csrf"\r\n\r\n${session.csrf}\r\n`
+    + `--${boundary}\r\nContent-Disposition: form-data; name="json"\r\n\r\n${JSON.stringify(records)}\r\n--${boundary}--\r\n`;
+  return fetch(`${base}/dashboard/services/import`, {
+    method: 'POST', redirect: 'manual', body,
+    headers: { cookie: session.cookie, 'content-type': `multipart/form-data; boundary=${boundary}`, connection: 'close' },
+  });
+}

@@ -29,22 +29,22 @@ function tempFile(): string {
   return join(dir, 'paypolicy.db');
 }
 
-const newest = MIGRATIONS.at(-1)!;
+const renamed = MIGRATIONS.find((m) => m.version === 12)!;
 const foreign = /schema migration 12 is "cap_buckets_by_hour", but this build's 12 is "cap_buckets_hot": the database was written by another build of paypolicy/;
 
-/** A SQLite file at this build's schema whose newest migration row names another change. */
+/** A SQLite file at this build's schema whose migration 12 row names another change. */
 function renamedSqlite(): string {
   const file = tempFile();
   openDatabase(file).close();
   const db = new Database(file);
-  db.prepare('UPDATE schema_migrations SET name = ? WHERE version = ?').run('cap_buckets_by_hour', newest.version);
+  db.prepare('UPDATE schema_migrations SET name = ? WHERE version = ?').run('cap_buckets_by_hour', renamed.version);
   db.close();
   return file;
 }
 
 describe('migrations are matched by name', () => {
   test('error: SQLite refuses a database whose migration of the same number is another one', () => {
-    expect(newest).toMatchObject({ version: 12, name: 'cap_buckets_hot' });
+    expect(renamed).toMatchObject({ version: 12, name: 'cap_buckets_hot' });
     const file = renamedSqlite();
     expect(() => openDatabase(file)).toThrow(foreign);
     // Refused before anything was written: the row still names the other build's migration.

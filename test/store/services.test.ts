@@ -58,6 +58,27 @@ describe('migration 0003_private_services', () => {
   });
 });
 
+describe('migration 0013_registry_scopes', () => {
+  test('behavior: each existing record\'s base URLs are counted for the organization\'s bounds', () => {
+    const file = tempDb();
+    const old = new Database(file);
+    old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+    for (const m of MIGRATIONS.filter((x) => x.version < 13)) {
+      old.exec(m.sql);
+      old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
+    }
+    old.prepare("INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_a', 'org_a', 3600, 0)").run();
+    const methods = JSON.stringify([{ realm: '', baseUrl: 'https://a.example/', protocol: 'x402' }, { realm: '', baseUrl: '', protocol: 'mpp' }, { realm: 'r', baseUrl: 'https://b.example/', protocol: 'mpp' }]);
+    old.prepare(`INSERT INTO services (id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints, created_at, updated_at)
+      VALUES ('one', 'org_a', 'one', 'One', '', '', '', '', ?, '[]', 1, 2), ('two', 'org_a', 'two', 'Two', '', '', '', '', '[]', '[]', 1, 2)`).run(methods);
+    old.close();
+
+    const db = openDatabase(file);
+    expect(createServiceStore(db).usage('org_a')).toEqual({ records: 2, baseUrls: 2 });
+    db.close();
+  });
+});
+
 describe('the schema alone keeps one record per slug in every organization\'s view', () => {
   test('error: a private slug equal to a shared one, or a shared slug equal to a private one, is refused by SQLite', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a', 'org_b');

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { attributeResource } from '../../src/domain/attribution.js';
+import { indexRegistry, joinRegistryIndexes, type RegistryIndex } from '../../src/domain/indexRegistry.js';
 import type { ServiceRecord } from '../../src/domain/types.js';
 
 function service(slug: string, methods: ServiceRecord['paymentMethods']): ServiceRecord {
@@ -146,5 +147,99 @@ describe('attributeResource', () => {
     test('error: an empty chain is not attributed', () => {
       expect(attributeResource(registry, [], 'x402', null, ['weather'])).toEqual({ attributed: false, note: null });
     });
+  });
+});
+
+describe('indexRegistry', () => {
+  /** Services on other origins than the chains below: many hosts, and the same host by another scheme or port. */
+  function filler(n: number): ServiceRecord[] {
+    return Array.from({ length: n }, (_, i) => service(`filler-${i}`, [
+      { realm: '', baseUrl: `https://svc-${i}.example/v1`, protocol: 'x402' },
+      { realm: '', baseUrl: `http://api.weather.example/v${i}`, protocol: 'x402' },
+      { realm: '', baseUrl: `https://api.weather.example:${1000 + (i % 60000)}/v1`, protocol: 'x402' },
+      { realm: 'r', baseUrl: `https://maps-${i}.example/`, protocol: 'mpp' },
+    ]));
+  }
+
+  /** The index with the set of base URLs of every service it hands to attribution: the most it could compare. */
+  function counted(index: RegistryIndex): { index: RegistryIndex; handed: () => number } {
+    const handed = new Set<string>();
+    const note = (s: ServiceRecord | undefined) => s?.paymentMethods.forEach((m, i) => handed.add(`${s.slug} ${i}`));
+    return {
+      index: {
+        candidates(url) {
+          const services = index.candidates(url);
+          services.forEach(note);
+          return services;
+        },
+        bySlug(slug) {
+          const s = index.bySlug(slug);
+          note(s);
+          return s;
+        },
+      },
+      handed: () => handed.size,
+    };
+  }
+
+  const cases: Array<[string[], 'x402' | 'mpp', string | null, string[]]> = [
+    [['https://api.weather.example/v1/today'], 'x402', null, []],
+    [['https://api.weather.example/v1/today'], 'x402', null, ['maps', 'filler-3']],
+    [['https://api.weather.example/other'], 'x402', null, ['weather']],
+    [['https://maps.example/tiles'], 'mpp', 'maps-realm', []],
+    [['https://maps.example/tiles'], 'mpp', 'wrong', ['maps']],
+    [['https://evil.example/go', 'https://api.weather.example/v1/x'], 'x402', null, ['weather']],
+    [['https://nobody.example/x'], 'x402', null, ['unknown-slug']],
+  ];
+
+  /** Services on the chains' own origins, under paths none of the chains lies under. */
+  function sameOrigin(n: number): ServiceRecord[] {
+    return Array.from({ length: n }, (_, i) => service(`near-${i}`, [
+      { realm: '', baseUrl: `https://api.weather.example/v1/today/${i}`, protocol: 'x402' },
+      { realm: '', baseUrl: `https://api.weather.example/v1x${i}`, protocol: 'x402' },
+      { realm: '', baseUrl: `https://maps.example/tiles-${i}/`, protocol: 'mpp' },
+    ]));
+  }
+
+  test('behavior: the base URLs attribution examines do not grow with the registry, and its answers do not change', () => {
+    const small = indexRegistry(registry);
+    const large = indexRegistry([...filler(10_000), ...sameOrigin(5_000), ...registry]);
+    for (const [chain, rail, realm, allow] of cases) {
+      const a = counted(small);
+      const b = counted(large);
+      const expected = attributeResource(registry, chain, rail, realm, allow);
+      expect(attributeResource(a.index, chain, rail, realm, allow)).toEqual(expected);
+      expect(attributeResource(b.index, chain, rail, realm, allow)).toEqual(expected);
+      // The 55,000 base URLs more add nothing but those of a filler service the allowlist names.
+      const allowedFiller = allow.filter((slug) => slug.startsWith('filler-')).length * 4;
+      expect(b.handed() - a.handed(), chain.join(' -> ')).toBeGreaterThanOrEqual(0);
+      expect(b.handed() - a.handed(), chain.join(' -> ')).toBeLessThanOrEqual(allowedFiller);
+      expect(b.handed(), chain.join(' -> ')).toBeLessThanOrEqual(6);
+    }
+  });
+
+  test('behavior: joined indexes answer as the concatenated list, the first index\'s services first', () => {
+    const first = service('first', [{ realm: '', baseUrl: 'https://api.weather.example/v1', protocol: 'x402' }]);
+    const shared = [first, maps];
+    const own = [weather, ...filler(5), ...sameOrigin(5), service('root', [{ realm: '', baseUrl: 'https://api.weather.example', protocol: 'x402' }])];
+    const joined = joinRegistryIndexes(indexRegistry(shared), indexRegistry(own));
+    for (const [chain, rail, realm, allow] of [...cases, [['https://api.weather.example/v1/x'], 'x402', null, ['weather']]] as typeof cases) {
+      expect(attributeResource(joined, chain, rail, realm, allow)).toEqual(attributeResource([...shared, ...own], chain, rail, realm, allow));
+    }
+    expect(attributeResource(joined, ['https://api.weather.example/v1/x'], 'x402', null, [])).toMatchObject({ attributed: true, slug: 'first' });
+  });
+
+  test.each([
+    ['https://p.example/a/b', ['root', 'a', 'a-slash', 'a-b']],
+    ['https://p.example/a/b/', ['root', 'a', 'a-slash', 'a-b', 'a-b-slash']],
+    ['https://p.example/a/b/c', ['root', 'a', 'a-slash', 'a-b', 'a-b-slash']],
+    ['https://p.example/a', ['root', 'a']],
+    ['https://p.example/ab', ['root']],
+    ['https://p.example/', ['root']],
+    ['http://p.example/a/b', []],
+  ])('behavior: %s is looked up under exactly the base paths it can lie under', (url, slugs) => {
+    const bases = { root: '/', a: '/a', 'a-slash': '/a/', 'a-b': '/a/b', 'a-b-slash': '/a/b/', 'a-bc': '/a/bc', other: '/b' };
+    const index = indexRegistry(Object.entries(bases).map(([slug, path]) => service(slug, [{ realm: '', baseUrl: `https://p.example${path}`, protocol: 'x402' }])));
+    expect(index.candidates(new URL(url)).map((s) => s.slug)).toEqual(slugs);
   });
 });

@@ -173,7 +173,7 @@ const AUTHENTICATION = ['authenticateApiKey', 'authenticateSession', 'signIn', '
 const NOT_USE_CASES: Record<string, string> = {
   // access rules themselves
   inScope: 'access rule', requireAccess: 'access rule', requirePermission: 'access rule', requireOrgAccess: 'access rule',
-  roleAllows: 'access rule', ROLE_PERMISSIONS: 'access rule',
+  roleAllows: 'access rule', ROLE_PERMISSIONS: 'access rule', scopePermission: 'access rule',
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
@@ -185,6 +185,8 @@ const NOT_USE_CASES: Record<string, string> = {
   readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment', treasuryRefusal: 'pure',
   signAndSettle: 'helper of sign/decideApproval', markNonceSynced: 'helper of sign/decideApproval (after the reserving write)',
   withinWrite: 'helper: the deps of a write function', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
+  saveService: 'helper of upsertService/importServices inside their write (checks the scope itself)',
+  requireRegistryRoom: 'helper of upsertService/importServices inside their write',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
   intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
@@ -197,7 +199,8 @@ const NOT_USE_CASES: Record<string, string> = {
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',
-  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', PING_TOUCH_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
+  DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', PING_TOUCH_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant',
+  MAX_PRIVATE_RECORDS: 'constant', MAX_PRIVATE_BASE_URLS: 'constant', MAX_PAYMENT_METHODS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure', parseStored: 'pure',

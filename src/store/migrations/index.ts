@@ -10,6 +10,7 @@ import { sql as treasuryFunds } from './0009_treasury_funds.js';
 import { sql as capBuckets } from './0010_cap_buckets.js';
 import { sql as capRows } from './0011_cap_rows.js';
 import { sql as capBucketsHot } from './0012_cap_buckets_hot.js';
+import { sql as registryScopes } from './0013_registry_scopes.js';
 
 /** Every migration in order. Versions are explicit so nothing depends on directory order. */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
@@ -25,4 +26,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 10, name: 'cap_buckets', sql: capBuckets },
   { version: 11, name: 'cap_rows', sql: capRows },
   { version: 12, name: 'cap_buckets_hot', sql: capBucketsHot },
+  { version: 13, name: 'registry_scopes', sql: registryScopes },
 ];

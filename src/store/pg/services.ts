@@ -1,6 +1,7 @@
+import { joinRegistryIndexes } from '../../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
 import { ADDRESS } from '../../domain/validate.js';
-import type { ServiceStore } from '../services.js';
+import { countBaseUrls, registryScope, type RegistryScopeCache, type ServiceStore } from '../services.js';
 import type { AsyncTable } from './asyncTable.js';
 import { statement, type Sql } from './sql.js';
 
@@ -10,13 +11,22 @@ type ServiceRow = {
 };
 
 const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints';
-const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`);
+const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`);
 const UPDATE = statement('svc.update', `UPDATE services SET name = $1, description = $2, category = $3, logo_url = $4, docs_url = $5,
-  payment_methods = $6, endpoints = $7, updated_at = $8 WHERE id = $9`);
+  payment_methods = $6, endpoints = $7, base_urls = $8, updated_at = $9 WHERE id = $10`);
 const SHARED_BY_SLUG = statement('svc.sharedBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = $1`);
 const PRIVATE_BY_SLUG = statement('svc.privateBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug = $2`);
 const ALL_SHARED = statement('svc.allShared', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL ORDER BY slug`);
 const ALL_PRIVATE = statement('svc.allPrivate', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 ORDER BY slug`);
+// Migration 0013: a scope's version and its records, read by one statement so from one snapshot
+// (a version is never paired with older records); a scope without records still has its row.
+const versionOf = (scope: string) => `(SELECT coalesce((SELECT version FROM registry_versions WHERE scope = ${scope}), 0)::text AS version)`;
+const SHARED_SCOPE = statement('svc.sharedScope', `SELECT v.version, ${COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}
+  FROM ${versionOf("''")} v LEFT JOIN services s ON s.org_id IS NULL ORDER BY s.slug`);
+const PRIVATE_SCOPE = statement('svc.privateScope', `SELECT v.version, ${COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}
+  FROM ${versionOf('$1')} v LEFT JOIN services s ON s.org_id = $1 ORDER BY s.slug`);
+const VERSIONS = statement('svc.versions', `SELECT scope, version::text AS version FROM registry_versions WHERE scope IN ('', $1)`);
+const USAGE = statement('svc.usage', 'SELECT count(*)::int AS records, coalesce(sum(base_urls), 0)::int AS base_urls FROM services WHERE org_id = $1');
 // A registry change can change which service a paywall URL is attributed to, and so whether an
 // agent that allows services by slug may pay it. Deciding writes hold the agent's policy row
 // (agents.ts BY_ID_FOR_USE), so a registry write first writes a new version of the policy row of
@@ -44,18 +54,35 @@ function toService(r: ServiceRow): RegisteredService {
   };
 }
 
+/** Each scope's records and index with the version they were read at ('' is the shared scope). */
+export type PgRegistryCache = Map<string, RegistryScopeCache & { version: string }>;
+
 /**
  * The service registry (PostgreSQL twin of ../services.ts): shared records (`orgId` null) and
- * organization-private ones, a slug never both (migration 0003's trigger). Not cached in process:
- * another replica may change the registry, and nothing tells this one yet.
+ * organization-private ones, a slug never both (migration 0003's trigger). Only the attribution
+ * index is cached in process (`cache`, shared by every binding of this replica): another replica
+ * may change the registry at any moment, so each use first reads the scopes' versions (migration
+ * 0013, one row each) and reads again only a scope whose version moved. Inside a transaction the
+ * versions are read in its snapshot, so a decision is judged by the registry as its own write sees it.
  */
-export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
+export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new Map()): AsyncTable<ServiceStore> {
   const read = (orgId: string | null, slug: string) =>
     orgId === null ? sql.one<ServiceRow>(SHARED_BY_SLUG, [slug]) : sql.one<ServiceRow>(PRIVATE_BY_SLUG, [orgId, slug]);
   const listShared = async () => (await sql.rows<ServiceRow>(ALL_SHARED)).map(toService);
   const listPrivate = async (orgId: string) => (await sql.rows<ServiceRow>(ALL_PRIVATE, [orgId])).map(toService);
   // This binding lives for one transaction (tables.ts): the scopes whose agents it already touched.
   const touched = new Set<string | null>();
+  const scope = async (orgId: string | null, version: string): Promise<RegistryScopeCache> => {
+    const key = orgId ?? '';
+    const hit = cache.get(key);
+    if (hit && hit.version === version) return hit;
+    const rows = orgId === null
+      ? await sql.rows<Partial<ServiceRow> & { version: string }>(SHARED_SCOPE)
+      : await sql.rows<Partial<ServiceRow> & { version: string }>(PRIVATE_SCOPE, [orgId]);
+    const entry = { ...registryScope(rows.filter((r) => r.id != null).map((r) => toService(r as ServiceRow))), version: rows[0]!.version };
+    cache.set(key, entry);
+    return entry;
+  };
   const touchScope = async (orgId: string | null) => {
     if (touched.has(null) || touched.has(orgId)) return;
     if (orgId === null) await sql.run(TOUCH_ALL_SLUG_POLICIES);
@@ -68,10 +95,11 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
       const methods = JSON.stringify(s.paymentMethods);
       const endpoints = JSON.stringify(s.endpoints);
       const existing = await read(orgId, s.slug);
+      const baseUrls = countBaseUrls(s);
       if (existing) {
-        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, existing.id]);
+        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id]);
       } else {
-        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, now, now]);
+        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now]);
       }
       return toService((await read(orgId, s.slug))!);
     },
@@ -84,6 +112,16 @@ export function createPgServiceStore(sql: Sql): AsyncTable<ServiceStore> {
     },
     async visibleTo(orgId) {
       return [...(await listShared()), ...(await listPrivate(orgId))];
+    },
+    async visibleIndex(orgId) {
+      const versions = await sql.rows<{ scope: string; version: string }>(VERSIONS, [orgId]);
+      const at = (key: string) => versions.find((v) => v.scope === key)?.version ?? '0';
+      const [shared, own] = [await scope(null, at('')), await scope(orgId, at(orgId))];
+      return joinRegistryIndexes(shared.index, own.index);
+    },
+    async usage(orgId) {
+      const r = (await sql.one<{ records: number; base_urls: number }>(USAGE, [orgId]))!;
+      return { records: r.records, baseUrls: r.base_urls };
     },
     async privateHolders(slug) {
       return (await sql.rows<{ org_id: string }>(HOLDERS, [slug])).map((r) => r.org_id);

@@ -7,15 +7,15 @@ import { createPgDashboardUserStore } from './dashboardUsers.js';
 import { createPgLoginFailureStore } from './loginFailures.js';
 import { createPgOrganizationStore } from './organizations.js';
 import { createPgPaymentStore } from './payments.js';
-import { createPgServiceStore } from './services.js';
+import { createPgServiceStore, type PgRegistryCache } from './services.js';
 import { createPgSettingsStore } from './settings.js';
 import { createPgSpendStore } from './spend.js';
 import { createPgTransactionStore } from './transactions.js';
 import { createPgTreasuryFundsStore } from './treasuryFunds.js';
 import type { Sql } from './sql.js';
 
-/** Listeners shared by every binding of the tables (the pool's and each transaction's). */
-export type TableHooks = { approvals: ApprovalHooks };
+/** Listeners and in-process state shared by every binding of the tables (the pool's and each transaction's). */
+export type TableHooks = { approvals: ApprovalHooks; registry?: PgRegistryCache };
 
 /**
  * Every table group bound to one connection (a transaction's client) or to the pool. Cheap: the
@@ -26,7 +26,7 @@ export function createPgTables(sql: Sql, hooks: TableHooks = { approvals: {} }):
     organizations: createPgOrganizationStore(sql),
     apiKeys: createPgApiKeyStore(sql),
     agents: createPgAgentStore(sql),
-    services: createPgServiceStore(sql),
+    services: createPgServiceStore(sql, hooks.registry),
     transactions: createPgTransactionStore(sql),
     payments: createPgPaymentStore(sql),
     approvals: createPgApprovalStore(sql, hooks.approvals),

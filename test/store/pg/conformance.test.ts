@@ -21,6 +21,7 @@ import { createTransactionStore } from '../../../src/store/transactions.js';
 import { createTreasuryFundsStore } from '../../../src/store/treasuryFunds.js';
 import type { AsyncTable, PgTables } from '../../../src/store/pg/asyncTable.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
+import { attributeResource } from '../../../src/domain/attribution.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
@@ -135,6 +136,14 @@ async function script(t: PgTables): Promise<Array<[string, unknown]>> {
   await rec('svc.list shared', t.services.list(null));
   await rec('svc.list private', t.services.list(A));
   await rec('svc.visibleTo', t.services.visibleTo(A));
+  const paid = { ...svc(uuid(907), 'paid'), paymentMethods: [{ realm: '', baseUrl: 'https://paid.example/v1', protocol: 'x402' }, { realm: '', baseUrl: '', protocol: 'mpp' }] };
+  await rec('svc.upsert private with base URLs', t.services.upsert(paid, A, 54));
+  await rec('svc.usage', t.services.usage(A));
+  await rec('svc.usage none', t.services.usage(B));
+  await rec('svc.visibleIndex', t.services.visibleIndex(A).then((index) => [
+    attributeResource(index, ['https://paid.example/v1/x'], 'x402', null, ['weather']),
+    attributeResource(index, ['https://other.example/'], 'x402', null, ['weather', 'nope']),
+  ]));
   await rec('svc.privateHolders', t.services.privateHolders('inhouse'));
   await rec('svc.delete', t.services.delete('inhouse', B));
   await rec('svc.delete missing', t.services.delete('inhouse', B));

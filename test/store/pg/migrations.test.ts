@@ -7,6 +7,7 @@ import { openDatabase } from '../../../src/store/db.js';
 import { MIGRATIONS } from '../../../src/store/migrations/index.js';
 import { PG_ONLY_INDEXES, SQLITE_ONLY_INDEXES } from '../../../src/store/migrations/0011_cap_rows.js';
 import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
+import { PG_ONLY_TABLES } from '../../../src/store/pg/migrations/0013_registry_scopes.js';
 import { migratePg } from '../../../src/store/pg/migrate.js';
 import { PG_MIGRATIONS } from '../../../src/store/pg/migrations/index.js';
 import { createPgStore } from '../../../src/store/pg/store.js';
@@ -75,7 +76,7 @@ describe('migratePg', () => {
     const d = await freshDb();
     await (await createPgStore({ connectionString: d.url, poolSize: 1 })).close();
     await query(d.url, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)");
-    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(/schema version 99 is newer than this build knows \(12\)/);
+    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(/schema version 99 is newer than this build knows \(13\)/);
   });
 
   test('error: a migration that fails leaves nothing of itself and is named', async () => {
@@ -109,13 +110,15 @@ describe('schema parity with SQLite', () => {
     const lite = openDatabase(join(dir, 'db.sqlite'));
     try {
       // SQLite's cap_rows and its horizon (migration 0011) are its own index of the cap rows; its hot
-      // buckets and their line (0012) hold the current hours of cap_buckets.
+      // buckets and their line (0012) hold the current hours of cap_buckets. PostgreSQL's registry
+      // versions (0013) tell replicas of each other's registry changes; SQLite has one writer.
       const liteTables = (lite.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`).all() as { name: string }[])
         .map((r) => r.name).filter((name) => !SQLITE_ONLY_TABLES.includes(name));
       expect(SQLITE_ONLY_TABLES.every((name) => lite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name))).toBe(true);
       const pgTables = (await query<{ table_name: string }>(pgUrl,
         `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`)).map((r) => r.table_name);
-      expect(pgTables).toEqual(liteTables);
+      expect(pgTables.filter((name) => !PG_ONLY_TABLES.includes(name))).toEqual(liteTables);
+      expect(PG_ONLY_TABLES.every((name) => pgTables.includes(name))).toBe(true);
       for (const table of liteTables) {
         const liteCols = (lite.prepare(`SELECT name, "notnull" AS nn, pk FROM pragma_table_info(?) ORDER BY name`).all(table) as { name: string; nn: number; pk: number }[])
           .map((c) => [c.name, c.nn === 1 || c.pk > 0]);
