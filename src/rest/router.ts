@@ -98,7 +98,10 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
 function payloadWithUsdText(payload: unknown): unknown {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return payload;
   const p = payload as Record<string, unknown>;
-  return typeof p.max_amount_usd === 'number' ? { ...p, max_amount_usd: usdField(p, 'max_amount_usd') } : p;
+  if (typeof p.max_amount_usd !== 'number') return p;
+  const copy: Record<string, unknown> = Object.assign({}, p);
+  copy.max_amount_usd = usdField(p, 'max_amount_usd');
+  return copy;
 }
 
 /** Runs `work`, reporting its result or its error (which it rethrows) to the metrics. */

@@ -205,7 +205,9 @@ test('registry churn on A against slug-attributed paywall payments on B: no dead
       changes.push(slug);
     }
   };
-  await Promise.all([...Array.from({ length: 24 }, (_, w) => pay(w)), churn(0), churn(1)]);
+  // 16 payers: under one organization's share of the paywall probes (3/4 of 32), so a refusal
+  // here would be the registry's doing, not admission's.
+  await Promise.all([...Array.from({ length: 16 }, (_, w) => pay(w)), churn(0), churn(1)]);
   expect(statuses.filter((s) => s !== 200)).toEqual([]);
   expect(statuses.length).toBeGreaterThan(50);
   expect(changes.length).toBeGreaterThan(5);
