@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { createApiKey } from './app/apiKeys.js';
 import { createAgent } from './app/agents.js';
 import type { AppDeps } from './app/deps.js';
@@ -22,6 +23,8 @@ export type BootstrapFile = {
 
 const BOOTSTRAPPED = 'bootstrapped_at';
 const ADMIN_TOKEN_HASH = 'admin_token_hash';
+/** 'pending' from the first start until a server has printed the first-start banner. */
+const BANNER = 'bootstrap_banner';
 
 /** The demo agent's policy: small amounts only, nothing without an allowlist entry. */
 const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI };
@@ -51,10 +54,32 @@ export async function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminT
     const file: BootstrapFile = { admin_token: adminToken, org_id: org.id, api_key: key.plaintext, agent_id: agent.id, treasury_address: treasuryAddress };
     await settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));
     await settings.set(BOOTSTRAPPED, String(now));
+    await settings.set(BANNER, 'pending');
     const path = join(dataDir, 'bootstrap.json');
     writePrivateFile(path, `${JSON.stringify(file, null, 2)}\n`);
     return file;
   }, { alone: true });
+}
+
+/**
+ * The first start's secrets again, when no server has printed them yet: a first start that
+ * bootstrapped and then could not listen (its port taken) shows the banner at the next start
+ * instead. Read from bootstrap.json; undefined once shown, or when the file is gone or unreadable.
+ */
+export async function unshownBootstrap(deps: AppDeps, dataDir: string): Promise<BootstrapFile | undefined> {
+  if (await deps.store.settings.get(BANNER) !== 'pending') return undefined;
+  try {
+    const file = JSON.parse(readFileSync(join(dataDir, 'bootstrap.json'), 'utf8')) as Partial<BootstrapFile>;
+    const fields = [file.admin_token, file.org_id, file.api_key, file.agent_id, file.treasury_address];
+    return fields.every((f) => typeof f === 'string') ? file as BootstrapFile : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Records that the first-start banner went out, so no later start prints the secrets again. */
+export async function markBannerShown(deps: AppDeps): Promise<void> {
+  await deps.uow.write(async (tx) => { await tx.settings.set(BANNER, 'shown'); });
 }
 
 /** The admin token hash in force: the environment's token when set, else the stored one. */
@@ -85,6 +110,9 @@ export async function adminTokenNotice(deps: AppDeps, envAdminToken: string | un
  * how the operator runs the admin CLI: the launcher's path in a checkout (`./bin/paypolicy.js`), the executable's path otherwise.
  */
 export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: string, cli = './bin/paypolicy.js'): string {
+  // The CLI is told where this server is and where its data lives, so on another port or data
+  // directory it does not talk to whatever answers on the default one.
+  const cliTarget = ` --url ${url}${resolve(dataDir) === resolve('data') ? '' : ` --data-dir ${dataDir}`}`;
   return [
     '',
     'paypolicy: first start, created a default organization:',
@@ -99,10 +127,10 @@ export function bootstrapBanner(file: BootstrapFile, url: string, dataDir: strin
     `  curl -s -X POST ${url}/api/ping -H 'Authorization: Bearer ${file.api_key}' \\`,
     `       -H 'Content-Type: application/json' -d '{"agent_id":"${file.agent_id}"}'`,
     `  curl -s '${url}/api/resolve?slug=example' -H 'Authorization: Bearer ${file.api_key}'`,
-    `  ${cli} agent list --org ${file.org_id}     (admin CLI; reads the token from bootstrap.json)`,
+    `  ${cli} agent list --org ${file.org_id}${cliTarget}     (admin CLI; reads the token from bootstrap.json)`,
     '',
     `Dashboard: ${url}/dashboard — create its first owner (the password is read from stdin):`,
-    `  ${cli} user create --org ${file.org_id} --email you@example.com --role owner --password-stdin`,
+    `  ${cli} user create --org ${file.org_id}${cliTarget} --email you@example.com --role owner --password-stdin`,
     '',
   ].join('\n');
 }

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { isAbsolute, relative } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, relative } from 'node:path';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { limitHeapGrowth } from './heapGrowth.js';
@@ -167,7 +167,10 @@ async function serve(argv: string[]): Promise<number> {
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     if (err instanceof ConfigError) process.stderr.write(`paypolicy: invalid configuration: ${e.message}\n`);
-    else if (e.code === 'EADDRINUSE') process.stderr.write(`paypolicy: cannot listen: address already in use (${e.message})\n`);
+    else if (e.code === 'EADDRINUSE') {
+      process.stderr.write(`paypolicy: cannot listen: address already in use (${e.message}); choose another with --port N (or PAYPOLICY_PORT)` +
+        `${existsSync(join(config?.dataDir ?? '', 'bootstrap.json')) ? '; the first-start details are printed once a start can listen' : ''}\n`);
+    }
     else process.stderr.write(`paypolicy: cannot start: ${e.message}\n`);
     return 2;
   }
@@ -177,7 +180,9 @@ async function serve(argv: string[]): Promise<number> {
   // unhandled 'error' here and stopped a server that had just started. Log lines handle their
   // own write failures (logger.ts).
   serving = true;
-  if (running.bootstrap) process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);
+  if (running.bootstrap) {
+    process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);
+  }
   else process.stdout.write(`paypolicy listening on ${running.url} (${await adminTokenNotice(running.deps, config.adminToken)})\n`);
   await new Promise<void>((resolve) => {
     onSignal = (signal) => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { DestinationStream, Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
 import { validateAdminToken } from './auth/credentials.js';
-import { adminTokenHash, bootstrapIfEmpty, type BootstrapFile } from './bootstrap.js';
+import { adminTokenHash, bootstrapIfEmpty, markBannerShown, unshownBootstrap, type BootstrapFile } from './bootstrap.js';
 import { ConfigError, type Config } from './config.js';
 import { createLogger } from './logger.js';
 import { startServer, type RunningServer } from './server.js';
@@ -49,7 +49,7 @@ export type Paypolicy = RunningServer & {
   /** The PostgreSQL store with --database-url, else undefined. */
   pg: PgBackend | undefined;
   log: Logger;
-  /** Secrets created by a first start, for the banner; undefined on later starts. */
+  /** Secrets created by a first start, for the banner, until one start has printed them; undefined after. */
   bootstrap: BootstrapFile | undefined;
   /** Graceful stop: stop accepting, drain, close the database. */
   stop: (graceMs?: number) => Promise<void>;
@@ -152,6 +152,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
         return file;
       })
       : await bootstrapIfEmpty(deps, config.dataDir, config.adminToken);
+    bootstrap ??= await unshownBootstrap(deps, config.dataDir);
     const tokenHash = await adminTokenHash(deps, config.adminToken);
     server = await startServer({
       deps, log, host: config.host, port: config.port, adminTokenHash: () => tokenHash,
@@ -162,6 +163,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       metrics: { metrics: createMetrics(deps, { agentLabels: config.metricsAgentLabels, clock: clockAgreement }), token: config.metricsToken },
       readiness: { tempoRpcUrl: config.tempoRpcUrl, clock: clockAgreement },
     });
+    // Listening now, so the caller prints the banner; a start that could not listen left it for the
+    // next. A failed mark only means the next start shows the banner again.
+    if (bootstrap) await markBannerShown(deps).catch(() => undefined);
   } catch (err) {
     await signer.close();
     await closeStore();

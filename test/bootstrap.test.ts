@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -246,24 +247,46 @@ describe.concurrent('main (bin/paypolicy.js serve)', () => {
     }
   });
 
-  test('behavior: a later start on the same data directory prints no secret', async ({ expect }) => {
+  test('behavior: a first start that cannot listen keeps its banner for the next start, which shows it once; later starts print no secret', async ({ expect }) => {
     const dataDir = tempDir();
-    // First start in process (same startPaypolicy), then the CLI's second start.
-    const s = await startTestServer({ dataDir });
-    await s.close({ keepData: true });
-    const cli = spawnCli(['serve', '--port', '0', '--data-dir', dataDir]);
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = String((taken.address() as AddressInfo).port);
+    const starts: ReturnType<typeof spawnCli>[] = [];
     try {
-      const out = await cli.waitForStdout(/paypolicy listening on http:\/\/127\.0\.0\.1:\d+ /);
-      expect(out).toContain('see bootstrap.json in the data directory');
-      const url = /paypolicy listening on (http:\/\/\S+) /.exec(out)![1]!;
-      expect((await rest(url, 'GET', '/healthz', { headers: { connection: 'close' } })).status).toBe(200);
-      cli.child.kill('SIGTERM');
-      expect(await cli.exited).toEqual({ code: 0, signal: null });
-      expect(cli.stdout() + cli.stderr()).not.toMatch(/ppadm_|ak_test_/);
-      expect(cli.stdout()).not.toContain(s.bootstrap.admin_token);
-      expect(cli.stderr()).toBe('');
+      // The port is taken: bootstrapped, then exit 2 with a way out.
+      const refused = await runCli(['serve', '--port', port, '--data-dir', dataDir]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/^paypolicy: cannot listen: address already in use .*--port N \(or PAYPOLICY_PORT\).*printed once a start can listen\n$/);
+      expect(refused.stdout + refused.stderr).not.toMatch(/ppadm_|ak_test_/);
+      const b = readBootstrap(dataDir);
+
+      // The next start that can listen prints what the first could not, with its own URL.
+      const second = spawnCli(['serve', '--port', '0', '--data-dir', dataDir]);
+      starts.push(second);
+      const out = await second.waitForStdout(/paypolicy\.js user create/);
+      expect(out).toContain('paypolicy: first start, created a default organization:');
+      expect(out).toContain(`admin token       ${b.admin_token}`);
+      expect(out).toContain(`test API key      ${b.api_key}`);
+      const url = /curl -s -X POST (http:\/\/127\.0\.0\.1:\d+)\/api\/ping/.exec(out)![1]!;
+      // The CLI hints name this server and its data directory, not the defaults.
+      expect(out).toContain(`agent list --org ${b.org_id} --url ${url} --data-dir ${dataDir}`);
+      second.child.kill('SIGTERM');
+      expect(await second.exited).toEqual({ code: 0, signal: null });
+
+      const third = spawnCli(['serve', '--port', '0', '--data-dir', dataDir]);
+      starts.push(third);
+      const later = await third.waitForStdout(/paypolicy listening on http:\/\/127\.0\.0\.1:\d+ /);
+      expect(later).toContain('see bootstrap.json in the data directory');
+      const thirdUrl = /paypolicy listening on (http:\/\/\S+) /.exec(later)![1]!;
+      expect((await rest(thirdUrl, 'GET', '/healthz', { headers: { connection: 'close' } })).status).toBe(200);
+      third.child.kill('SIGTERM');
+      expect(await third.exited).toEqual({ code: 0, signal: null });
+      expect(third.stdout() + third.stderr()).not.toMatch(/ppadm_|ak_test_/);
+      expect(third.stderr()).toBe('');
     } finally {
-      cli.child.kill('SIGKILL');
+      for (const s of starts) s.child.kill('SIGKILL');
+      taken.close();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
