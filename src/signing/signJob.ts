@@ -2,7 +2,6 @@ import secp256k1 from 'secp256k1';
 import { bytesToHex, hexToBytes, keccak256, serializeTransaction, type Hex } from 'viem';
 import type { SignJob, SignOutput } from './signJobs.js';
 import { serializeSignedTempoTransaction, tempoSigningHash } from './tempoTransaction.js';
-import { keccak256 as fastKeccak256 } from './keccak.js';
 import { eip3009Digest, permit2Digest } from './typedData.js';
 
 /**
@@ -48,9 +47,9 @@ export function runSignJob(key: SigningKey, job: SignJob): SignOutput {
       return { signature: rsv(signDigest(key, permit2Digest(job.chainId, job.permit2, job.message))) };
     case 'eip1559': {
       const tx = { type: 'eip1559' as const, value: 0n, ...job.tx };
-      const sig = signDigest(key, fastKeccak256(hexToBytes(serializeTransaction(tx))));
+      const sig = signDigest(key, keccak256(hexToBytes(serializeTransaction(tx)), 'bytes'));
       const serialized = serializeTransaction(tx, { r: sig.r, s: sig.s, yParity: sig.recid });
-      return { signature: rsv(sig), serialized, hash: bytesToHex(fastKeccak256(hexToBytes(serialized))) };
+      return { signature: rsv(sig), serialized, hash: keccak256(serialized) };
     }
     case 'tempo': {
       const signature = rsv(signDigest(key, tempoSigningHash(job.tx)));

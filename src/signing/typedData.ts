@@ -1,12 +1,10 @@
-import { keccak256 as fastKeccak256 } from './keccak.js';
 import { hashDomain, hashTypedData, hexToBytes, keccak256, toBytes, type Address, type Hex, type TypedDataDomain } from 'viem';
 
 /**
  * EIP-712 digests for what the treasury signs. EIP-3009 is on the hot path, so its struct hash is
  * encoded by hand over a cached domain separator (tests pin it equal to viem's hashTypedData);
  * the rarer types go through viem directly. Kept by hand because it is measured: viem's
- * hashTypedData took about 5× as long per EIP-3009 digest, on the signing thread (README, Speed),
- * and its two keccak rounds run on the unrolled permutation (keccak.ts): ~7-10 µs against ~35.
+ * hashTypedData took about 5× as long per EIP-3009 digest, on the signing thread (README, Speed).
  */
 
 export const EIP3009_TYPES = {
@@ -84,8 +82,8 @@ export function eip3009Digest(domain: Eip3009Domain, m: Eip3009Message): Uint8Ar
   outer[0] = 0x19;
   outer[1] = 0x01;
   outer.set(domainSeparator(domain), 2);
-  outer.set(fastKeccak256(struct), 34);
-  return fastKeccak256(outer);
+  outer.set(keccak256(struct, 'bytes'), 34);
+  return keccak256(outer, 'bytes');
 }
 
 /** Permit2 witness transfer as used by x402 `exact`: the witness binds the recipient. */
