@@ -1,9 +1,9 @@
-// CI step: the PostgreSQL tests must run, never skip. Checks that the server the tests use
-// (PAYPOLICY_TEST_PG_URL, default postgres://root@127.0.0.1:5432/test) answers; if it does not,
-// tries once to start the Debian cluster (the project's machines run one, see the README), then
-// fails loudly.
+// Before the tests (npm test's pretest, and CI): the PostgreSQL tests must run, never skip.
+// Checks that the server the tests use (PAYPOLICY_TEST_PG_URL, default
+// postgres://root@127.0.0.1:5432/test) answers; if it does not, tries once to start an installed
+// Debian cluster, then fails with what the tests need (README, Test prerequisites).
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import pg from 'pg';
 
 const url = process.env.PAYPOLICY_TEST_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
@@ -24,7 +24,7 @@ async function answers() {
 let version = await answers();
 if (!version) {
   try {
-    for (const v of readdirSync('/etc/postgresql')) execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', v, 'main', 'start'], { stdio: 'inherit' });
+    for (const v of existsSync('/etc/postgresql') ? readdirSync('/etc/postgresql') : []) execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', v, 'main', 'start'], { stdio: 'inherit' });
   } catch (err) {
     process.stderr.write(`could not start PostgreSQL: ${err.message}\n`);
   }
@@ -34,7 +34,9 @@ if (!version) {
   }
 }
 if (!version) {
-  process.stderr.write(`\nPostgreSQL does not answer at ${url.replace(/\/\/[^@]*@/, '//')}: the PostgreSQL tests cannot run, and CI does not skip them.\n`);
+  process.stderr.write(`\nPostgreSQL does not answer at ${url.replace(/\/\/[^@]*@/, '//')}: the PostgreSQL tests cannot run, and they are never skipped.\n` +
+    'They need PostgreSQL 13 or later on 127.0.0.1:5432 where the role in PAYPOLICY_TEST_PG_URL (default root, no password) may\n' +
+    'create databases; set PAYPOLICY_TEST_PG_URL to use another server. See README.md, Test prerequisites.\n');
   process.exit(1);
 }
 process.stdout.write(`PostgreSQL ${version} answers\n`);
