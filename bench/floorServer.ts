@@ -10,7 +10,7 @@ import { bytesToHex, getAddress, keccak256, type Address, type Hex } from 'viem'
 import { eip3009Digest, type Eip3009Domain } from '../src/signing/typedData.js';
 
 /**
- * The floor of the bench (issue 15): the least a *correct* durable sign server can do on this
+ * The floor of the bench: the least a *correct* durable sign server can do on this
  * machine, measured in the same run as paypolicy so every report can say what fraction of it
  * paypolicy reaches. Correct means what paypolicy promises, minus everything else paypolicy does
  * (auth, logging, metrics, idempotency, approvals, the state machine, admission):

@@ -1,7 +1,7 @@
 /**
- * Measuring the bench's ratios in interleaved slices (issue 15). On a shared VM the machine's
+ * Measuring the bench's ratios in interleaved slices. On a shared VM the machine's
  * speed drifts by a third within minutes, so a ratio built from two phases measured a minute apart
- * compared two machines: the same build's gRPC line read 0.39x in one run and 0.85x in another.
+ * compares two machines: the same build's gRPC line can read 0.39x in one run and 0.85x in another.
  * The phases of one ratio therefore run as short slices in turn, round after round (the order
  * rotated each round), and each side is the sum of its slices: a slow patch falls on both sides.
  *

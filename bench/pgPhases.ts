@@ -9,7 +9,7 @@ import pg from 'pg';
 import { CONNECTIONS, createBenchAgents, signSpecFor, toAutocannon, type Boot } from './harness.js';
 
 /**
- * Issue 14's bench lines (BENCH_ONLY=pg in bench/run.ts, or `node dist/bench/pgPhases.js`): POST
+ * The PostgreSQL bench lines (BENCH_ONLY=pg in bench/run.ts, or `node dist/bench/pgPhases.js`): POST
  * /api/sign on SQLite, on PostgreSQL with one replica, and on PostgreSQL with two replicas sharing
  * the database, each as req/s and p50/p99 and as a ratio to SQLite measured in the same run.
  * Same load for all three: 64 connections (split 32/32 over two replicas, as a balancer would),

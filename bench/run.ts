@@ -265,7 +265,7 @@ async function startGrpcLoad(base: string, spec: { apiKey: string; agents: strin
   };
 }
 
-/** Issue 14's lines (bench/pgPhases.ts): sign on SQLite, PostgreSQL with one and with two replicas. */
+/** The PostgreSQL lines (bench/pgPhases.ts): sign on SQLite, PostgreSQL with one and with two replicas. */
 async function pgPhases(): Promise<void> {
   const { runPgPhases, formatPgLine } = await import('./pgPhases.js');
   const lines = await runPgPhases(DURATION_S);

@@ -364,8 +364,8 @@ describe('GET /api/approvals/{id}/status scoping', () => {
 });
 
 describe('cap window of approved payments', () => {
-  // Regression: the cap once counted rows from the request time, so a payment approved more than
-  // 24 h later was never counted. It now counts from cap_at, the signing time for approved payments.
+  // Counted from the request time, a payment approved more than 24 h later would never count. The
+  // cap counts from cap_at, the signing time for approved payments.
   test('behavior: a payment approved more than 24 h after its request counts against the cap from its signing', async () => {
     const window = await orgWithWindow('late-sign', 2 * 24 * 3600);
     const { approvalId } = await requestApproval(window.agentId, '6', 'late-sign-1', window.apiKey);

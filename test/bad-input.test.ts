@@ -184,7 +184,7 @@ describe('POST /api/ping body', () => {
     }
   });
 
-  // Regression: a body abandoned half-way left a dead keep-alive connection; the 413 now closes it.
+  // A body abandoned half-way must not leave a dead keep-alive connection: the 413 closes it.
   test('error: after a 413 for a chunked body the connection is closed or still usable', async () => {
     const conn = await rawConnection(s.url);
     try {

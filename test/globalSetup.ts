@@ -2,8 +2,8 @@ import { buildSync } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Worker threads cannot start from .ts files, so tests used to run the workers from dist/, and a
- * stale build could be what was tested. Once per test run, the workers are bundled from src/ here
+ * Worker threads cannot start from .ts files; running the workers from dist/ instead would test a
+ * stale build whenever dist/ lags behind src/. Once per test run, the workers are bundled from src/ here
  * (dependencies stay external and resolve from node_modules) and src/workerUrl.ts starts them
  * from this directory whenever the code under test itself runs from source.
  */

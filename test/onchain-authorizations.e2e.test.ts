@@ -22,7 +22,7 @@ import {
 import { postSign, setPolicy, type WireAuthorization } from './helpers/payments.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// Issue 12, "EIP-3009 and Permit2": paypolicy returns the signed authorization and submits
+// EIP-3009 and Permit2 (README, On-chain submission): paypolicy returns the signed authorization and submits
 // nothing; whoever holds it (an x402 facilitator, the payee) relays it. Here a test account relays
 // what the real server signed to the real token and the canonical Permit2 on a local EDR chain,
 // on Base Sepolia (token domain name "USDC") and Base (domain name "USD Coin"), so a wrong domain

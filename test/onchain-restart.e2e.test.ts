@@ -12,7 +12,7 @@ import { postSign, setPolicy } from './helpers/payments.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 /**
- * Issue 12: raw-transaction nonces survive a restart of paypolicy and of the node, on a real EDR
+ * Raw-transaction nonces survive a restart of paypolicy and of the node, on a real EDR
  * chain served on loopback and the real server. Each test has a chain of its own.
  */
 const CHAIN = 84532;

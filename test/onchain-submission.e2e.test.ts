@@ -8,7 +8,7 @@ import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } fro
 import { postSign, setPolicy } from './helpers/payments.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// Issue 12 phase 1: raw transactions are broadcast to the configured node after the settling
+// Raw transactions are broadcast to the configured node after the settling
 // commit, on a real EDR chain served on loopback, against the real server.
 const CHAIN = 84532;
 const SLOW_CHAIN = 8453;

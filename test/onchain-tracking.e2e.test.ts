@@ -8,7 +8,7 @@ import { createLocalChain, installMiniUsdc, MINI_USDC_ABI, type LocalChain } fro
 import { postSign } from './helpers/payments.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
-// Issue 12: raw transactions the service submits are tracked to finality on a real EDR chain,
+// Raw transactions the service submits are tracked to finality on a real EDR chain,
 // against the real server: confirmations, a revert that releases the hold, a dropped transaction
 // broadcast again, fee bumps within the policy's ceiling, a node refusal that would block the
 // nonce, a restart mid-tracking, and another signer on the same treasury. States are read over

@@ -306,8 +306,8 @@ describe('POST /api/sign type x402 against an @x402/hono 2.27.0 paywall (v2)', (
     expect(await ledger(agentId)).toEqual([{ status: 'signed', amount: '0.01', recipient: PAY_TO.toLowerCase(), chainId: 84532, slug: 'sign-weather', type: 'x402' }]);
   });
 
-  // Regression: the approval re-check once dropped the payment's registry attribution, so a
-  // payment allowed only through a service slug could never be approved.
+  // The approval re-check keeps the payment's registry attribution: without it, a payment allowed
+  // only through a service slug could never be approved.
   test('behavior: a slug-allowlisted payment above the threshold can be approved and collected', async () => {
     const agentId = await agentWith({ allowlist: ['sign-weather'], threshold: '0.005' });
     const url = x402.url('/svc/paid?case=slug-approval');

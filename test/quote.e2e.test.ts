@@ -376,8 +376,8 @@ describe('POST /api/quote: registry as trust boundary', () => {
     }));
   });
 
-  // Regression: a denial once named no allowlisted slug when the URL belonged to another
-  // registered service; the reason now says which service it belongs to and which are allowed.
+  // When the URL belongs to another registered service, the denial's reason says which service it
+  // belongs to and which are allowed.
   test('error: a slug entry denies, naming the slug, when the URL belongs to another registered service', async () => {
     const agentId = await agentWith({ allowlist: ['elsewhere-svc'] });
     const url = x402.url('/svc/paid?case=other-service');

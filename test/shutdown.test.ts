@@ -137,8 +137,8 @@ describe('startPaypolicy', () => {
       }
     });
 
-    // Regression: h1 never listened, so Node did not track its connections and idle keep-alive
-    // sockets held stop(); h1 now emits 'listening' to turn tracking on.
+    // h1 never listens itself, and Node tracks a server's connections only once it has listened:
+    // h1 emits 'listening' to turn tracking on, so idle keep-alive sockets do not hold stop().
     test('behavior: an idle keep-alive HTTP/1.1 connection is closed at once and does not hold stop()', async () => {
       const s = await startTestServer();
       const agent = new http.Agent({ keepAlive: true });
@@ -164,8 +164,8 @@ describe('startPaypolicy', () => {
       }
     });
 
-    // Regression: a connection that had not sent enough bytes to be routed belonged to no server
-    // and held stop(); unrouted sockets are now destroyed at once.
+    // A connection that has not sent enough bytes to be routed belongs to no server, so stop()
+    // destroys unrouted sockets at once.
     test('behavior: a connection that has sent nothing does not hold stop()', async () => {
       const s = await startTestServer();
       const sock = net.connect(s.app.port, '127.0.0.1');
@@ -180,8 +180,8 @@ describe('startPaypolicy', () => {
       }
     });
 
-    // Regression: requests still running after the grace period ran on against a closed database;
-    // they are now cut off at the deadline.
+    // Requests still running after the grace period would run on against a closed database; they
+    // are cut off at the deadline.
     test('behavior: a request still in flight after the grace period is dropped, not run against a closed database', async () => {
       const s = await startTestServer();
       const slow = slowPing(s);
@@ -199,10 +199,10 @@ describe('startPaypolicy', () => {
       }
     });
 
-    // Regression (red-team): behind TLS, HTTP/1.1 is served by the secure HTTP/2 server itself,
-    // whose header and request deadlines stop with its close(), and whose connections the
-    // cut-off at the end of the grace period did not reach: a client holding half-sent headers or
-    // a half-sent body kept `serve` from exiting after SIGTERM, for as long as it held them.
+    // Behind TLS, HTTP/1.1 is served by the secure HTTP/2 server itself, whose header and request
+    // deadlines stop with its close(): the cut-off at the end of the grace period must reach its
+    // connections too, or a client holding half-sent headers or a half-sent body would keep `serve`
+    // from exiting after SIGTERM, for as long as it held them.
     describe('behind TLS', () => {
       let certDir: string;
       let pems: { cert: string; key: string };

@@ -93,7 +93,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   });
 
   // Every signal a supervisor or a terminal sends stops the server cleanly, so the lines still
-  // buffered are written: SIGHUP and SIGQUIT used to end it at once (Node's default), losing them.
+  // buffered are written: SIGHUP and SIGQUIT, left to Node's default, would end it at once, losing them.
   test.for(['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const)('behavior: %s right after a burst stops the server cleanly and every access line is written', async (signal, ctx) => {
     const { expect } = ctx;
     const p = serve(ctx, newDataDir());
@@ -185,10 +185,10 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   });
 
   // A reader that never comes back before the exit gives up: what is in the pipe is all it will
-  // ever get. A write that filled the pipe used to put part of a line in it, so the output ended
-  // inside a line (red team: SIGTERM with the log reader, `cat` on a FIFO, stopped after it had read
-  // some). Writes to a pipe are now at most PIPE_BUF bytes of whole lines, which the kernel takes
-  // whole or not at all.
+  // ever get. A write that fills the pipe could put part of a line in it, so the output would end
+  // inside a line (SIGTERM with the log reader, `cat` on a FIFO, stopped after it had read some).
+  // Writes to a pipe are at most PIPE_BUF bytes of whole lines, which the kernel takes whole or not
+  // at all.
   test('behavior: when the exit gives up on a reader that stopped reading, the pipe holds only whole lines', async ({ expect }) => {
     const fifo = join(newDataDir(), 'out');
     execFileSync('mkfifo', [fifo]);

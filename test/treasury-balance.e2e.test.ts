@@ -16,7 +16,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, dashboardFetch, httpSignIn } from './dashboard/helpers.js';
 
 /**
- * Issue 12, balances: `paypolicy treasury balance`, AdminService.GetTreasuryBalances and the
+ * Treasury balances: `paypolicy treasury balance`, AdminService.GetTreasuryBalances and the
  * dashboard's Spend page show the treasury's USDC and gas balance per configured chain, exactly
  * (integers, never floats), from a real EDR chain; a node that is down is an error for its chain
  * only; another organization never sees them.

@@ -3,7 +3,7 @@
  * written in the Prometheus text format (0.0.4) only when scraped. prom-client checks the label
  * names, sorts and hashes the labels and builds an object on every observation, even through a
  * child from `labels()`: under the quote load its request histogram and counter cost ~8 µs of
- * the event loop per request (an A/B within one process, README Speed), against a map lookup and
+ * the event loop per request (an A/B within one process, docs/performance.md), against a map lookup and
  * a bucket search here. The label values are the caller's, each from a closed set in the source.
  */
 

@@ -4,7 +4,7 @@ import { hashDomain, hashTypedData, hexToBytes, keccak256, toBytes, type Address
  * EIP-712 digests for what the treasury signs. EIP-3009 is on the hot path, so its struct hash is
  * encoded by hand over a cached domain separator (tests pin it equal to viem's hashTypedData);
  * the rarer types go through viem directly. Kept by hand because it is measured: viem's
- * hashTypedData took about 5× as long per EIP-3009 digest, on the signing thread (README, Speed).
+ * hashTypedData took about 5× as long per EIP-3009 digest, on the signing thread (docs/performance.md).
  */
 
 export const EIP3009_TYPES = {

@@ -13,7 +13,7 @@ import type { TransactionStore } from './transactions.js';
 import type { TreasuryFundsStore } from './treasuryFunds.js';
 
 /**
- * The one store interface the use cases run on (issue 14): every table group of the SQLite
+ * The one store interface the use cases run on: every table group of the SQLite
  * modules with the same method names, parameters and results, each returned as a Promise, so a
  * store behind a network (PostgreSQL, src/store/pg/) implements exactly the same shape. The
  * SQLite modules stay synchronous; `asyncTables` wraps them.

@@ -77,7 +77,7 @@ function restartNow(): boolean {
  * The window starts again once every frame is copied. Why: readers that began during that copy
  * (its database sync can take hundreds of ms on a slow disk) hold WAL read locks too, and only from
  * then on do new readers read the database file alone; timed from the start, the window could end
- * inside the copy, and against overlapping readers every catch-up failed (red-team run).
+ * inside the copy, and against overlapping readers every catch-up would fail.
  */
 function catchUp(retryMs: number): boolean {
   let deadline = performance.now() + retryMs;

@@ -13,7 +13,7 @@ export function newId(prefix: 'org' | 'agt' | 'key'): string {
  * random page of it. A random (v4) key dirties one more B-tree page per payment, and every dirty
  * page is written to the WAL at commit and again at the checkpoint: inserting signed payments in
  * groups of 24 measured 54 µs of CPU per row with v7 keys against 88 µs with v4 (index, WAL
- * and trigger work alike; README, Speed). The 74 random bits keep ids unguessable; the time they
+ * and trigger work alike; docs/performance.md). The 74 random bits keep ids unguessable; the time they
  * reveal is the row's own `created_at`, which its readers already see.
  */
 export function newUuid(now = Date.now()): string {

@@ -1,6 +1,6 @@
 /**
- * A schema version is a number and a name. Two builds have given one number to different
- * migrations (an unreleased SQLite 0012 was replaced before it landed), so a database is checked
+ * A schema version is a number and a name. Two builds can give one number to different
+ * migrations (a build from a branch whose migration was replaced), so a database is checked
  * by name too: one whose applied migration differs from this build's of the same number was
  * written by another build, and is refused with that said, before anything reads or writes it.
  */

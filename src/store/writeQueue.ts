@@ -38,8 +38,8 @@ export type WriteQueue<X = unknown> = {
  * its transaction open across those awaits, and the next group starts after its COMMIT. Callers
  * hear back only after the commit is synced to disk (walSync.ts does that off the event loop), so
  * every answer that depends on a write is sent after that write is durable. Kept by hand because
- * it is measured: the first version, two `synchronous=FULL` commits per payment, signed 472/s;
- * grouping led the way to ~2,900/s (README, Speed). `tx` is what each function is handed: the
+ * it is measured: with two `synchronous=FULL` commits per payment the sign path signed 472/s, a
+ * fraction of what grouped commits allow (docs/performance.md). `tx` is what each function is handed: the
  * table groups over this connection. A write queued `alone` runs in its turn as a transaction of
  * its own, committed with synchronous=FULL (what writeTxn does at start-up).
  */

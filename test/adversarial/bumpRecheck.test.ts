@@ -10,10 +10,10 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /**
  * A fee bump is a new signature by the treasury's key: like the collection of an approved payment,
  * it is made only if the agent's policy as it stands then still allows the payment (agent active,
- * recipient on the allowlist, the bumped fee within the ceiling). Before, a payment whose agent was
- * revoked, or whose recipient was taken off the allowlist, after signing kept being re-signed with
- * higher fees every --replace-after-ms. Without the bump the original stays as it is and is still
- * tracked. Found by the issue-12 red team on a real EDR chain with automine off.
+ * recipient on the allowlist, the bumped fee within the ceiling). Otherwise a payment whose agent
+ * was revoked, or whose recipient was taken off the allowlist, after signing would be re-signed
+ * with higher fees every --replace-after-ms. Without the bump the original stays as it is and is
+ * still tracked. Run on a real EDR chain with automine off.
  */
 const CHAIN = 84532;
 const USDC: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';

@@ -11,7 +11,7 @@ import { postSign, setPolicy, usdToMicros, type SignBody } from '../helpers/paym
 import type { RestResult, TestServer } from '../helpers/server.js';
 
 /**
- * Red team of the hourly cap sums (migration 0010, issue 15): kill -9 of the real server (SQLite)
+ * Hostile conditions against the hourly cap sums (migration 0010): kill -9 of the real server (SQLite)
  * in the middle of a burst of one agent's payments of every direct type. The buckets are kept by
  * triggers in the same transaction as each write, so whatever the kill cut, the file must hold
  * buckets equal to the holding rows' per-hour sums; the restart's repairs (rows left `signing`

@@ -9,7 +9,7 @@ import { PAY_TO, startX402Peer, type X402Peer } from '../helpers/peers.js';
 import { startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
 
 /**
- * Red team of the hourly cap sums (migration 0010, issue 15) against the real server on SQLite:
+ * Hostile sequences against the hourly cap sums (migration 0010), on the real server on SQLite:
  * bursts of every payment type for one agent straddling hour boundaries, approvals approved,
  * denied, expired and collected in a later hour, signing failures (hold released), policy changes
  * mid-burst and clock jumps both ways across the 24 h window. After every step the ledger is

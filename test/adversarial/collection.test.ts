@@ -11,8 +11,7 @@ import { PAY_TO, mockEvmChain, startFetchPeer, startX402Peer, v1Requirement, typ
 import { startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
 
 /**
- * Approved payments are re-checked when collected, and validity windows are bounded (issue 8,
- * items 4 and 5), against the real server and real paywalls on loopback. An approved x402 payment
+ * Approved payments are re-checked when collected, and validity windows are bounded, against the real server and real paywalls on loopback. An approved x402 payment
  * is signed only when the agent collects it; between approval and collection the agent may be
  * paused or revoked, its allowlist or cap may change, or it may never come back. None of that may
  * end in a signature, and a payment nobody collects must give its hold back.

@@ -14,9 +14,9 @@ import { listAllTransactions, postSign, recoverAuthorizationSigner, setPolicy, t
 import { startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
 
 /**
- * A crash never consumes an approval (issue 9, item 4). A human's approval is recorded in one
- * commit and its signature settled in a later one; a kill -9 between the two used to leave the
- * approval `approved` and its payment `failed`, so the agent's repeat got 409 forever and the
+ * A crash never consumes an approval. A human's approval is recorded in one commit and its
+ * signature settled in a later one; a kill -9 between the two must not leave the approval
+ * `approved` and its payment `failed`, where the agent's repeat would get 409 forever and the
  * approval could not be decided again. After a restart such a payment is `approved` again and
  * the agent's repeat with its key signs it (policy re-checked, nonce reissued), or is refused with
  * a clear 403 once the 15-minute collection window has closed.

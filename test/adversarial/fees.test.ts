@@ -15,7 +15,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { signedTempoTx, startTempoRpc, type TempoRpc } from '../helpers/tempoRpc.js';
 
 /**
- * Network fees are bounded (issue 8, item 3), against the real server. A raw transaction's
+ * Network fees are bounded, against the real server. A raw transaction's
  * maximum fee (gas × max_fee_per_gas, wei) is checked against the agent's ceiling in the same
  * evaluation that records the verdict, over REST, Connect and gRPC, in dry runs and again when a
  * human approves. Every surface that sets the ceiling (AdminService over Connect and gRPC, the
@@ -119,7 +119,7 @@ describe('raw_transaction network fee against the default ceiling (10^15 wei)', 
     { name: 'the smallest request: 21,000 gas × 1 wei', payload: { gas: 21_000, max_fee_per_gas: '1', max_priority_fee_per_gas: '0' }, gas: 21_000n, fee: 1n, allowed: true },
     { name: 'exactly at the ceiling: 100,000 gas × 10 gwei', payload: { gas: 100_000, max_fee_per_gas: '10000000000' }, gas: 100_000n, fee: 10n ** 10n, allowed: true },
     { name: 'just over: 100,000 gas × (10 gwei + 1 wei)', payload: { gas: 100_000, max_fee_per_gas: '10000000001' }, gas: 100_000n, fee: 10n ** 10n + 1n, allowed: false },
-    { name: "the issue's example: 100,000 gas × 20 gwei", payload: { gas: 100_000, max_fee_per_gas: '20000000000' }, gas: 100_000n, fee: 2n * 10n ** 10n, allowed: false },
+    { name: "the README's example: 100,000 gas × 20 gwei", payload: { gas: 100_000, max_fee_per_gas: '20000000000' }, gas: 100_000n, fee: 2n * 10n ** 10n, allowed: false },
     {
       name: 'both at their request limits: 1,000,000 gas × 1000 gwei (1 ETH)',
       payload: { gas: 1_000_000, max_fee_per_gas: '1000000000000', max_priority_fee_per_gas: '1000000000000' }, gas: 1_000_000n, fee: 10n ** 12n, allowed: false,

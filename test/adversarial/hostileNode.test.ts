@@ -7,7 +7,7 @@ import { startTempoRpc, type TempoRpc } from '../helpers/tempoRpc.js';
 /**
  * A node that lies about the treasury's pending nonce. The ledger's nonce counter never goes
  * down, so believing one absurd answer would leave every later raw transaction of the treasury
- * with a nonce no chain will ever mine. Found by the issue-12 red team.
+ * with a nonce no chain will ever mine.
  */
 
 const RECIPIENT = '0x4444444444444444444444444444444444444444';

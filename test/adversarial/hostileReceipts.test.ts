@@ -11,9 +11,9 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
  * A node whose receipts are malformed or belong to another transaction. A receipt decides a
  * payment's fate: `reverted` releases its hold on the spend cap, so the agent may pay that amount
  * again. Taking a receipt without a valid status, or one for a hash paypolicy did not ask about,
- * as "reverted" let an agent with a $0.50 cap move $1.00 on chain. Only a receipt for the very
- * hash asked, with status exactly 0x1 or 0x0 and sane quantities, decides anything; anything else
- * decides nothing (the row keeps its hold and is tracked again). Found by the issue-12 red team.
+ * as "reverted" would let an agent with a $0.50 cap move $1.00 on chain. Only a receipt for the
+ * very hash asked, with status exactly 0x1 or 0x0 and sane quantities, decides anything; anything
+ * else decides nothing (the row keeps its hold and is tracked again).
  *
  * The chain is real (EDR); between it and paypolicy sits a JSON-RPC proxy that forwards every call
  * and rewrites the receipts the test chooses.

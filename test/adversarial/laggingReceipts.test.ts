@@ -10,9 +10,9 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /**
  * "No receipt" is only the node's word. A provider behind a load balancer can report the
  * treasury's mined nonce from one backend while another has not indexed the receipt yet; read as
- * "another signer used our nonce", that released the payment's hold on the cap at once (the row
- * became `reverted`) although it was mined: the agent could then pay the same amount again, past
- * its cap. Now the organization and chain are marked conflicted at once (nothing more is signed
+ * "another signer used our nonce" and acted on at once, it would release the payment's hold on the
+ * cap (the row `reverted`) although it was mined: the agent could then pay the same amount again,
+ * past its cap. So the organization and chain are marked conflicted at once (nothing more is signed
  * there) but the row keeps its hold until the reading has held for --replace-after-ms; when the
  * receipt shows up meanwhile, the payment is confirmed as usual.
  *

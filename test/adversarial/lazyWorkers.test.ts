@@ -6,12 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, expect, test } from 'vitest';
 
 /**
- * The password-hashing thread is started lazily and again after every idle period (issue 15,
+ * The password-hashing thread is started lazily and again after every idle period (to save
  * memory). Starting it can fail synchronously: `new Worker` throws ERR_WORKER_INIT_FAILED when no
  * thread can be created, and the worker's file may be gone (a package upgraded in place under a
- * running server, which now starts that thread many times over its life). Such a failure must fail
+ * running server, which starts that thread many times over its life). Such a failure must fail
  * the one hash with a clear error and leave the hasher as it was: a sign-in slot never leaks (8
- * leaked slots refused every dashboard sign-in with "queue is full" until a restart), queued jobs
+ * leaked slots would refuse every dashboard sign-in with "queue is full" until a restart), queued jobs
  * are not stranded, nothing is thrown into an event listener, and once the thread can start again
  * hashes work without a restart.
  *

@@ -8,7 +8,7 @@ import { MPP_REALM, MPP_RECIPIENT, PAY_TO, openRedirect, startMppPeer, startX402
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * Property (issue 8): whatever the policy (allowlists of addresses and registry slugs), the
+ * Property: whatever the policy (allowlists of addresses and registry slugs), the
  * registry's contents and the paywalls' answers (redirect chains across origins and paths, MPP
  * challenges with split recipients), the real server never returns a signature that pays an
  * address the policy does not allow. Every 200 is read back from the signed material itself (the

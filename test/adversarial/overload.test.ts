@@ -19,7 +19,7 @@ import { bearer, expectRpcError } from '../helpers/rpc.js';
 import { rest, startTestServer, type RestResult, type TestServer, type TestServerOptions } from '../helpers/server.js';
 
 /**
- * Issue 9, item 7: overload is shed, not queued without bound. Real servers with small bounds
+ * Overload is shed, not queued without bound. Real servers with small bounds
  * (4 requests in flight, 2 payments in the signing stage, 1 probe) are filled with work held by
  * real mechanisms (a paywall that does not answer until released, a WAL sync held like a slow
  * disk); the next request must be refused at once with 503 `overloaded` and Retry-After (Connect

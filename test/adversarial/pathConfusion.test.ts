@@ -7,7 +7,7 @@ import { rest, startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * Attribution judges the path a paywall's front end will route, not only the path the URL parser
- * sees (issue 8, item 1). Many fronts read a path more loosely than WHATWG URL does: nginx decodes
+ * sees. Many fronts read a path more loosely than WHATWG URL does: nginx decodes
  * %XX before it resolves `..` and merges slashes, Tomcat drops `;params` from a segment (`..;`),
  * IIS takes `\` (and `%5C`) as `/`, a double-decoding proxy turns `%252e` into `.`. Under such a
  * front, `https://host/a/..%2Fb/paid` is "under /a" to the parser but is served by `/b`.

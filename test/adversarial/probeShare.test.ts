@@ -12,8 +12,8 @@ import { rest, startTestServer, type RestResult, type TestServer } from '../help
 /**
  * The paywall probes in flight (--max-probes, 32) and the payments in the signing stage
  * (--max-sign-queue) are shared by every organization. One organization whose paywall never
- * answers could hold every probe slot, and every other organization's quotes and paywall signs
- * were refused 503 overloaded until its probes timed out. Each organization now holds at most its
+ * answers could hold every probe slot, and have every other organization's quotes and paywall signs
+ * refused 503 overloaded until its probes timed out. Each organization holds at most its
  * share of each (three quarters by default, --max-probes-per-org and --max-sign-queue-per-org),
  * as it does of the agent gate (tenantShare.test.ts).
  */

@@ -8,7 +8,7 @@ import { MPP_REALM, MPP_RECIPIENT, PAY_TO, openRedirect, startMppPeer, startX402
 import { rest, startTestServer, type RestResult, type TestServer } from '../helpers/server.js';
 
 /**
- * Attribution follows redirects (issue 8, item 1), against the real server and real paywalls on
+ * Attribution follows redirects, against the real server and real paywalls on
  * loopback. A registered service vouches only for a chain of URLs that stays, hop by hop, under
  * the base URLs it registered for the rail: an open redirect under a registered base URL must not
  * lend its slug to another paywall, in quote, in sign, and when an approved payment is collected.

@@ -10,11 +10,11 @@ import { rest, startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * Every quote and sign of a paywall is attributed against what its organization sees of the
- * registry. One organization filled its private registry (thousands of records, each with many
- * base URLs) and kept eight quotes in flight: attribution walked every base URL on the main
- * thread, and another organization's plain eip3009 sign went from 23 ms to 2.9 s. With the
+ * registry. One organization that fills its private registry (thousands of records, each with many
+ * base URLs) and keeps eight quotes in flight would, if attribution walked every base URL on the
+ * main thread, take another organization's plain eip3009 sign from 23 ms to 2.9 s. With the
  * registry bounded per organization and attribution looking only at the resource's origin, the
- * size of one organization's registry no longer reaches another's signs.
+ * size of one organization's registry does not reach another's signs.
  *
  * The control is the same load from an organization with a one-record registry, in alternating
  * phases on the same server: eight quotes in flight move a sign's latency by themselves (client

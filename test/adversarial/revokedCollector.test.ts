@@ -6,11 +6,10 @@ import { PAY_TO, startFetchPeer, v1Requirement, type Peer } from '../helpers/pee
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * Collecting an approved payment checked the collecting API key only when the repeat came in; the
- * collection then probes the paywall again (and, for a raw transaction, reads the node) before its
- * write. A key revoked meanwhile still collected, and got a signature. The write that starts
- * signing now re-reads the key. Found by the issue-14 red team (second pass), the sibling of the
- * same hole in a new payment's write (b4b64cb).
+ * A key revoked while it collects an approved payment gets no signature. The collecting API key is
+ * checked when the repeat comes in, and the collection then probes the paywall again (and, for a
+ * raw transaction, reads the node) before its write; a key revoked in between must not collect.
+ * The write that starts signing re-reads the key, as a new payment's write does.
  */
 let slow = false;
 let peer: Peer;

@@ -8,7 +8,7 @@ import { PaymentPolicyService, PingRequestSchema } from '../../gen/paypolicy/v1/
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * Red team of the unary RPC handler (src/rpc/unaryHandler.ts, issue 15) with raw clients on a
+ * Hostile inputs against the unary RPC handler (src/rpc/unaryHandler.ts), with raw clients on a
  * real server: decompression bombs on gRPC and Connect (small on the wire, far over the 256 KiB
  * message limit once inflated), streams reset half-way through their body, non-ASCII header bytes,
  * and request ids under a mixed parallel load. Each must get a clear answer (or none, for a reset

@@ -19,7 +19,7 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, signInForm } from '../dashboard/helpers.js';
 
 /**
- * Unauthenticated sign-in floods against the real server (issue 8, item 9): scrypt never runs on
+ * Unauthenticated sign-in floods against the real server: scrypt never runs on
  * libuv's thread pool (which the WAL sync needs), sign-ins beyond the hashing queue's bound are
  * answered 429 at once, failures are limited per client address as well as per email, and old
  * failure rows are pruned. Requests come from distinct loopback addresses (127.0.0.0/8) so each

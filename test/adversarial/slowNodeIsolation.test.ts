@@ -10,12 +10,12 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * A slow node delays only its own chain's payments, and only its own organization's. A node that
- * hangs (on eth_sendRawTransaction only, or on everything) made every raw payment of its chain
- * hold an agent-gate slot for the RPC timeout (2 s): 140 such requests from one organization
- * filled the whole gate (--max-in-flight 128) and another organization's payment on another chain
- * was refused 503 overloaded. Now one organization holds at most three quarters of the gate
- * (--max-in-flight-per-org) and a node that timed out is not asked again for a moment
- * (src/chain/rpc.ts). Found by the issue-12 red team.
+ * hangs (on eth_sendRawTransaction only, or on everything) makes every raw payment of its chain
+ * hold an agent-gate slot for the RPC timeout (2 s): without bounds, 140 such requests from one
+ * organization would fill the whole gate (--max-in-flight 128) and another organization's payment
+ * on another chain would be refused 503 overloaded. One organization holds at most three quarters
+ * of the gate (--max-in-flight-per-org) and a node that timed out is not asked again for a moment
+ * (src/chain/rpc.ts).
  */
 const USDC: Address = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 const R = '0x3333333333333333333333333333333333333333';

@@ -5,11 +5,10 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * A payment whose row changed state while its signature was being made (on PostgreSQL another
- * replica's upkeep can take over a row it believes a dead replica left in `signing`) was answered
- * 500 "Payment changed state while signing". The signature is dropped unsent either way; the answer
- * is now a 409 `payment_state_changed` telling the caller to repeat, and the repeat answers what
- * the ledger holds. Found by the issue-14 red team; reproduced here on one server by moving the row
- * in the database while its signer is held.
+ * replica's upkeep can take over a row it believes a dead replica left in `signing`) is not a
+ * server error. The signature is dropped unsent; the answer is a 409 `payment_state_changed`
+ * telling the caller to repeat, and the repeat answers what the ledger holds. Reproduced here on
+ * one server by moving the row in the database while its signer is held.
  */
 const RECIPIENT = '0x5555555555555555555555555555555555555555';
 

@@ -8,11 +8,11 @@ import { postSign, recoverAuthorizationSigner, setPolicy, type SignBody, type Wi
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * Write errors do not strand holds (issue 9, item 8). On a full disk the commit that settles a
- * signature fails and rolls back, and so may the write that should then release the reservation:
- * the row stayed `signing` (holding the cap, answering 409, keeping its nonce) until a restart.
- * Now such rows are released once writes succeed again, by the sweep or the next successful
- * settle, without a restart; the signature whose settle never committed is never returned.
+ * Write errors do not strand holds. On a full disk the commit that settles a signature fails and
+ * rolls back, and so may the write that should then release the reservation, leaving the row in
+ * `signing` (holding the cap, answering 409, keeping its nonce). Such rows are released once writes
+ * succeed again, by the sweep or the next successful settle, without a restart; the signature whose
+ * settle never committed is never returned.
  *
  * The fault is real SQLite: from the moment the signer is handed a job (after the reservation
  * committed, before the settling commit) the server's own connection runs with

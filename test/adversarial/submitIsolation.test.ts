@@ -9,11 +9,11 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
  * One organization's stuck transaction must not hold back another organization's on the same
- * chain. The background submitter walks the chain's waiting rows of every organization in nonce
- * order and stopped at the first one the node did not take; that stop is right for the same
- * treasury (its later nonces cannot be mined first) but another treasury's nonces are unrelated,
- * so organization A's treasury running out of gas left organization B's signed and acknowledged
- * payments unsent for as long as A's stayed stuck. Found by the issue-12 red team.
+ * chain. The background submitter walks the chain's waiting rows in nonce order and stops at the
+ * first one the node did not take; that stop is right for the same treasury (its later nonces
+ * cannot be mined first) but another treasury's nonces are unrelated: organization A's treasury
+ * running out of gas must not leave organization B's signed and acknowledged payments unsent for
+ * as long as A's stays stuck.
  *
  * A real EDR chain behind a proxy that, while `refusing`, answers every eth_sendRawTransaction
  * with an error (a node briefly unable to take transactions), so both payments wait for the

@@ -6,12 +6,12 @@ import { postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * An organization past its share of the agent gate was refused only after its request was
- * authenticated and its body read, and its connection was not held for Retry-After as a full gate's
- * refusals are: a flood from one organization (2,000 connections ignoring Retry-After in the bench)
- * got refusals as fast as it could send them, the event loop served nothing else, and /healthz took
- * 12 s (0 payments admitted, against 18,549 before the share existed). Its refusal is now an early
- * one: before the body is read, and the HTTP/1.1 connection is not read again until Retry-After.
+ * An organization past its share of the agent gate is refused early: before the body is read, and
+ * the HTTP/1.1 connection is not read again until Retry-After, as a full gate's refusals are.
+ * Refused only after authentication and the body, with its connection free to send again at once, a
+ * flood from one organization (2,000 connections ignoring Retry-After in the bench) would get
+ * refusals as fast as it could send them, the event loop would serve nothing else, and /healthz
+ * would take 12 s (0 payments admitted, against 18,549 without the share).
  */
 const RECIPIENT = '0x6666666666666666666666666666666666666666';
 

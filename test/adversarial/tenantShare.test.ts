@@ -11,8 +11,8 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 /**
  * The agent gate is shared by every organization, so one tenant whose requests hang (on a hung RPC
  * node, a slow paywall, or its own flood) could fill it and have everybody else refused 503
- * overloaded; the issue-12 red team did it with 140 raw payments on a hung node. One organization
- * may now hold at most --max-in-flight-per-org of it (three quarters by default): here 3 of 4.
+ * overloaded (140 raw payments on a hung node are enough). One organization may hold at most
+ * --max-in-flight-per-org of it (three quarters by default): here 3 of 4.
  */
 const RECIPIENT = '0x4444444444444444444444444444444444444444';
 

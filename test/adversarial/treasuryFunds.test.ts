@@ -11,7 +11,7 @@ import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 
 /**
- * Issue 12, balances: a raw transaction the treasury cannot pay (token or gas) is refused with a
+ * Treasury balances: a raw transaction the treasury cannot pay (token or gas) is refused with a
  * 403 reason before anything is signed or broadcast, counting what the treasury has already signed
  * and the chain has not mined; a concurrent burst cannot together spend more than the balance; a
  * node that does not answer the balance check refuses (503 chain_unavailable) without writing.

@@ -6,7 +6,7 @@ const newRig = rigPerTest();
 
 /**
  * The checkpoint thread is stopped when the storage fails (store.ts). While syncs fail, its own
- * checkpoints fail too; a thread terminated in the middle of one used to abort the whole process
+ * checkpoints fail too; a thread terminated in the middle of one must not abort the whole process
  * (better-sqlite3 raising the SQLite error on an isolate being terminated: "FATAL ERROR:
  * v8::ToLocalChecked Empty MaybeLocal", SIGABRT) instead of the fail-stop exit 1. Slow syncs keep
  * the thread inside a checkpoint almost all the time, so the stop lands in one.

@@ -9,7 +9,7 @@ import { LONG } from './config.js';
 import { rigPerTest, type FaultRig } from './harness.js';
 
 /**
- * Issue 12: no nonce gaps after a crash mid-load. The real `paypolicy serve` process, configured
+ * No nonce gaps after a crash mid-load. The real `paypolicy serve` process, configured
  * with --rpc-url for a local EDR chain, takes concurrent raw_transaction payments and is killed
  * with SIGKILL in the middle, then restarted on the same data directory while the clients retry
  * what was not answered (same Idempotency-Key). Afterwards, on the node: the treasury's

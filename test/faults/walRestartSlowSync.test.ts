@@ -39,9 +39,9 @@ async function slowSyncLoad(rig: FaultRig, syncMs: number, during?: (dbFile: str
 /**
  * Under writes that never pause the WAL is started over only after a catch-up checkpoint, and that
  * checkpoint ends with a sync of the database file. On a disk where that sync takes longer than
- * the writes are normally held back for (200 ms), every catch-up gave up and the WAL grew without
- * bound: 1.3 GB in 30 s with 250 ms database syncs (red-team run). Once the WAL is far past its
- * restart size the writes now wait long enough for the slow sync.
+ * the writes are normally held back for (200 ms), every catch-up would give up and the WAL grow
+ * without bound (1.3 GB in 30 s with 250 ms database syncs). Once the WAL is far past its restart
+ * size the writes wait long enough for the slow sync.
  */
 describe('WAL restart when the database file syncs slowly', () => {
   test('property: with every sync of paypolicy.db taking 300 ms, the WAL stays bounded under sustained load, and a power cut loses nothing acknowledged', async () => {
@@ -55,9 +55,9 @@ describe('WAL restart when the database file syncs slowly', () => {
     expect(await missingAcks(rig, load.acks.values())).toEqual([]);
   }, FAULT_TIMEOUT_MS);
 
-  // Readers that began during a catch-up's slow copy held WAL read locks after it, and the retry
-  // window, timed from the catch-up's start, had run out inside the copy: 86 -> 530 MB in 40 s with
-  // 210 ms syncs (second red-team run). The window now starts once every frame is copied.
+  // Readers that begin during a catch-up's slow copy hold WAL read locks after it; a retry window
+  // timed from the catch-up's start would run out inside the copy (86 -> 530 MB in 40 s with
+  // 210 ms syncs). The window starts once every frame is copied.
   test('property: with 210 ms database syncs and another process reading without a break, the WAL still stays bounded', async () => {
     const rig = newRig();
     const { maxWal, load } = await slowSyncLoad(rig, 210, overlappingReaders);

@@ -7,7 +7,7 @@ import { startCluster, type Cluster } from '../helpers/replicas.js';
 import type { RestResult } from '../helpers/server.js';
 
 /**
- * Red team of the hourly cap sums (migration 0010, issue 15) on PostgreSQL with three replicas:
+ * Hostile conditions against the hourly cap sums (migration 0010) on PostgreSQL with three replicas:
  * one agent's eip3009, permit2 and raw payments spread over the replicas, some over the approval
  * threshold and decided on other replicas while the burst runs, one replica killed -9 mid-burst
  * (its `signing` rows failed by the others' stale-signing repair, releasing their holds). Then

@@ -9,7 +9,7 @@ import type { RestResult } from '../helpers/server.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Red team (issue 14), second pass: replica 0 reaches PostgreSQL through a relay that cuts the
+ * Replica 0 reaches PostgreSQL through a relay that cuts the
  * connection on every third COMMIT, alternately before the COMMIT reaches the server (rolled back)
  * and right after (committed, the answer lost). Clients retry a 503 or a broken connection with
  * the same Idempotency-Key on replicas 1 and 2 (direct). Every key ends with one outcome, every

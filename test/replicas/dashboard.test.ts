@@ -4,7 +4,7 @@ import { createUser, dashboardFetch, signInForm, type HttpSession } from '../das
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Dashboard sessions and sign-in lockouts whichever replica serves a request (issue 14): the sign-in
+ * Dashboard sessions and sign-in lockouts whichever replica serves a request: the sign-in
  * form fetched from one replica is posted to another, the session it opens works on every replica,
  * sign-out on one ends it on all, and failed sign-ins spread over the replicas lock the email on all.
  */

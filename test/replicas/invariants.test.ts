@@ -9,7 +9,7 @@ import {
 import { postSignRetrying, startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Issue 14's invariants across replicas: three real `paypolicy serve` processes on one
+ * Invariants across replicas (README, "Tested with three replicas"): three real `paypolicy serve` processes on one
  * PostgreSQL database, requests spread over all of them.
  */
 

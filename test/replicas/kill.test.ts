@@ -6,7 +6,7 @@ import type { RestResult } from '../helpers/server.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * kill -9 of one replica mid-load while the two others carry on (issue 14, Durability): no
+ * kill -9 of one replica mid-load while the two others carry on (README, PostgreSQL and replicas): no
  * acknowledged payment is lost, nothing is paid twice, and a client that retries on another replica
  * with the same Idempotency-Key gets one outcome, the same on every replica it asks afterwards.
  * Rows the dead replica left in `signing` are failed by the surviving replicas' upkeep once older

@@ -6,7 +6,7 @@ import { postSign, setPolicy, type SignBody } from '../helpers/payments.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Red team (issue 14): a policy change made on replica A while B and C are mid-burst binds every
+ * A policy change made on replica A while B and C are mid-burst binds every
  * payment recorded after the change's commit was acknowledged. A request authenticated before a
  * revoke (or that read the agent before a pause) may still be waiting for the signing stage or
  * its turn in the write queue when the change commits: what it then records must be judged by

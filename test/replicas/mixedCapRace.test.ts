@@ -7,7 +7,7 @@ import { listAllTransactions, setPolicy, usdToMicros, type SignBody } from '../h
 import { postSignRetrying, startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Red team (issue 14), second pass: a 500-way cap race over three replicas with mixed types,
+ * A 500-way cap race over three replicas with mixed types,
  * EIP-3009 authorizations and raw transactions on a real EDR chain: the cap is exact and the raw
  * transactions' nonces are unique and gap-free, whichever replica reserved them.
  */

@@ -5,11 +5,11 @@ import { postSign, setPolicy } from '../helpers/payments.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Red team (issue 14), second pass: free text holding a NUL character. SQLite stores it;
- * PostgreSQL's TEXT refuses it (SQLSTATE 22021), so on a PostgreSQL replica an API key label, an
- * approval note or a service description with a NUL answered Internal error (500) instead of
- * InvalidArgument, and on SQLite the same input was stored where migrate-store could never copy
- * it to PostgreSQL ("invalid byte sequence for encoding UTF8: 0x00"). Refused as invalid input on both.
+ * Free text holding a NUL character. SQLite stores it; PostgreSQL's TEXT refuses it (SQLSTATE
+ * 22021), so taken as it comes, an API key label, an approval note or a service description with a
+ * NUL would answer Internal error (500) instead of InvalidArgument on a PostgreSQL replica, and on
+ * SQLite be stored where migrate-store could never copy it to PostgreSQL ("invalid byte sequence
+ * for encoding UTF8: 0x00"). Refused as invalid input on both.
  */
 
 const RECIPIENT = '0x1111111111111111111111111111111111111111';

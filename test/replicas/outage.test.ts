@@ -5,7 +5,7 @@ import { postSign, setPolicy } from '../helpers/payments.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * A database outage seen from a running replica (issue 14, Operations): /readyz turns 503 when
+ * A database outage seen from a running replica: /readyz turns 503 when
  * PostgreSQL stops answering, requests fail fast with 503 instead of hanging, and the replica
  * recovers by itself when the database is back. The database is reached through a TCP relay the
  * test can cut.

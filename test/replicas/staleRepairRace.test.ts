@@ -12,7 +12,7 @@ import { postSign, setPolicy, type SignBody } from '../helpers/payments.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pgDatabase.js';
 
 /**
- * Red team (issue 14): a live replica's signing must not be settled after another replica's
+ * A live replica's signing must not be settled after another replica's
  * stale-signing repair took the row back, even when the row is back in `signing` for someone else.
  *
  * Two replicas on one PostgreSQL; B's clock runs 3 s ahead of A's ("clocks agree within a few

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Sweeps run once per cluster, not once per replica (issue 14): three replicas, each with a sweep
+ * Sweeps run once per cluster, not once per replica: three replicas, each with a sweep
  * timer of 1 s (--stale-signing-ms 2000 makes the period half of it), start the approval sweep
  * about once a second between them, not three times.
  */

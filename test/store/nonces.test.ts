@@ -114,7 +114,7 @@ describe('migration nonce_reuse', () => {
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     seed(old);
-    // The old code handed out 0..4; 0, 2 and 4 were signed, 1 and 3 burned by failures.
+    // A schema-2 ledger that handed out 0..4; 0, 2 and 4 were signed, 1 and 3 burned by failures.
     old.prepare('INSERT INTO account_nonces (org_id, chain_id, next_nonce) VALUES (?, ?, 5)').run(ORG, CHAIN);
     const ins = old.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, amount_micros, holds_cap, cap_at, result, created_at, updated_at)
       VALUES (?, ?, ?, 'raw_transaction', ?, ?, 1, 0, 0, ?, 0, 0)`);

@@ -158,7 +158,7 @@ describe('write queue: a group commit held while a WAL sync runs', () => {
     const t = await setUp();
     try {
       // Not this queue's transaction (another writer on the same connection, as tests that swap the
-      // queue have): refusing the write used to roll it back.
+      // queue have): refusing the write must not roll it back.
       t.store.db.prepare('BEGIN').run();
       t.store.db.prepare("INSERT INTO settings (key, value) VALUES ('theirs', 'theirs')").run();
       await expect(t.set('x')).rejects.toThrow(/within a transaction/);

@@ -162,7 +162,7 @@ describe('evaluatePolicy', () => {
       expect(evaluatePolicy(facts({ ...fee(1n, CEILING + 1n) }))).toMatchObject({ outcome: 'denied', rule: 'network_fee' });
     });
 
-    test('behavior: the issue\'s example reason: 100,000 gas at 20 gwei against 0.001 ETH', () => {
+    test('behavior: the README\'s example reason: 100,000 gas at 20 gwei against 0.001 ETH', () => {
       expect(evaluatePolicy(facts(fee(100_000n, 20_000_000_000n)))).toEqual({
         outcome: 'denied',
         rule: 'network_fee',

@@ -2,8 +2,8 @@ import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
 // Another replica repairs a payment left in `signing` for --stale-signing-ms; a live replica's
-// payment may wait up to --max-queue-ms to be signed. A threshold below that wait let replicas fail
-// each other's live payments under load (500s): refused at start. Found by the issue-14 red team.
+// payment may wait up to --max-queue-ms to be signed. A threshold below that wait would let replicas
+// fail each other's live payments under load (500s): refused at start.
 describe('--stale-signing-ms against --max-queue-ms', () => {
   test('error: a repair threshold below the signing wait is refused, naming both', () => {
     expect(() => loadConfig(['--stale-signing-ms', '1000', '--max-queue-ms', '30000'], {})).toThrow(ConfigError);

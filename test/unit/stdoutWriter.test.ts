@@ -166,8 +166,8 @@ describe('stdout writer backlog', () => {
 
 describe('stdout writer on a pipe', () => {
   // Writes of at most PIPE_BUF bytes to a pipe are all or nothing; a longer one can be taken in
-  // part. Red team: a line over 4 KiB went out in one write with the short lines after it, so a
-  // full pipe cut a short line. Each write is now whole lines within PIPE_BUF, or one long line alone.
+  // part. A line over 4 KiB sent in one write with the short lines after it would let a full pipe
+  // cut a short line. Each write is whole lines within PIPE_BUF, or one long line alone.
   test('behavior: every write to a pipe is whole lines within 4 KiB, or a single longer line on its own', ({ expect }) => {
     const { io, out, writes } = scripted([], () => false, true);
     const w = bufferedStdout(99, io);

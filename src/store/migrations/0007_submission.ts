@@ -1,5 +1,5 @@
 /**
- * On-chain submission of raw transactions (issue 12, phase 1). A `signed` raw transaction whose
+ * On-chain submission of raw transactions. A `signed` raw transaction whose
  * chain has a configured RPC endpoint is settled with submit_status 'pending' (in the same commit
  * as its signature) and becomes 'submitted' with its tx_hash once a node accepted it. The row's
  * status stays `signed` (and keeps holding the cap, as every signed payment does): submission is

@@ -1,5 +1,5 @@
 /**
- * Tracking submitted raw transactions to finality (issue 12). README "On-chain submission".
+ * Tracking submitted raw transactions to finality. README "On-chain submission".
  *
  * - submit_status gains the chain's later states: pending → submitted → confirmed | reverted,
  *   and on the way dropped (the node forgot every version; re-broadcast) and replaced (a fee bump

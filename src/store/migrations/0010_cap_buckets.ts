@@ -1,6 +1,6 @@
 /**
- * Per-agent running spend sums (issue 15). The cap check summed every row the agent has in the
- * rolling 24 hours on each payment and quote, a range scan that grows with the agent's rate.
+ * Per-agent running spend sums. Summing every row the agent has in the rolling 24 hours on each
+ * payment and quote would be a range scan that grows with the agent's rate.
  * cap_buckets holds, per agent and hour (bucket = floor(cap_at / 1 h)), the sum of amount_micros of
  * the agent's rows with holds_cap = 1 and cap_at in that hour. payments.committedSince adds the
  * buckets entirely after `since` to the exact row sum of the one hour `since` falls in: the same

@@ -1,14 +1,14 @@
 /**
- * The cap sum's rows for the partial hour, indexed late (issue 15; SQLite only, PostgreSQL keeps its
+ * The cap sum's rows for the partial hour, indexed late (SQLite only, PostgreSQL keeps its
  * per-row index). committedSince reads whole hours from cap_buckets (0010) and the rows of the one
- * hour `since` falls in, 24 hours back. Those rows came from transactions_cap (agent_id, holds_cap,
- * cap_at, amount_micros): with many agents every payment's entry lands on a different leaf page, so
- * each group commit wrote about one more 4 KiB WAL frame per payment, which measured as 30-40 µs of
- * the event loop per payment and a sixth of the sign throughput.
+ * hour `since` falls in, 24 hours back. A per-agent index of those rows, transactions_cap (agent_id,
+ * holds_cap, cap_at, amount_micros), costs a page per payment: with many agents every payment's
+ * entry lands on a different leaf page, so each group commit writes about one more 4 KiB WAL frame
+ * per payment, measured as 30-40 µs of the event loop per payment and a sixth of the sign throughput.
  *
  * The rows the edge needs are a day old, so they need not be indexed per agent the moment they are
  * written. cap_rows holds exactly the rows with holds_cap = 1 and cap_at <= cap_horizon.horizon,
- * keyed by agent and time (the old index's content). Triggers keep that exact under every insert,
+ * keyed by agent and time (transactions_cap's content). Triggers keep that exact under every insert,
  * update and delete, in the same transaction (so under rollback too). The store's mover
  * (src/store/capRows.ts) raises the horizon a few seconds behind the clock, in a write of its own
  * that copies the rows it passes, thousands at a time, sorted by agent: each agent's leaf page is

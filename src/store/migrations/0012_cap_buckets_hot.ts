@@ -2,14 +2,14 @@ import { capBucketOf } from './0010_cap_buckets.js';
 import { SQLITE_ONLY_TABLES as CAP_ROWS_TABLES } from './0011_cap_rows.js';
 
 /**
- * The current hours' cap buckets in a table of their own (issue 15; SQLite only). cap_buckets
+ * The current hours' cap buckets in a table of their own (SQLite only). cap_buckets
  * (0010) is keyed (agent_id, bucket): once a ledger holds more than a day, each agent's bucket for
  * the current hour sits among its other hours, on a page of its own, so a group commit of n
- * payments wrote about n bucket pages to the WAL, and the checkpoint wrote them again. Measured on
- * the schema alone (groups of 11 payments over 256 agents): 26.8 WAL frames per group with 30
- * days of buckets against 18.9 with one hour. Keying the table hour first would put those rows
+ * payments would write about n bucket pages to the WAL, and the checkpoint would write them
+ * again. Measured on the schema alone (groups of 11 payments over 256 agents): 26.8 WAL frames per
+ * group with 30 days of buckets against 18.9 with one hour. Keying the table hour first would put those rows
  * together, but the cap sum would then read an agent's 24 hours by 24 key lookups: 12.7 µs per
- * sum against 4.5, which cost the quote more than the pages saved (measured, not landed).
+ * sum against 4.5, which costs the quote more than the pages save.
  *
  * So the buckets are split at an hour, cap_hot_from.bucket: an agent-hour with bucket >= it is in
  * cap_buckets_hot, one below it in cap_buckets, never in both. The triggers of 0010 are replaced

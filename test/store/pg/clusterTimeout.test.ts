@@ -4,11 +4,11 @@ import { openPgBackend } from '../../../src/store/pg/appStore.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
- * A cluster job's own statements (its lock, the `settings` row of its last start) ran on a pool
- * without a statement timeout: behind a lock nobody released (an operator's `LOCK TABLE settings`,
- * a stuck session) the approval sweep hung on every replica for good, and a replica starting up
- * waited without end for the bootstrap lock. They are bounded like the requests' statements now:
- * the job fails, and runs again once the lock is gone. Found by the issue-14 red team (reading).
+ * A cluster job's own statements (its lock, the `settings` row of its last start) are bounded like
+ * the requests' statements. Without a statement timeout, behind a lock nobody releases (an
+ * operator's `LOCK TABLE settings`, a stuck session) the approval sweep would hang on every replica
+ * for good, and a replica starting up would wait without end for the bootstrap lock. Bounded, the
+ * job fails, and runs again once the lock is gone.
  */
 let db: TestDatabase;
 let backend: Awaited<ReturnType<typeof openPgBackend>>;

@@ -8,7 +8,7 @@ import { migrateStore } from '../../../src/store/pg/migrateStore.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
- * Red team of migrate-store's cap_buckets check (issue 15): SQLite files whose hourly cap sums
+ * Hostile inputs against migrate-store's cap_buckets check: SQLite files whose hourly cap sums
  * disagree with their ledger in ways a single "total + 1" does not cover (the bucket moved an hour,
  * moved to another agent, a credit in a future hour, sums that cancel across hours, the table
  * dropped or retyped, the triggers dropped and the ledger edited under them). A wrong bucket is a

@@ -8,7 +8,7 @@ import { migrateStore } from '../../../src/store/pg/migrateStore.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
- * Red team (issue 14), second pass: hostile SQLite content given to migrate-store (values SQLite's
+ * Hostile SQLite content given to migrate-store (values SQLite's
  * type affinity let through that PostgreSQL's columns cannot hold, bad JSON): a clear
  * MigrateStoreError or an exact copy, and never a half-written target.
  */

@@ -6,8 +6,8 @@ import { listAllTransactions, postSign, setPolicy, type SignBody } from '../help
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 
 /**
- * Red team (issue 14), second pass: the same Idempotency-Key with different bodies on two
- * replicas at once, and a statement that hangs behind another session's lock.
+ * The same Idempotency-Key with different bodies on two replicas at once, and a statement that
+ * hangs behind another session's lock.
  */
 
 const RECIPIENT = '0x1111111111111111111111111111111111111111';
