@@ -1,8 +1,7 @@
 import { hash } from 'node:crypto';
 import type { Address } from 'viem';
 import { checksumAddress } from '../domain/address.js';
-import { isIdempotencyKeyTaken } from '../store/pg/errors.js';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, IDEMPOTENCY_KEY_TAKEN } from '../domain/errors.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { canonicalRequest, parsePaymentRequest, type PaymentRequestInput } from '../domain/paymentRequest.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
@@ -67,7 +66,7 @@ export async function signPayment(deps: AppDeps, principal: ApiKeyPrincipal, inp
     } catch (err) {
       // Another replica on the same PostgreSQL recorded this key first (the in-flight map above
       // only sees this process): nothing of ours was written; answer the winner's outcome.
-      if (!isIdempotencyKeyTaken(err)) throw err;
+      if (!(err instanceof DomainError && err.code === IDEMPOTENCY_KEY_TAKEN)) throw err;
       const winner = await deps.store.payments.findByIdempotencyKey(agent.id, key);
       if (!winner) throw err;
       return replayPayment(deps, winner, requestHash, treasury, principal.keyId);

@@ -17,6 +17,13 @@ export type ErrorKind =
   | 'overloaded'
   | 'internal';
 
+/**
+ * The store's code for a payment insert that lost to another writer's insert of the same
+ * (agent, Idempotency-Key), as store/pg/errors.ts raises it: the whole write rolled back, and the caller answers the winner's row.
+ * Only PostgreSQL replicas race here; one SQLite process never does.
+ */
+export const IDEMPOTENCY_KEY_TAKEN = 'idempotency_key_taken';
+
 /** Seconds a caller refused with `overloaded` is told to wait (REST `Retry-After`, RPC `retry-after` metadata). */
 export const OVERLOADED_RETRY_AFTER_SECONDS = 1;
 

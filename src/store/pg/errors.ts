@@ -52,9 +52,14 @@ export function databaseBusy(err: unknown, attempts: number): DomainError {
 /**
  * A payment's insert lost to another replica's insert of the same (agent, Idempotency-Key): the
  * unique index refused it (23505 on transactions_idempotency) and the whole write rolled back.
- * The caller answers the row that won (app/sign.ts); on SQLite one process never races itself here.
  */
-export function isIdempotencyKeyTaken(err: unknown): boolean {
+function isIdempotencyKeyTaken(err: unknown): boolean {
   const e = err as { code?: unknown; constraint?: unknown } | undefined;
   return e?.code === '23505' && e.constraint === 'transactions_idempotency';
+}
+
+/** The driver's error as the domain's: a lost Idempotency-Key race is a conflict the caller resolves; anything else as thrown. */
+export function domainErrorOf(err: unknown, cause: unknown): unknown {
+  if (!isIdempotencyKeyTaken(cause) && !isIdempotencyKeyTaken(err)) return err;
+  return new DomainError('conflict', 'Idempotency-Key already used by another request', { code: 'idempotency_key_taken', cause });
 }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PgTables } from './asyncTable.js';
-import { databaseBusy, databaseUnavailable, isRetryable, isUnavailable } from './errors.js';
+import { databaseBusy, databaseUnavailable, domainErrorOf, isRetryable, isUnavailable } from './errors.js';
 import { migratePg } from './migrate.js';
 import { createSql, TYPES } from './sql.js';
 import { createPgTables, type TableHooks } from './tables.js';
@@ -135,7 +135,7 @@ export async function createPgStore(options: PgStoreOptions) {
             broken = true;
             throw databaseUnavailable(rollbackError, { attempt });
           }
-          if (!isRetryable(cause) && !isRetryable(err)) throw err;
+          if (!isRetryable(cause) && !isRetryable(err)) throw domainErrorOf(err, cause);
           if (attempt >= maxWriteAttempts) throw databaseBusy(cause, attempt);
           // Queue behind whoever else lost a race on the same hot spots: the lock is taken before
           // BEGIN, so the next run's snapshot starts after the previous holder committed. Without
