@@ -110,6 +110,16 @@ export type ChainTracking = {
 /** The three dashboard roles: owners manage, approvers decide approvals, viewers read. */
 export type DashboardRole = 'owner' | 'approver' | 'viewer';
 
+/** A dashboard user as the rest of the code sees it: never with password material. */
+export type DashboardUser = {
+  id: string;
+  orgId: string;
+  email: string;
+  role: DashboardRole;
+  createdAt: number;
+  disabled: boolean;
+};
+
 /** An organization's agent software, through one of its API keys (the agent-facing API). */
 export type ApiKeyPrincipal = { kind: 'api_key'; orgId: string; mode: ApiKeyMode; keyId: string };
 

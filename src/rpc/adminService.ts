@@ -9,7 +9,7 @@ import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
 import {
   createDashboardUser, deleteDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
 } from '../app/dashboardUsers.js';
-import type { DashboardUser } from '../store/dashboardUsers.js';
+import type { DashboardUser } from '../domain/types.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';

@@ -1,17 +1,8 @@
-import type { DashboardRole } from '../domain/types.js';
+import type { DashboardRole, DashboardUser } from '../domain/types.js';
 import type { Db } from './db.js';
 
-export type { DashboardRole };
+export type { DashboardRole, DashboardUser };
 
-/** A dashboard user as the rest of the code sees it: never with password material. */
-export type DashboardUser = {
-  id: string;
-  orgId: string;
-  email: string;
-  role: DashboardRole;
-  createdAt: number;
-  disabled: boolean;
-};
 
 /** What a password check needs; read only by the sign-in use case. */
 export type PasswordRecord = { salt: Buffer; hash: Buffer; params: string };

@@ -37,4 +37,27 @@ describe('src/app layering', () => {
     expect(cycles).toEqual([]);
     expect(appImports('sign.ts')).not.toContain('approvals.ts');
   });
+
+  test('behavior: no use case imports a store driver module (PostgreSQL errors are mapped inside the store)', () => {
+    const offending = files.filter((f) => /from '\.\.\/store\/pg\//.test(source(f)));
+    expect(offending).toEqual([]);
+  });
+});
+
+/** Every .ts file under a folder of src, with its path from src. */
+function tsFilesUnder(dir: string): string[] {
+  const root = join(import.meta.dirname, '../../src');
+  const walk = (rel: string): string[] => readdirSync(join(root, rel), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(rel, e.name)) : e.name.endsWith('.ts') ? [join(rel, e.name)] : []);
+  return walk(dir);
+}
+
+describe('transports', () => {
+  test('behavior: REST, RPC, the dashboard and the HTTP plumbing import no store module, not even its types', () => {
+    const src = join(import.meta.dirname, '../../src');
+    const transportFiles = ['rest', 'rpc', 'dashboard', 'http'].flatMap(tsFilesUnder);
+    expect(transportFiles.length).toBeGreaterThan(20);
+    const offending = transportFiles.filter((f) => /from '(?:\.\.\/)+store\//.test(readFileSync(join(src, f), 'utf8')));
+    expect(offending).toEqual([]);
+  });
 });

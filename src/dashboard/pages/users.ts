@@ -1,7 +1,7 @@
 import { roleAllows } from '../../app/dashboardRoles.js';
 import { MIN_PASSWORD_LENGTH } from '../../app/dashboardPasswords.js';
 import { deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser } from '../../app/dashboardUsers.js';
-import type { DashboardUser } from '../../store/dashboardUsers.js';
+import type { DashboardUser } from '../../domain/types.js';
 import { utc } from '../format.js';
 import { html, type Renderable } from '../html.js';
 import { csrfField, fieldError, invalidAttrs, tableWrap } from '../layout.js';
