@@ -1,5 +1,9 @@
+import * as grpc from '@grpc/grpc-js';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { AgentStatus, PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createTenant, type Admin } from './helpers/admin.js';
+import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { postSign, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
@@ -83,5 +87,31 @@ describe('getAgentSpend (GET /api/agents/{id}/spend)', () => {
     const r = await rest(s.url, 'POST', `/api/agents/${s.bootstrap.agent_id}/spend`, { key: s.bootstrap.api_key, body: {} });
     expect(r.status).toBe(405);
     expect(r.headers.get('allow')).toBe('GET');
+  });
+});
+
+describe('PaymentPolicyService.GetAgentSpend (the same read over Connect and gRPC)', () => {
+  test('behavior: Connect JSON and gRPC answer the same numbers as REST, from the same use case', async () => {
+    const connect = connectClient(PaymentPolicyService, s.url);
+    const viaConnect = await connect.getAgentSpend({ agentId: s.bootstrap.agent_id }, { headers: { authorization: `Bearer ${s.bootstrap.api_key}` } });
+    const channel = grpcChannel(s.url);
+    try {
+      const viaGrpc = await grpcUnary(channel, PaymentPolicyService, PaymentPolicyService.method.getAgentSpend, { agentId: s.bootstrap.agent_id }, s.bootstrap.api_key);
+      expect(viaGrpc.ok).toBe(true);
+      const restBody = (await spend(s.bootstrap.agent_id)).json as Record<string, unknown>;
+      for (const m of [viaConnect, (viaGrpc as { message: typeof viaConnect }).message]) {
+        expect({
+          agent_id: m.agentId, agent_name: m.agentName, status: m.status, window_hours: m.windowHours, spend_cap_usd: m.spendCapUsd,
+          committed_usd: m.committedUsd, remaining_usd: m.remainingUsd, approval_threshold_usd: m.approvalThresholdUsd,
+          as_of: new Date(timestampMs(m.asOf!)).toISOString(),
+        }).toEqual({ ...restBody, status: AgentStatus.ACTIVE });
+      }
+      // Another organization's agent is unknown on RPC too.
+      const other = await createTenant(admin, 'spend-rpc-other');
+      const refused = await grpcUnary(channel, PaymentPolicyService, PaymentPolicyService.method.getAgentSpend, { agentId: other.agentId }, s.bootstrap.api_key);
+      expect(refused).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND });
+    } finally {
+      channel.close();
+    }
   });
 });

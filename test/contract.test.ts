@@ -1,6 +1,7 @@
 import type { DescMessage } from '@bufbuild/protobuf';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
+  GetAgentSpendResponseSchema,
   GetApprovalStatusResponseSchema,
   PingResponseSchema,
   QuoteResponseSchema,
@@ -12,6 +13,7 @@ import {
 } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { PaymentMethodSchema, ServiceEndpointSchema, ServiceRecordSchema } from '../gen/paypolicy/v1/registry_pb.js';
 import {
+  AGENT_SPEND_FIELDS,
   APPROVAL_STATUS_FIELDS,
   ENDPOINT_FIELDS,
   PAYMENT_METHOD_FIELDS,
@@ -75,6 +77,7 @@ describe('REST ↔ proto field mapping (responses)', () => {
   test.each([
     ['PingResponse', PingResponseSchema, [PING_FIELDS]],
     ['GetApprovalStatusResponse', GetApprovalStatusResponseSchema, [APPROVAL_STATUS_FIELDS]],
+    ['GetAgentSpendResponse', GetAgentSpendResponseSchema, [AGENT_SPEND_FIELDS]],
     ['QuoteResponse', QuoteResponseSchema, [QUOTE_FIELDS]],
     ['ResolveResponse', ResolveResponseSchema, [RESOLVE_FIELDS]],
     ['ServiceRecord', ServiceRecordSchema, [SERVICE_FIELDS]],

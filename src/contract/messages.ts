@@ -15,12 +15,14 @@ import {
 } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
 import type {
+  GetAgentSpendResponseSchema,
   GetApprovalStatusResponseSchema,
   PingResponseSchema,
   QuoteResponseSchema,
   ResolveResponseSchema,
   SignResponseSchema,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import type { AgentSpendStatus } from '../app/agentSpend.js';
 import type { PingResult } from '../app/ping.js';
 import type { ResolveResult } from '../app/registry.js';
 import type { SignResult } from '../app/sign.js';
@@ -176,6 +178,14 @@ export function signResultToProto(r: SignResult): MessageInitShape<typeof SignRe
         approvalThresholdUsd: r.verdict.outcome === 'pending_approval' ? formatUsd(r.verdict.thresholdMicros) : undefined,
       };
   }
+}
+
+export function agentSpendToProto(a: AgentSpendStatus): MessageInitShape<typeof GetAgentSpendResponseSchema> {
+  return {
+    agentId: a.agentId, agentName: a.agentName, status: agentStatus.toProto(a.status), windowHours: a.windowMs / 3_600_000,
+    spendCapUsd: formatUsd(a.spendCapMicros), committedUsd: formatUsd(a.committedMicros), remainingUsd: formatUsd(a.remainingMicros),
+    approvalThresholdUsd: formatUsd(a.approvalThresholdMicros), asOf: timestampFromMs(a.asOf),
+  };
 }
 
 export function approvalStatusToProto(a: ApprovalRecord): MessageInitShape<typeof GetApprovalStatusResponseSchema> {

@@ -1,6 +1,7 @@
 import { create, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
 import { timestampMs, type Timestamp } from '@bufbuild/protobuf/wkt';
 import {
+  GetAgentSpendResponseSchema,
   GetApprovalStatusResponseSchema,
   PingResponseSchema,
   QuoteResponseSchema,
@@ -16,6 +17,7 @@ import type { ResolveResult } from '../app/registry.js';
 import type { SignResult } from '../app/sign.js';
 import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, type EnumCodec } from '../contract/enums.js';
 import {
+  agentSpendToProto,
   approvalStatusToProto,
   pingResultToProto,
   quoteResultToProto,
@@ -23,7 +25,6 @@ import {
   signResultToProto,
   type ApprovalRecord,
 } from '../contract/messages.js';
-import { formatUsd } from '../domain/money.js';
 
 /**
  * REST is a declared mapping of the proto messages. Each use-case result becomes its protobuf
@@ -204,6 +205,7 @@ export const REST_REQUEST_FIELDS = {
   'paypolicy.v1.PingRequest': { agent_id: 'body.agent_id' },
   'paypolicy.v1.ResolveRequest': { slugs: 'query slug, slugs' },
   'paypolicy.v1.GetApprovalStatusRequest': { id: 'path /api/approvals/{id}/status' },
+  'paypolicy.v1.GetAgentSpendRequest': { agent_id: 'path /api/agents/{id}/spend' },
 } as const;
 
 /** REST keys with no proto field, each with the reason. */
@@ -211,22 +213,12 @@ export const REST_ONLY = {
   'SignResponse.denied.error': "the wire protocol's fixed 403 text `Policy denied`; RPC callers read outcome DENIED",
 } as const;
 
-/** Whole REST endpoints with no RPC, each with the reason. */
-export const REST_ONLY_ENDPOINTS = {
-  'GET /api/agents/{id}/spend': 'an extension beyond the wire protocol (app/agentSpend.ts); no RPC yet',
-} as const;
-
 /** GET /api/agents/{id}/spend (an extension beyond the wire protocol): USD as decimal strings, like cost_usd. */
+export const AGENT_SPEND_FIELDS: readonly RestField[] = [
+  field('agent_id'), field('agent_name'), field('status', 'status', enumName(agentStatus)), field('window_hours'), field('spend_cap_usd'),
+  field('committed_usd'), field('remaining_usd'), field('approval_threshold_usd'), field('as_of', 'as_of', isoTime),
+];
+
 export function agentSpendJson(a: AgentSpendStatus) {
-  return {
-    agent_id: a.agentId,
-    agent_name: a.agentName,
-    status: a.status,
-    window_hours: a.windowMs / 3_600_000,
-    spend_cap_usd: formatUsd(a.spendCapMicros),
-    committed_usd: formatUsd(a.committedMicros),
-    remaining_usd: formatUsd(a.remainingMicros),
-    approval_threshold_usd: formatUsd(a.approvalThresholdMicros),
-    as_of: new Date(a.asOf).toISOString(),
-  };
+  return writeRest(AGENT_SPEND_FIELDS, message(GetAgentSpendResponseSchema, agentSpendToProto(a)));
 }

@@ -5,13 +5,14 @@ import { authenticateApiKey } from '../app/apiKeys.js';
 import { pingAgent } from '../app/ping.js';
 import { resolveServices } from '../app/registry.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
-import { approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
+import { agentSpendToProto, approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
 import { paymentType } from '../contract/enums.js';
 import { invalidArgument } from '../domain/errors.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { quotePayment } from '../app/quote.js';
 import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
+import { getAgentSpend } from '../app/agentSpend.js';
 import { apiKeyPrincipalKey } from './context.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
@@ -47,6 +48,9 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
     },
     async getApprovalStatus(req, ctx) {
       return approvalStatusToProto(await getApprovalStatus(deps, await principal(ctx), req.id));
+    },
+    async getAgentSpend(req, ctx) {
+      return agentSpendToProto(await getAgentSpend(deps, await principal(ctx), req.agentId));
     },
   };
 }
