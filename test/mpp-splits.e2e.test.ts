@@ -28,6 +28,9 @@ const PASSWORD = 'long enough password';
 let peer: MppPeer;
 /** A paywall charging $2 to PRIMARY with a split to SECOND that tests change between approval and collection. */
 let changing: MppPeer;
+/** A $2 paywall whose challenge says it pays the network fee (`feePayer`) while `sponsoring` holds. */
+let sponsor: MppPeer;
+let sponsoring = true;
 let s: TestServer;
 let admin: Admin;
 let approver: HttpSession;
@@ -37,7 +40,9 @@ beforeAll(async () => {
   peer = await startMppPeer({ splits: [{ amount: '0.004', recipient: SPLIT_TO }] });
   changing = await startMppPeer({ recipient: PRIMARY, splits: APPROVED_SPLIT });
   changing.setAmount('2');
-  s = await startTestServer({ dev: true, probeAllowHosts: [peer.host, changing.host] });
+  sponsor = await startMppPeer({ recipient: PRIMARY, rewriteChallenge: (v) => (sponsoring ? withFeePayer(v) : v) });
+  sponsor.setAmount('2');
+  s = await startTestServer({ dev: true, probeAllowHosts: [peer.host, changing.host, sponsor.host] });
   admin = adminFor(s);
   treasury = getAddress(s.bootstrap.treasury_address);
   await upsertService(admin, { slug: 'split-svc', name: 'Split Service', paymentMethods: [{ realm: MPP_REALM, baseUrl: peer.url('/svc'), protocol: 'mpp' }] });
@@ -49,7 +54,17 @@ afterAll(async () => {
   await s?.close();
   await peer?.close();
   await changing?.close();
+  await sponsor?.close();
 });
+
+/** The challenge with `methodDetails.feePayer: true` in its request: the paywall offers to pay the fee. */
+function withFeePayer(wwwAuthenticate: string): string {
+  return wwwAuthenticate.replace(/request="([^"]+)"/, (_m, encoded: string) => {
+    const request = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as { methodDetails?: Record<string, unknown> };
+    request.methodDetails = { ...request.methodDetails, feePayer: true };
+    return `request="${Buffer.from(JSON.stringify(request)).toString('base64url')}"`;
+  });
+}
 
 let n = 0;
 async function agent(allowlist: string[]): Promise<string> {
@@ -175,6 +190,46 @@ describe('approving an MPP payment with splits', () => {
     // The refusal is final: a repeat does not sign the moved split either.
     const again = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/moved')), 'split-moved');
     expect([again.status, again.json.payment_header]).toEqual([403, undefined]);
+  });
+
+  test('error: the paywall lowers the total after approval, the splits unchanged → 403 (the primary share moved), nothing signed', async () => {
+    const { agentId, approvalId, transactionId } = await pendingSplit('/lowered', 'split-lowered');
+    await admin.client.decideApproval({ id: approvalId, decision: Decision.APPROVE }, admin.auth);
+    changing.setAmount('1.5');
+    try {
+      const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, changing.url('/lowered')), 'split-lowered');
+      expect(r.status, r.text).toBe(403);
+      expect(r.json.reason).toBe(
+        `The paywall's split changed after approval (approved $1.999999 to ${PRIMARY}, $0.000001 to ${SECOND}; now $1.499999 to ${PRIMARY}, $0.000001 to ${SECOND}); send a new request`,
+      );
+      expect(r.json.payment_header).toBeUndefined();
+      const rows = await listAllTransactions(admin, s.bootstrap.org_id, agentId);
+      expect(rows.map((t) => [t.id, t.status])).toEqual([[transactionId, 'denied']]);
+      expect(changing.requestsTo('/lowered').filter(carriesPayment)).toHaveLength(0);
+    } finally {
+      changing.setAmount('2');
+    }
+  });
+
+  test('error: the paywall stops paying the network fee after approval → 403, nothing signed (the approver was shown no fee)', async () => {
+    sponsoring = true;
+    const agentId = await agent([PRIMARY]);
+    const pending = await postSign(s.url, s.bootstrap.api_key, body(agentId, sponsor.url('/fee')), 'fee-dropped');
+    expect(pending.status, pending.text).toBe(202);
+    const a = await listed(pending.json.approval_request_id);
+    expect([a.maxNetworkFeeUsd, a.maxNetworkFeeWei]).toEqual(['', '']);
+    await admin.client.decideApproval({ id: a.id, decision: Decision.APPROVE }, admin.auth);
+    sponsoring = false;
+    try {
+      const r = await postSign(s.url, s.bootstrap.api_key, body(agentId, sponsor.url('/fee')), 'fee-dropped');
+      expect(r.status, r.text).toBe(403);
+      expect(r.json.reason).toBe("The paywall's network fee sponsorship changed after approval (approved: the paywall pays the network fee; now: the treasury pays the network fee); send a new request");
+      expect(r.json.payment_header).toBeUndefined();
+      expect((await listAllTransactions(admin, s.bootstrap.org_id, agentId)).map((t) => t.status)).toEqual(['denied']);
+      expect(sponsor.requestsTo('/fee').filter(carriesPayment)).toHaveLength(0);
+    } finally {
+      sponsoring = true;
+    }
   });
 
   test('behavior: the split unchanged at collection → the signed Tempo transaction pays exactly the approved transfers', async () => {

@@ -74,19 +74,33 @@ export function offerFromJson(json: unknown): Offer {
 }
 
 /**
- * Whether a fresh offer still pays what a human approved: same rail, chain, token, recipient and
- * split vector, and not more in total. Anything else needs a new request and a new decision.
- * A split total kept the same can still move money from one payee to another, so the splits are
- * compared as the approver saw them: the same recipients with the same amounts, in the same order
- * (the order the transfers are signed in). The primary recipient gets the total less the splits,
- * so with the splits fixed and the total no higher, no payee gets more than was approved.
+ * Whether a fresh offer still pays what a human approved: same rail, chain, token, recipient, the
+ * same payer of the network fee, and not more in total. Anything else needs a new request and a
+ * new decision. A split payment is approved as its vector of transfers, so it must come back
+ * exactly as approved: the same recipients with the same amounts in the same order (the order the
+ * transfers are signed in), the primary recipient's share included, so the total too.
  */
 export function sameOffer(fresh: Offer, approved: Offer): boolean {
   return fresh.rail === approved.rail && fresh.chainId === approved.chainId
     && fresh.asset.toLowerCase() === approved.asset.toLowerCase()
     && fresh.payTo.toLowerCase() === approved.payTo.toLowerCase()
-    && sameSplits(fresh, approved)
+    && samePayees(fresh, approved)
+    && sameFeePayer(fresh, approved)
     && fresh.amountAtomic <= approved.amountAtomic;
+}
+
+/** Whether a split payment's transfers are the approved ones exactly; an offer without splits has only its total to compare, which sameOffer bounds. */
+export function samePayees(fresh: Offer, approved: Offer): boolean {
+  if (offerSplits(fresh).length === 0 && offerSplits(approved).length === 0) return true;
+  return sameSplits(fresh, approved) && fresh.amountAtomic === approved.amountAtomic;
+}
+
+/**
+ * Whether the paywall still pays the network fee when it did at approval (an MPP `feePayer`
+ * challenge): the approver was shown no fee, so the treasury must not start paying one.
+ */
+export function sameFeePayer(fresh: Offer, approved: Offer): boolean {
+  return (fresh.mpp?.request.methodDetails.feePayer === true) === (approved.mpp?.request.methodDetails.feePayer === true);
 }
 
 /** Whether two offers split their amount identically: recipient and amount of every split, in order. */
@@ -129,4 +143,9 @@ export function offerPayees(offer: Offer): Payee[] {
 /** Payees as a person reads them: `$1.5 to 0x…, $0.5 to 0x…`. */
 export function describePayees(payees: readonly Payee[]): string {
   return payees.map((p) => `$${formatUsd(p.amountMicros)} to ${p.recipient}`).join(', ');
+}
+
+/** Who pays an offer's network fee, as the approval showed it. */
+export function feePayerText(offer: Offer): string {
+  return offer.mpp?.request.methodDetails.feePayer === true ? 'the paywall pays the network fee' : 'the treasury pays the network fee';
 }

@@ -4,7 +4,7 @@ import { unauthenticated } from '../auth/credentials.js';
 import type { PaymentRow } from '../store/payments.js';
 import { expireCollectionIfDue, expireIfDue } from './approvalExpiry.js';
 import type { AppDeps } from './deps.js';
-import { describePayees, offerFromJson, offerPayees, offerToJson, probeOffer, sameOffer, sameSplits } from './paywall.js';
+import { describePayees, feePayerText, offerFromJson, offerPayees, offerToJson, probeOffer, sameFeePayer, sameOffer, samePayees } from './paywall.js';
 import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
 import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
 import { signAndSettle } from './settle.js';
@@ -57,9 +57,11 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
     if (await expireCollectionIfDue(inTx, row.id)) return { kind: 'over' as const };
     if (probed && !sameOffer(probed.offer, probed.approved)) {
       const { offer, approved } = probed;
-      const reason = sameSplits(offer, approved)
-        ? `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`
-        : `The paywall's split changed after approval (approved ${describePayees(offerPayees(approved))}; now ${describePayees(offerPayees(offer))}); send a new request`;
+      const reason = !samePayees(offer, approved)
+        ? `The paywall's split changed after approval (approved ${describePayees(offerPayees(approved))}; now ${describePayees(offerPayees(offer))}); send a new request`
+        : !sameFeePayer(offer, approved)
+          ? `The paywall's network fee sponsorship changed after approval (approved: ${feePayerText(approved)}; now: ${feePayerText(offer)}); send a new request`
+          : `The paywall's offer changed after approval (now ${offer.amountMicros} micro-USD to ${offer.payTo} on chain ${offer.chainId}); send a new request`;
       return { kind: await payments.denyApproved(row.id, reason, now) ? 'denied' as const : 'over' as const, reason };
     }
     const agent = await agents.getForUse(row.agentId);

@@ -191,7 +191,7 @@ const NOT_USE_CASES: Record<string, string> = {
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
   intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
   recheckProbed: 'helper of signPayment', storedNetworkFee: 'pure',
-  sameSplits: 'pure', offerSplits: 'pure', offerPayees: 'pure', describePayees: 'pure',
+  sameSplits: 'pure', offerSplits: 'pure', offerPayees: 'pure', describePayees: 'pure', samePayees: 'pure', sameFeePayer: 'pure', feePayerText: 'pure',
   // the server's own maintenance, acting for no caller
   sweepExpiredApprovals: 'server maintenance', expireIfDue: 'server maintenance', expireCollectionIfDue: 'server maintenance',
   repairInterrupted: 'server start-up repair', releaseStranded: 'server maintenance',
