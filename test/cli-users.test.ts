@@ -11,11 +11,11 @@ import { createUser, httpSignIn, dashboardFetch, postSignIn } from './dashboard/
 /**
  * The operator CLI (the real launcher, bin/paypolicy.js, over dist/) against a real server:
  * managing dashboard users, the same not-found for every unknown id, the policy warnings, and the
- * README's `service upsert --file` example fed to the CLI as written.
+ * `service upsert --file` example of docs/cli.md fed to the CLI as written.
  */
 
 const PASSWORD = 'long enough password';
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+const CLI_DOC = fileURLToPath(new URL('../docs/cli.md', import.meta.url));
 let s: TestServer;
 let admin: Admin;
 let orgId: string;
@@ -111,12 +111,12 @@ describe('CLI frictions', { timeout: 120_000 }, () => {
     expect(await cli(['policy', 'set', '--agent', agentId, '--allow', 'known-svc', '--cap', '10', '--threshold', '10'])).toMatchObject({ code: 0, stderr: '' });
   });
 
-  test('behavior: the README\'s service upsert --file example is accepted as written and stored', async () => {
-    const readme = readFileSync(README, 'utf8');
-    const from = readme.indexOf('Example `record.json` for `service upsert --file`');
-    const example = from < 0 ? undefined : /```json\n([\s\S]*?)\n```/.exec(readme.slice(from))?.[1];
-    expect(example, 'README example block').toBeDefined();
-    const dir = mkdtempSync(join(tmpdir(), 'paypolicy-readme-'));
+  test('behavior: the service upsert --file example of docs/cli.md is accepted as written and stored', async () => {
+    const doc = readFileSync(CLI_DOC, 'utf8');
+    const from = doc.indexOf('Example `record.json` for `service upsert --file`');
+    const example = from < 0 ? undefined : /```json\n([\s\S]*?)\n```/.exec(doc.slice(from))?.[1];
+    expect(example, 'docs/cli.md example block').toBeDefined();
+    const dir = mkdtempSync(join(tmpdir(), 'paypolicy-cli-doc-'));
     try {
       const file = join(dir, 'record.json');
       writeFileSync(file, example!);

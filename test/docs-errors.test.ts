@@ -1,17 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 // @ts-expect-error: a plain ESM script without types (scripts/docs-errors.mjs)
-import { BEGIN, END, collectErrorCodes, renderErrorTable, withErrorTable } from '../scripts/docs-errors.mjs';
+import { BEGIN, DOC, END, collectErrorCodes, renderErrorTable, withErrorTable } from '../scripts/docs-errors.mjs';
 
-/** The README's error-code table is generated from src by `npm run docs:errors`; this fails when it is stale. */
+/** The error-code table of docs/errors.md is generated from src by `npm run docs:errors`; this fails when it is stale. */
 
 type Code = { code: string; statuses: Set<string>; connect: Set<string | undefined> };
-const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+const page = readFileSync(new URL(`../${DOC}`, import.meta.url), 'utf8');
 
 describe('docs:errors', () => {
-  test('behavior: the README block equals a fresh rendering of the codes in src', () => {
-    const block = readme.slice(readme.indexOf(BEGIN), readme.indexOf(END) + END.length);
-    expect(block, 'README.md error-code table is stale: run `npm run docs:errors`').toBe(renderErrorTable());
+  test('behavior: the block in docs/errors.md equals a fresh rendering of the codes in src', () => {
+    expect(DOC).toBe('docs/errors.md');
+    const block = page.slice(page.indexOf(BEGIN), page.indexOf(END) + END.length);
+    expect(block, 'docs/errors.md error-code table is stale: run `npm run docs:errors`').toBe(renderErrorTable());
   });
 
   test('behavior: codes that transports and probes raise are listed with their status', () => {
@@ -38,7 +39,14 @@ describe('docs:errors', () => {
     expect(fresh).not.toContain('| old |');
   });
 
-  test('error: README without the markers', () => {
+  test('behavior: the README links the table and keeps no copy of it that could go stale', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    expect(readme).toContain('](docs/errors.md)');
+    expect(readme).not.toContain(BEGIN);
+    expect(readme).not.toContain(END);
+  });
+
+  test('error: a page without the markers', () => {
     expect(() => withErrorTable('no markers')).toThrow(/lacks the markers/);
   });
 });
