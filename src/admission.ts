@@ -38,7 +38,7 @@ export const DEFAULT_MAX_SIGN_QUEUE = 256;
 /**
  * Default longest wait of a payment in the signing stage before its decision is written: a payment
  * that has waited longer (for a signing thread or for its turn in the write queue) is refused with
- * `overloaded` instead of being served late, before anything is written (README "Overload").
+ * `overloaded` instead of being served late, before anything is written (docs/configuration.md "Overload").
  */
 export const DEFAULT_MAX_QUEUE_MS = 1_000;
 /** Default outbound paywall probes at once. */

@@ -15,7 +15,7 @@ const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L]
         [--database-pool-size N] [--database-statement-timeout-ms MS] [--stale-signing-ms MS]
         [--wal-restart-mb N]
       Start the service (default port 8080, host 127.0.0.1, data dir ./data). Each flag has a
-      PAYPOLICY_* environment variable (README, Configuration); a flag wins over its variable.`;
+      PAYPOLICY_* environment variable (docs/configuration.md); a flag wins over its variable.`;
 
 const OWN_COMMANDS = `  ${SERVE_LINE}
   migrate-store --from DATA_DIR --to postgres://…

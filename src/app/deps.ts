@@ -53,7 +53,7 @@ export type AppDeps = {
   /**
    * (organization, chain) pairs where a transaction that is none of ours used a nonce this ledger
    * gave out: another process signs for the treasury there. Nothing more is submitted or signed as
-   * a raw transaction there until a restart (README "On-chain submission"); value: what was seen.
+   * a raw transaction there until a restart (docs/onchain.md); value: what was seen.
    */
   chainConflicts: Map<string, string>;
 };

@@ -11,7 +11,7 @@ import { recheckApproved } from './recheck.js';
 import { withinWrite } from './withinWrite.js';
 
 /**
- * On-chain submission of raw transactions (README "On-chain submission"). A raw transaction whose
+ * On-chain submission of raw transactions (docs/onchain.md). A raw transaction whose
  * chain has a configured RPC endpoint is settled with submit_status 'pending' in the same commit
  * as its signature (settle.ts), and only then broadcast: first right away, bounded by the RPC
  * timeout, then by the background submitter until a node accepts it. Only the stored serialized

@@ -139,7 +139,7 @@ export async function treasuryFundsVerdict(
 /**
  * Why the treasury cannot pay a payment on top of what is not yet mined, in USD and ETH, or null
  * when it can. Token first, then gas; both when both are short (the rule names the first). The
- * codes in parentheses are stable (README "Treasury balances").
+ * codes in parentheses are stable (docs/onchain.md "Treasury balances").
  */
 function treasuryShortfall(
   chainId: number, funds: Pick<TreasuryFunds, 'tokenBalance' | 'nativeBalanceWei'>,

@@ -88,7 +88,7 @@ export type TransactionRecord = {
   serviceSlug: string;
   approvalId: string | null;
   createdAt: number;
-  /** The on-chain side of a raw transaction the service submits (README "On-chain submission"); absent otherwise. */
+  /** The on-chain side of a raw transaction the service submits (docs/onchain.md); absent otherwise. */
   chain?: ChainTracking;
 };
 

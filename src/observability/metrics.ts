@@ -82,7 +82,7 @@ export function signOutcomeOf(result: SignResult): [SignOutcomeLabel, string] {
   }
 }
 
-/** A refused request's error code (a closed set in the source; see the README's error table). */
+/** A refused request's error code (a closed set in the source; see docs/errors.md). */
 export function errorCodeOf(err: unknown): string {
   return toDomainError(err).code;
 }

@@ -36,7 +36,7 @@ const COMMON_ERRORS = {
   '503': errorResponse('`overloaded` or `storage_full` (both with Retry-After), `storage_failed` (the service is stopping) or `treasury_not_provisioned`', RETRY_AFTER),
 };
 const BODY_ERRORS = {
-  '400': errorResponse('Invalid request: see the error codes in the README'),
+  '400': errorResponse('Invalid request: see the error codes in docs/errors.md'),
   '413': errorResponse('Request body over 64 KiB (`body_too_large`)'),
 };
 
@@ -193,7 +193,7 @@ export const OPENAPI_DOCUMENT = {
   components: {
     securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `ak_live_` or `ak_test_` + 48 hex characters' } },
     schemas: {
-      Error: object({ error: str('a short message for humans'), code: str('a machine code; see the README') }),
+      Error: object({ error: str('a short message for humans'), code: str('a machine code; see docs/errors.md') }),
       PaymentType: { type: 'string', enum: ['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp'] },
       Ping: object({ ok: { const: true }, agent_id: str(), agent_name: str(), org_id: str(), status: { type: 'string', enum: ['active', 'paused', 'revoked'] } }),
       Service: object({
@@ -221,7 +221,7 @@ export const OPENAPI_DOCUMENT = {
           },
           payload: {
             type: 'object',
-            description: 'Type-specific parameters (README "Sign"); for x402 and mpp: resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
+            description: 'Type-specific parameters (docs/api.md "Sign request"); for x402 and mpp: resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
             properties: { resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] } },
           },
         },
@@ -229,7 +229,7 @@ export const OPENAPI_DOCUMENT = {
         additionalProperties: false,
       },
       SignSigned: object({
-        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: ['string', 'null'], description: 'the on-chain transaction hash once a configured node accepted the raw transaction (README "On-chain submission"); null otherwise' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
+        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: ['string', 'null'], description: 'the on-chain transaction hash once a configured node accepted the raw transaction (docs/onchain.md); null otherwise' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
         type: ref('PaymentType'), chain_id: int, recipient_address: address, resource_url: str(), ...signedMaterial,
       }, ['signature', 'tx_hash', 'agent_id', 'cost_usd', 'transaction_id', 'idempotent', 'type', 'chain_id', 'recipient_address']),
       SignPending: object({ status: { const: 'pending_approval' }, reason: str(), transaction_id: uuid, approval_request_id: uuid }),

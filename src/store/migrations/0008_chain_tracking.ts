@@ -1,5 +1,5 @@
 /**
- * Tracking submitted raw transactions to finality. README "On-chain submission".
+ * Tracking submitted raw transactions to finality. docs/onchain.md.
  *
  * - submit_status gains the chain's later states: pending → submitted → confirmed | reverted,
  *   and on the way dropped (the node forgot every version; re-broadcast) and replaced (a fee bump
