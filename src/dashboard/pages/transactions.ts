@@ -7,7 +7,7 @@ import type { ChainTracking, TransactionRecord } from '../../domain/types.js';
 import { transactionBadge } from '../badges.js';
 import { csvRow } from '../csv.js';
 import { checksum, iso, shortAddress, usd, utc } from '../format.js';
-import { html } from '../html.js';
+import { html, type Renderable } from '../html.js';
 import { tableWrap } from '../layout.js';
 import type { NodeResponse } from '../http.js';
 import type { Reply, Route, RouteContext } from '../routes.js';
@@ -54,14 +54,21 @@ function queryString(f: Filters, extra: Record<string, string> = {}): string {
 }
 
 /**
- * The on-chain side of a raw transaction the service submits: its chain state, the current hash
- * (full in the title) and, once mined, the confirmations counted so far. Empty for other rows.
+ * The on-chain side of a raw transaction the service submits, under its ledger state: its chain
+ * state, the current hash (full in the title) and, once mined, the confirmations counted so far.
+ * Nothing for other rows.
  */
-function chainCell(c: ChainTracking | undefined) {
+function chainLine(c: ChainTracking | undefined): Renderable {
   if (!c) return '';
-  const hash = c.txHash ? html` <span class="mono" title="${c.txHash}">${c.txHash.slice(0, 10)}…</span>` : '';
-  const confirmations = c.confirmations ? html` <span class="hint">(${c.confirmations} conf.)</span>` : '';
-  return html`<span class="badge ${c.status === 'confirmed' ? 'badge-ok' : c.status === 'reverted' ? 'badge-bad' : 'badge-warn'}">${c.status}</span>${hash}${confirmations}`;
+  const hash = c.txHash ? html` <span class="mono nowrap" title="${c.txHash}">${c.txHash.slice(0, 10)}…</span>` : '';
+  const confirmations = c.confirmations ? html` <span class="hint nowrap">(${c.confirmations} conf.)</span>` : '';
+  return html`<div class="chain"><span class="hint">on chain</span> <span class="badge ${c.status === 'confirmed' ? 'badge-ok' : c.status === 'reverted' ? 'badge-bad' : 'badge-warn'}">${c.status}</span>${hash}${confirmations}</div>`;
+}
+
+/** Who paid: the address (in full in the title) and, under it, the registry service it belongs to. */
+function recipientCell(t: TransactionRecord): Renderable {
+  const address = t.recipient === '' ? '' : html`<span class="mono nowrap" title="${checksum(t.recipient)}">${shortAddress(t.recipient)}</span>`;
+  return html`${address}${t.serviceSlug !== '' && html`<div class="service"><span class="hint">service</span> ${t.serviceSlug}</div>`}`;
 }
 
 async function transactionsPage(ctx: RouteContext): Promise<Reply> {
@@ -83,16 +90,14 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
     else throw err;
   }
   const option = (value: string, label: string, current: string) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${label}</option>`;
-  // Classes c-* place each cell in the phone layout (static/styles.ts, .ledger).
+  // Classes c-* size each column and place each cell in the phone layout (static/styles.ts, .ledger).
   const body = rows.map((t) => html`<tr>
 <td class="c-time nowrap"><time datetime="${iso(t.createdAt)}">${utc(t.createdAt)}</time></td>
-<td class="c-agent nowrap">${names.get(t.agentId) ?? t.agentId}</td>
+<td class="c-agent">${names.get(t.agentId) ?? t.agentId}</td>
 <td class="c-type nowrap">${t.type}</td>
-<td class="c-status">${transactionBadge(t.status)}</td>
-<td class="c-chain nowrap">${chainCell(t.chain)}</td>
+<td class="c-status">${transactionBadge(t.status)}${chainLine(t.chain)}</td>
 <td class="c-amount num">${usd(t.amountMicros)}</td>
-<td class="c-recipient mono nowrap" title="${checksum(t.recipient)}">${t.recipient === '' ? '' : shortAddress(t.recipient)}</td>
-<td class="c-service nowrap">${t.serviceSlug}</td>
+<td class="c-recipient">${recipientCell(t)}</td>
 <td class="c-reason wrap">${t.reason}</td>
 </tr>`);
   return {
@@ -111,7 +116,7 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
 ${problem !== undefined && html`<p class="flash flash-error" role="alert" tabindex="-1" data-error-summary>${problem}</p>`}
 ${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : tableWrap('Transactions', html`<table class="ledger">
 <caption class="sr-only">Transactions, newest first</caption>
-<thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">On chain</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Service</th><th scope="col">Reason</th></tr></thead>
+<thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Reason</th></tr></thead>
 <tbody>${body}</tbody></table>`, 'ledger-wrap')}
 <nav class="pager" aria-label="Pages">
 ${token !== '' && html`<a href="/dashboard/transactions${queryString(filters)}">First page</a>`}

@@ -79,25 +79,31 @@ td.actions { white-space: nowrap; }
 .nowrap { white-space: nowrap; }
 td.wrap { min-width: 16rem; overflow-wrap: anywhere; }
 
-/* The ledger: one line per time, name and address; the reason wraps. On a phone each row is a
-   card (agent and amount, then status, type and time, then recipient and service, then the reason)
-   so nothing hides off to the right. The header row stays for screen readers. */
+/* The ledger fits its box at laptop widths without scrolling: time, type, status and amount keep
+   one line each; the agent column has a set width and its names wrap at spaces and hyphens (a
+   single word longer than the column breaks anywhere); the on-chain state sits under the status
+   and the service under the address; the reason takes the rest, wrapping at word boundaries (only
+   a token longer than a line, such as a hex address, breaks inside). On a phone each row is a card
+   (agent and amount, then status and time, then recipient and type, then the reason) so nothing
+   hides off to the right. The header row stays for screen readers. */
+.ledger th, .ledger td { padding-left: .5rem; padding-right: .5rem; }
+.ledger .c-agent { width: 12rem; overflow-wrap: anywhere; }
+.ledger .chain, .ledger .service { font-size: .85rem; margin-top: .2rem; }
+.ledger .service { overflow-wrap: anywhere; }
 @media (max-width: 760px) {
   .ledger-wrap { overflow-x: visible; border: 0; background: none; }
   .ledger thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
   .ledger, .ledger tbody { display: block; background: none; }
-  .ledger tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "status time" "type service" "chain chain" "recipient recipient" "reason reason"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
+  .ledger tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "status time" "recipient type" "reason reason"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
   .ledger td { display: block; padding: 0; border: 0; min-width: 0; }
   .ledger .c-time { grid-area: time; text-align: right; }
-  .ledger .c-agent { grid-area: agent; font-weight: 600; white-space: normal; overflow-wrap: anywhere; }
-  .ledger .c-type { grid-area: type; }
+  .ledger .c-agent { grid-area: agent; width: auto; font-weight: 600; }
+  .ledger .c-type { grid-area: type; text-align: right; }
   .ledger .c-status { grid-area: status; }
   .ledger .c-amount { grid-area: amount; font-weight: 600; }
   .ledger .c-recipient { grid-area: recipient; }
-  .ledger .c-service { grid-area: service; text-align: right; }
   .ledger .c-reason { grid-area: reason; min-width: 0; }
-  .ledger .c-chain { grid-area: chain; font-size: .85rem; }
-  .ledger .c-time, .ledger .c-type, .ledger .c-service, .ledger .c-recipient { color: var(--muted); font-size: .85rem; }
+  .ledger .c-time, .ledger .c-type, .ledger .c-recipient { color: var(--muted); font-size: .85rem; }
 }
 
 .badge { display: inline-block; padding: .05rem .5rem; border-radius: 999px; font-size: .8rem; font-weight: 600; border: 1px solid transparent; white-space: nowrap; }
