@@ -1,3 +1,4 @@
+import { getAddress } from 'viem';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, Decision } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -9,10 +10,11 @@ import { rest, startTestServer, type TestServer } from '../helpers/server.js';
 import { createUser, launchChromium } from './helpers.js';
 
 /**
- * The transactions page in headless Chromium against the real server, with the longest things a
- * ledger holds: an agent name of several words and one of a single long word, a nine-digit
- * amount, reasons quoting a whole address, long notes with a link. At laptop widths the ledger
- * fits its box and every reason is whole and wraps between words.
+ * The transactions page and the decisions table in headless Chromium against the real server,
+ * with the longest things a ledger holds: an agent name of several words and one of a single long
+ * word, a nine-digit amount, reasons quoting a whole address, long notes with a link. At laptop
+ * widths the ledger fits its box and every reason is whole and wraps between words; on a phone
+ * every decision's recipient is on screen.
  */
 
 const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
@@ -24,6 +26,7 @@ const OWNER = 'olivia@example.com';
 /** Pings record a row at most once per agent per 10 minutes (app/ping.ts); these are further apart. */
 const PING_GAP = 11 * MIN;
 const LAPTOPS = [{ width: 1280, height: 800 }, { width: 1440, height: 900 }, { width: 1920, height: 1080 }];
+const PHONE = { width: 390, height: 844 };
 
 let offset = 0;
 let s: TestServer;
@@ -164,5 +167,38 @@ describe('transactions at laptop widths', () => {
         expect(fit.reasons.some((r) => r.text.includes(STRANGER.toLowerCase())), at).toBe(true);
       }
     }
+  });
+});
+
+describe('recent decisions on a phone', () => {
+  test('behavior: at 390 px each decision is a card whose recipient address is whole and inside the screen', async () => {
+    const p = await signedIn({ viewport: PHONE, isMobile: true, hasTouch: true });
+    await p.goto(`${s.url}/dashboard/approvals`);
+    const cards = await p.evaluate(`(() => {
+      const box = document.querySelector('[role=region][aria-label="Recently decided"]');
+      const width = document.documentElement.clientWidth;
+      return {
+        sideways: document.documentElement.scrollWidth - width, boxSideways: box.scrollWidth - box.clientWidth,
+        recipients: Array.from(box.querySelectorAll('tbody tr')).map((tr) => {
+          const shown = Array.from(tr.querySelectorAll('.d-recipient .mono')).filter((el) => el.getClientRects().length > 0);
+          const rects = shown.flatMap((el) => Array.from(el.getClientRects()));
+          return { text: shown.map((el) => el.textContent).join(' '), inside: rects.length > 0 && rects.every((r) => r.left >= 0 && r.right <= width) };
+        }),
+      };
+    })()`) as { sideways: number; boxSideways: number; recipients: Array<{ text: string; inside: boolean }> };
+    expect([cards.sideways, cards.boxSideways]).toEqual([0, 0]);
+    expect(cards.recipients).toEqual(expect.arrayContaining([
+      { text: getAddress(RECIPIENT.toLowerCase()), inside: true },
+      { text: getAddress(OTHER_RECIPIENT.toLowerCase()), inside: true },
+    ]));
+    expect(cards.recipients.every((r) => r.inside)).toBe(true);
+  });
+
+  test('behavior: on a laptop the same table shows each address shortened, with the whole one in its title', async () => {
+    const p = await signedIn({ viewport: LAPTOPS[0] });
+    await p.goto(`${s.url}/dashboard/approvals`);
+    const shown = p.getByRole('region', { name: 'Recently decided' }).locator('.d-recipient .mono:visible');
+    const pairs = await shown.evaluateAll((els) => els.map((el) => [el.textContent, el.getAttribute('title')]));
+    expect(pairs.sort()).toEqual([['0x2096…287C', getAddress(RECIPIENT.toLowerCase())], ['0x7a16…5428', getAddress(OTHER_RECIPIENT.toLowerCase())]]);
   });
 });

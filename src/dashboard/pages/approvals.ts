@@ -86,23 +86,33 @@ ${decide}
 
 const STATUS_BADGE = { approved: 'badge-ok', denied: 'badge-bad', expired: 'badge-muted', pending: 'badge-warn' } as const;
 
+/**
+ * An address in the decisions table: shortened in the table (the full one in its title), in full
+ * on a phone's card, where it has a line of its own and nothing to hover. Exactly one of the two
+ * is displayed, so a screen reader reads it once.
+ */
+function decidedAddress(address: string): Html {
+  return html`<span class="mono addr-short" title="${checksum(address)}">${shortAddress(address)}</span><span class="mono addr-full">${checksum(address)}</span>`;
+}
+
 function decidedTable(decided: ApprovalView[], names: Names): Html {
   if (decided.length === 0) return html`<p class="empty">No decisions yet.</p>`;
+  // Classes d-* place each cell in the phone layout (static/styles.ts, .decided).
   const rows = decided.map((v) => html`<tr>
-<td><span class="badge ${STATUS_BADGE[v.status]}">${v.status}</span></td>
-<td class="nowrap">${names.agents.get(v.agentId) ?? v.agentId}</td>
-<td class="num">${usd(v.amountMicros)}</td>
-<td class="nowrap">${v.payees.length <= 1
-    ? html`<span class="mono" title="${checksum(v.recipient)}">${shortAddress(v.recipient)}</span>`
-    : v.payees.map((p, i) => html`${i > 0 ? html`<br>` : ''}<span class="mono" title="${checksum(p.recipient)}">${shortAddress(p.recipient)}</span> ${usd(p.amountMicros)}`)}</td>
-<td>${v.status === 'expired' ? html`<span class="muted">nobody (expired)</span>` : v.decidedBy}</td>
-<td class="nowrap"><time datetime="${iso(decidedAt(v))}">${utc(decidedAt(v))}</time></td>
-<td class="wrap">${v.note}</td>
+<td class="d-outcome"><span class="badge ${STATUS_BADGE[v.status]}">${v.status}</span></td>
+<td class="d-agent nowrap">${names.agents.get(v.agentId) ?? v.agentId}</td>
+<td class="d-amount num">${usd(v.amountMicros)}</td>
+<td class="d-recipient nowrap">${v.payees.length <= 1
+    ? decidedAddress(v.recipient)
+    : v.payees.map((p) => html`<div>${decidedAddress(p.recipient)} ${usd(p.amountMicros)}</div>`)}</td>
+<td class="d-by"><span class="card-label">Decided by </span>${v.status === 'expired' ? html`<span class="muted">nobody (expired)</span>` : v.decidedBy}</td>
+<td class="d-when nowrap"><time datetime="${iso(decidedAt(v))}">${utc(decidedAt(v))}</time></td>
+<td class="d-note wrap">${v.note !== '' && html`<span class="card-label">Note: </span>`}${v.note}</td>
 </tr>`);
-  return tableWrap('Recently decided', html`<table>
+  return tableWrap('Recently decided', html`<table class="decided">
 <caption class="sr-only">Recently decided approval requests, latest decision first</caption>
 <thead><tr><th scope="col">Outcome</th><th scope="col">Agent</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Decided by</th><th scope="col">When</th><th scope="col">Note</th></tr></thead>
-<tbody>${rows}</tbody></table>`);
+<tbody>${rows}</tbody></table>`, 'decided-wrap');
 }
 
 /** When a request stopped waiting: its decision, or its expiry when nobody decided. */

@@ -158,6 +158,28 @@ button:hover, .button:hover { background: var(--soft); }
 .countdown.is-expired { color: var(--bad); }
 .empty { padding: 1.25rem; text-align: center; color: var(--muted); background: var(--bg); border: 1px dashed var(--line); border-radius: 8px; }
 @media (max-width: 760px) { .approval { grid-template-columns: 1fr; } }
+/* Recent decisions: a table on wider screens; on a phone one card per decision (agent and amount,
+   outcome and time, the full recipient address, who decided, the note) so the recipient is never
+   off to the right. Labels that the table's header gives are written out on the cards. */
+.decided .addr-full, .decided .card-label { display: none; }
+@media (max-width: 760px) {
+  .decided-wrap { overflow-x: visible; border: 0; background: none; }
+  .decided thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  .decided, .decided tbody { display: block; background: none; }
+  .decided tr { display: grid; grid-template-columns: minmax(0, 1fr) auto; grid-template-areas: "agent amount" "outcome when" "recipient recipient" "by by" "note note"; gap: .15rem .75rem; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .6rem .8rem; margin-bottom: .5rem; }
+  .decided td { display: block; padding: 0; border: 0; min-width: 0; }
+  .decided .d-outcome { grid-area: outcome; }
+  .decided .d-agent { grid-area: agent; font-weight: 600; white-space: normal; overflow-wrap: anywhere; }
+  .decided .d-amount { grid-area: amount; font-weight: 600; }
+  .decided .d-recipient { grid-area: recipient; white-space: normal; }
+  .decided .d-by { grid-area: by; overflow-wrap: anywhere; }
+  .decided .d-when { grid-area: when; text-align: right; color: var(--muted); font-size: .85rem; }
+  .decided .d-note { grid-area: note; }
+  .decided .d-note:empty { display: none; }
+  .decided .addr-short { display: none; }
+  .decided .addr-full { display: inline; overflow-wrap: anywhere; font-size: .8rem; }
+  .decided .card-label { display: inline; color: var(--muted); }
+}
 
 .stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(12rem, 1fr)); gap: .75rem; margin-bottom: 1rem; }
 .stat { background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: .75rem 1rem; }
