@@ -2,25 +2,27 @@ import { getAddress } from 'viem';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, Decision } from '../../gen/paypolicy/v1/admin_pb.js';
-import { createAgent, type Admin } from '../helpers/admin.js';
+import { createAgent, createTenant, type Admin, type Tenant } from '../helpers/admin.js';
 import { connectClient } from '../helpers/clients.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { bearer } from '../helpers/rpc.js';
 import { rest, startTestServer, type TestServer } from '../helpers/server.js';
-import { createUser, launchChromium } from './helpers.js';
+import { createUser, dashboardFetch, httpSignIn, launchChromium, type HttpSession } from './helpers.js';
 
 /**
  * The transactions page and the decisions table in headless Chromium against the real server,
  * with the longest things a ledger holds: an agent name of several words and one of a single long
  * word, a nine-digit amount, reasons quoting a whole address, long notes with a link. At laptop
  * widths the ledger fits its box and every reason is whole and wraps between words; on a phone
- * every decision's recipient is on screen.
+ * every decision's recipient is on screen. Pings are hidden until asked for, on the page and in
+ * the CSV alike, and hiding them neither loses nor repeats a row from one page to the next.
  */
 
 const RECIPIENT = '0x2096aBCdEf0123456789aBCDeF0123456789287C';
 const OTHER_RECIPIENT = '0x7a16fF8270133F063aAb6C9977183D9e72835428';
 const STRANGER = '0x5fbDB2315678afecb367f032d93F642f64180aa3';
 const MIN = 60_000;
+const DAY = 24 * 60 * MIN;
 const PASSWORD = 'ledger-passphrase-42';
 const OWNER = 'olivia@example.com';
 /** Pings record a row at most once per agent per 10 minutes (app/ping.ts); these are further apart. */
@@ -154,7 +156,7 @@ describe('transactions at laptop widths', () => {
   test('behavior: at 1280, 1440 and 1920 px the ledger fits its box, no cell overflows, and every reason is whole and wraps between words', async () => {
     for (const viewport of LAPTOPS) {
       const p = await signedIn({ viewport });
-      for (const path of ['/dashboard/transactions']) {
+      for (const path of ['/dashboard/transactions', '/dashboard/transactions?pings=1']) {
         await p.goto(`${s.url}${path}`);
         const at = `${viewport.width} px ${path}`;
         const fit = await measureLedger(p);
@@ -201,4 +203,102 @@ describe('recent decisions on a phone', () => {
     const pairs = await shown.evaluateAll((els) => els.map((el) => [el.textContent, el.getAttribute('title')]));
     expect(pairs.sort()).toEqual([['0x2096…287C', getAddress(RECIPIENT.toLowerCase())], ['0x7a16…5428', getAddress(OTHER_RECIPIENT.toLowerCase())]]);
   });
+});
+
+describe('pings', () => {
+  const typeColumn = (p: Page) => p.locator('main table tbody td.c-type').allTextContents();
+  const csvTypes = (text: string) => text.trim().split('\r\n').slice(1).map((line) => line.split(',')[4]);
+
+  test('behavior: hidden by default, listed when "Show pings" is ticked; the CSV export follows the page', async () => {
+    const p = await signedIn({ viewport: LAPTOPS[0] });
+    await p.goto(`${s.url}/dashboard/transactions`);
+    expect(await typeColumn(p)).not.toContain('ping');
+    expect(await typeColumn(p)).toHaveLength(paymentRows);
+    await expect(p.locator('[data-hidden-pings]').textContent()).resolves.toBe(`${PINGS} pings hidden. Tick Show pings to list them.`);
+    const toggle = p.getByLabel(/Show pings/);
+    expect(await toggle.isChecked()).toBe(false);
+    const hiddenCsv = (await p.getByRole('link', { name: 'Download CSV' }).getAttribute('href'))!;
+
+    await toggle.check();
+    await p.getByRole('button', { name: 'Apply' }).click();
+    await p.waitForURL(/[?&]pings=1/);
+    expect(await p.getByLabel(/Show pings/).isChecked()).toBe(true);
+    const types = await typeColumn(p);
+    expect(types.filter((t) => t === 'ping')).toHaveLength(PINGS);
+    expect(types).toHaveLength(paymentRows + PINGS);
+    expect(await p.locator('[data-hidden-pings]').count()).toBe(0);
+    const shownCsv = (await p.getByRole('link', { name: 'Download CSV' }).getAttribute('href'))!;
+    expect([hiddenCsv, shownCsv]).toEqual(['/dashboard/transactions.csv', '/dashboard/transactions.csv?pings=1']);
+
+    const hidden = csvTypes(await (await p.request.get(`${s.url}${hiddenCsv}`)).text());
+    const shown = csvTypes(await (await p.request.get(`${s.url}${shownCsv}`)).text());
+    expect([hidden.length, hidden.filter((t) => t === 'ping').length]).toEqual([paymentRows, 0]);
+    expect([shown.length, shown.filter((t) => t === 'ping').length]).toEqual([paymentRows + PINGS, PINGS]);
+  });
+});
+
+describe('paging with pings hidden', () => {
+  /** A separate organization, so its ledger holds only what a test puts there. */
+  async function quietOrg(name: string): Promise<{ tenant: Tenant; session: HttpSession }> {
+    const tenant = await createTenant(admin, name);
+    await admin.client.provisionTreasury({ orgId: tenant.orgId }, admin.auth);
+    await createUser(admin, tenant.orgId, `${name}@example.com`, 'viewer', PASSWORD);
+    return { tenant, session: await httpSignIn(s.url, `${name}@example.com`, PASSWORD) };
+  }
+
+  /** Every page from `path` on, following "Next page": each page's row times and types. */
+  async function pages(session: HttpSession, path: string): Promise<Array<{ times: string[]; types: string[]; text: string }>> {
+    const out = [];
+    for (let next: string | undefined = path; next !== undefined;) {
+      const text = await (await dashboardFetch(s.url, session, next)).text();
+      out.push({
+        text,
+        times: [...text.matchAll(/<td class="c-time[^"]*"><time datetime="([^"]+)"/g)].map((m) => m[1]!),
+        types: [...text.matchAll(/<td class="c-type[^"]*">([^<]*)<\/td>/g)].map((m) => m[1]!),
+      });
+      next = /href="([^"]+)" rel="next"/.exec(text)?.[1]?.replace(/&amp;/g, '&');
+    }
+    return out;
+  }
+
+  test('behavior: pings between the rows of every page are skipped without losing or repeating a row', async () => {
+    const { tenant, session } = await quietOrg('interleaved');
+    // 60 refusals (the new agent's policy allows nothing), each with a ping just after it.
+    for (let i = 0; i < 60; i++) {
+      offset = -(i + 1) * PING_GAP;
+      expect((await postSign(s.url, tenant.apiKey, pay(tenant.agentId, '1'))).status).toBe(403);
+      offset = 0;
+      await pingAt((i + 1) * PING_GAP - MIN, tenant.apiKey, tenant.agentId);
+    }
+    const hidden = await pages(session, '/dashboard/transactions');
+    expect(hidden.map((x) => x.times.length)).toEqual([50, 10]);
+    const times = hidden.flatMap((x) => x.times);
+    expect(new Set(times).size).toBe(60);
+    expect(times).toEqual([...times].sort().reverse());
+    expect(hidden.flatMap((x) => x.types).every((t) => t === 'eip3009')).toBe(true);
+    const shown = await pages(session, '/dashboard/transactions?pings=1');
+    expect(shown.map((x) => x.times.length)).toEqual([50, 50, 20]);
+    expect(shown.flatMap((x) => x.types).filter((t) => t === 'ping')).toHaveLength(60);
+  });
+
+  test('behavior: a run of more pings than one view reads ends the page early, and the next page reads on', async () => {
+    const { tenant, session } = await quietOrg('heartbeats');
+    offset = -40 * DAY;
+    expect((await postSign(s.url, tenant.apiKey, pay(tenant.agentId, '1'))).status).toBe(403);
+    offset = 0;
+    // 5 agents pinging at 405 moments: 2,025 pings, newer than the one refusal.
+    const agents = [tenant.agentId, ...await Promise.all([1, 2, 3, 4].map((i) => createAgent(admin, tenant.orgId, `heartbeat-${i}`)))];
+    for (let i = 0; i < 405; i++) {
+      offset = -(i + 1) * PING_GAP;
+      const replies = await Promise.all(agents.map((agentId) => rest(s.url, 'POST', '/api/ping', { key: tenant.apiKey, body: { agent_id: agentId }, headers: { connection: 'close' } })));
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    }
+    offset = 0;
+    const all = await pages(session, '/dashboard/transactions');
+    expect(all.map((x) => x.times.length)).toEqual([0, 1]);
+    expect(all[0]!.text).toContain('Only pings so far; the next page reads on.');
+    expect(all[0]!.text).toContain('2,000 pings hidden; this page stops after 2,000 rows read, the next page reads on.');
+    expect(all[1]!.types).toEqual(['eip3009']);
+    expect(all[1]!.text).toContain('25 pings hidden.');
+  }, 120_000);
 });

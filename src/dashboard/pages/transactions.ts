@@ -18,12 +18,23 @@ const DAY_MS = 24 * 3600_000;
 const PAGE_SIZE = 50;
 /** An export stops here; a larger ledger is exported in date ranges. */
 const MAX_EXPORT_ROWS = 100_000;
+/**
+ * Ledger rows one page view reads at most while it skips hidden pings. Agents that only ping add
+ * up to one row each per 10 minutes (app/ping.ts), so a quiet day can be a long run of them.
+ */
+const MAX_SCANNED = 2_000;
 
-type Filters = { agent: string; status: string; from: string; to: string };
+/** `pings` is '1' when ping rows are shown; they are hidden otherwise, on the page and in the CSV alike. */
+type Filters = { agent: string; status: string; from: string; to: string; pings: '' | '1' };
 
 function readFilters(url: URL): Filters {
   const q = (name: string) => (url.searchParams.get(name) ?? '').trim();
-  return { agent: q('agent'), status: q('status'), from: q('from'), to: q('to') };
+  return { agent: q('agent'), status: q('status'), from: q('from'), to: q('to'), pings: q('pings') === '1' ? '1' : '' };
+}
+
+/** An agent's health check: a $0.00 `recorded` row (app/ping.ts). */
+function isPing(t: TransactionRecord): boolean {
+  return t.type === 'ping';
 }
 
 /** A `YYYY-MM-DD` date as its midnight UTC in epoch ms; `end` means the midnight after it. */
@@ -71,6 +82,28 @@ function recipientCell(t: TransactionRecord): Renderable {
   return html`${address}${t.serviceSlug !== '' && html`<div class="service"><span class="hint">service</span> ${t.serviceSlug}</div>`}`;
 }
 
+/**
+ * One page of the ledger. With pings hidden it reads in steps of exactly the rows still missing,
+ * so the cursor after the last step starts the next page and no row is skipped or shown twice;
+ * a long run of pings ends the page early (it still links the next one) after MAX_SCANNED rows.
+ */
+async function readPage(ctx: RouteContext, query: ListTransactionsInput, token: string, showPings: boolean) {
+  const rows: TransactionRecord[] = [];
+  let next = token;
+  let scanned = 0;
+  let hidden = 0;
+  do {
+    const r = await listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: PAGE_SIZE - rows.length, pageToken: next });
+    for (const t of r.transactions) {
+      if (showPings || !isPing(t)) rows.push(t);
+      else hidden++;
+    }
+    scanned += r.transactions.length;
+    next = r.nextPageToken;
+  } while (next !== '' && rows.length < PAGE_SIZE && scanned < MAX_SCANNED);
+  return { rows, next, hidden, endedEarly: next !== '' && rows.length < PAGE_SIZE };
+}
+
 async function transactionsPage(ctx: RouteContext): Promise<Reply> {
   const { deps, url } = ctx;
   const filters = readFilters(url);
@@ -79,11 +112,11 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
   const names = new Map(agents.map((a) => [a.id, a.name]));
   let rows: TransactionRecord[] = [];
   let next = '';
+  let hidden = 0;
+  let endedEarly = false;
   let problem: string | undefined;
   try {
-    const r = await listTransactions(deps, ctx.principal, { ...toQuery(ctx.principal.orgId, filters), pageSize: PAGE_SIZE, pageToken: token });
-    rows = r.transactions;
-    next = r.nextPageToken;
+    ({ rows, next, hidden, endedEarly } = await readPage(ctx, toQuery(ctx.principal.orgId, filters), token, filters.pings === '1'));
   } catch (err) {
     if (err instanceof FilterError) problem = err.message;
     else if (err instanceof DomainError && err.kind === 'invalid_argument') problem = err.shortMessage;
@@ -100,6 +133,9 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
 <td class="c-recipient">${recipientCell(t)}</td>
 <td class="c-reason wrap">${t.reason}</td>
 </tr>`);
+  const pingNote = hidden > 0 || endedEarly
+    ? html`<p class="muted small" data-hidden-pings>${hidden.toLocaleString('en-US')} ${hidden === 1 ? 'ping' : 'pings'} hidden${endedEarly ? html`; this page stops after ${MAX_SCANNED.toLocaleString('en-US')} rows read, the next page reads on` : ''}. Tick <em>Show pings</em> to list them.</p>`
+    : '';
   return {
     type: 'page',
     status: problem ? 400 : 200,
@@ -111,13 +147,15 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status">${option('', 'Any status', filters.status)}${[...STATUSES, ...((STATUSES as readonly string[]).includes(filters.status) || filters.status === '' ? [] : [filters.status])].map((s) => option(s, s.replace('_', ' '), filters.status))}</select></div>
 <div class="field"><label for="f-from">From <span class="hint">(UTC date)</span></label><input type="date" id="f-from" name="from" value="${filters.from}"></div>
 <div class="field"><label for="f-to">To <span class="hint">(UTC date, inclusive)</span></label><input type="date" id="f-to" name="to" value="${filters.to}"></div>
+<div class="field check"><input type="checkbox" id="f-pings" name="pings" value="1" ${filters.pings === '1' ? html`checked` : ''}><label for="f-pings">Show pings <span class="hint">($0.00 health checks)</span></label></div>
 <div class="field"><button type="submit" class="primary">Apply</button> <a href="/dashboard/transactions">Reset</a></div>
 </form>
 ${problem !== undefined && html`<p class="flash flash-error" role="alert" tabindex="-1" data-error-summary>${problem}</p>`}
-${rows.length === 0 ? html`<p class="empty">No transactions match.</p>` : tableWrap('Transactions', html`<table class="ledger">
+${rows.length === 0 ? html`<p class="empty">${endedEarly ? 'Only pings so far; the next page reads on.' : 'No transactions match.'}</p>` : tableWrap('Transactions', html`<table class="ledger">
 <caption class="sr-only">Transactions, newest first</caption>
 <thead><tr><th scope="col">Time</th><th scope="col">Agent</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col" class="num">Amount</th><th scope="col">Recipient</th><th scope="col">Reason</th></tr></thead>
 <tbody>${body}</tbody></table>`, 'ledger-wrap')}
+${pingNote}
 <nav class="pager" aria-label="Pages">
 ${token !== '' && html`<a href="/dashboard/transactions${queryString(filters)}">First page</a>`}
 ${next !== '' && html`<a href="/dashboard/transactions${queryString(filters, { page: next })}" rel="next">Next page →</a>`}
@@ -131,7 +169,7 @@ const CSV_HEADER = [
 ];
 
 /** Writes the CSV page by page, waiting for the socket when it is full. */
-async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: NodeResponse): Promise<void> {
+async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, showPings: boolean, res: NodeResponse): Promise<void> {
   const names = new Map((await listAgents(ctx.deps, ctx.principal, ctx.principal.orgId)).map((a) => [a.id, a.name]));
   // Both response types have these two members; their union is not callable as declared.
   const out = res as unknown as { write(chunk: string): boolean; once(event: 'drain' | 'close', f: () => void): unknown };
@@ -147,6 +185,8 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
     const page = await listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 500, pageToken: token });
     let chunk = '';
     for (const t of page.transactions) {
+      if (!showPings && isPing(t)) continue;
+      written++;
       chunk += csvRow([
         { safe: iso(t.createdAt) }, t.id, t.agentId, names.get(t.agentId) ?? '', t.type, t.status, { safe: formatUsd(t.amountMicros) },
         { safe: String(t.chainId) }, t.recipient, t.serviceSlug, t.approvalId ?? '', t.reason,
@@ -154,7 +194,6 @@ async function writeCsv(ctx: RouteContext, query: ListTransactionsInput, res: No
       ]);
     }
     await write(chunk);
-    written += page.transactions.length;
     token = page.nextPageToken;
   } while (token !== '' && written < MAX_EXPORT_ROWS && !res.destroyed);
   res.end();
@@ -169,8 +208,9 @@ export const transactionRoutes: Route[] = [
     permission: 'read',
     async handle(ctx): Promise<Reply> {
       let query: ListTransactionsInput;
+      const filters = readFilters(ctx.url);
       try {
-        query = toQuery(ctx.principal.orgId, readFilters(ctx.url));
+        query = toQuery(ctx.principal.orgId, filters);
         // Checks the filters (and the organization) before the 200 header commits to a CSV.
         await listTransactions(ctx.deps, ctx.principal, { ...query, pageSize: 1 });
       } catch (err) {
@@ -185,7 +225,7 @@ export const transactionRoutes: Route[] = [
           'content-disposition': `attachment; filename="paypolicy-transactions-${stamp}.csv"`,
           'cache-control': 'no-store',
         },
-        write: (res) => writeCsv(ctx, query, res),
+        write: (res) => writeCsv(ctx, query, filters.pings === '1', res),
       };
     },
   },

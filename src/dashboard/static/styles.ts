@@ -130,6 +130,9 @@ input[aria-invalid="true"], textarea[aria-invalid="true"] { border-color: var(--
 .inline-form .field { margin-bottom: 0; flex: 1; min-width: 12rem; }
 .filters { display: grid; grid-template-columns: repeat(auto-fit, minmax(10rem, 1fr)); gap: .75rem; align-items: end; }
 .filters .field { margin: 0; }
+.field.check { display: flex; gap: .4rem; align-items: center; align-self: center; }
+.field.check label { margin: 0; }
+.field.check input { width: 1.1rem; height: 1.1rem; margin: 0; }
 
 button, .button { font: inherit; font-weight: 600; padding: .42rem .9rem; border-radius: 6px; border: 1px solid #8c959f; background: var(--bg); color: var(--text); cursor: pointer; text-decoration: none; display: inline-block; line-height: 1.4; }
 button:hover, .button:hover { background: var(--soft); }
