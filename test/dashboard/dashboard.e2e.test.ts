@@ -234,6 +234,35 @@ describe('dashboard in a browser', () => {
     expect(await block.locator('svg').count()).toBe(3);
   });
 
+  test('behavior: the ledger shows a payment approved in the dashboard and collected as approved by that person, when, with the note', async () => {
+    const first = await postSign(s.url, key, pay(demoAgent, '2.5', OTHER_RECIPIENT), 'dash-approved-by-1');
+    expect(first.status, first.text).toBe(202);
+    await page.goto(`${s.url}/dashboard/approvals`);
+    const card = page.locator(`[data-approval-id="${first.json.approval_request_id}"]`);
+    await card.getByLabel(/Note/).fill('ok for the offsite');
+    const before = Date.now();
+    await card.getByRole('button', { name: 'Approve' }).click();
+    await page.waitForURL(`${s.url}/dashboard/approvals`);
+    const after = Date.now();
+    const repeat = await postSign(s.url, key, pay(demoAgent, '2.5', OTHER_RECIPIENT), 'dash-approved-by-1');
+    expect(repeat.status, repeat.text).toBe(200);
+
+    await page.goto(`${s.url}/dashboard/transactions?agent=${demoAgent}`);
+    const reasonOf = async (amount: string) => {
+      const row = page.getByRole('row').filter({ hasText: amount });
+      expect(await row.count(), amount).toBe(1);
+      expect(await row.locator('.c-status .badge').textContent(), amount).toBe('signed');
+      return row.locator('.c-reason');
+    };
+    const reason = await reasonOf('$2.50');
+    expect((await reason.innerText()).trim()).toMatch(new RegExp(`^Approved by ${OWNER.email} \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC\\nNote: ok for the offsite$`));
+    const when = Date.parse((await reason.locator('time').getAttribute('datetime'))!);
+    expect(when).toBeGreaterThanOrEqual(before);
+    expect(when).toBeLessThanOrEqual(after);
+    // The payment approved without a note earlier, and collected the same way.
+    expect((await (await reasonOf('$5.00')).innerText()).trim()).toMatch(new RegExp(`^Approved by ${OWNER.email} \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC$`));
+  });
+
   test('behavior: a viewer sees pending requests without buttons, and a forged decision is refused', async () => {
     const r = await postSign(s.url, key, pay(demoAgent, '2.75'), 'dash-viewer-1');
     expect(r.status, r.text).toBe(202);

@@ -1,4 +1,5 @@
 import { listAgents } from '../../app/agents.js';
+import { listApprovals } from '../../app/approvals.js';
 import { listTransactions, type ListTransactionsInput } from '../../app/ledger.js';
 import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
@@ -82,6 +83,30 @@ function recipientCell(t: TransactionRecord): Renderable {
   return html`${address}${t.serviceSlug !== '' && html`<div class="service"><span class="hint">service</span> ${t.serviceSlug}</div>`}`;
 }
 
+/** What a person's approval recorded (app/approvals.ts decideApproval). */
+type Approval = { decidedBy: string; decidedAt: number | null; note: string };
+
+/**
+ * Words of the reason a payment is given when it waits for a person (domain/policy.ts). Once the
+ * payment is approved that reason is history: the row says who approved it instead. A reason
+ * written later (a failure, an expiry, a revert, a note from the submitter) stays under it.
+ */
+const WAITED_FOR_APPROVAL = /exceeds the approval threshold/;
+
+function reasonCell(t: TransactionRecord, approval: Approval | undefined): Renderable {
+  if (!approval) return t.reason;
+  const when = approval.decidedAt === null ? '' : html` <time datetime="${iso(approval.decidedAt)}" class="nowrap">${utc(approval.decidedAt)}</time>`;
+  return html`<div class="approved-by">Approved by ${approval.decidedBy}${when}</div>${approval.note !== '' && html`<div>Note: ${approval.note}</div>`}${!WAITED_FOR_APPROVAL.test(t.reason) && t.reason !== '' && html`<div class="muted">${t.reason}</div>`}`;
+}
+
+/** The approved approvals among the page's rows, by id; empty when no row went through one. */
+async function approvalsOf(ctx: RouteContext, rows: readonly TransactionRecord[]): Promise<Map<string, Approval>> {
+  if (!rows.some((t) => t.approvalId !== null)) return new Map();
+  // The organization's latest approved requests; a row approved before them keeps its stored reason.
+  const approved = await listApprovals(ctx.deps, ctx.principal, ctx.principal.orgId, 'approved');
+  return new Map(approved.map((a) => [a.id, a]));
+}
+
 /**
  * One page of the ledger. With pings hidden it reads in steps of exactly the rows still missing,
  * so the cursor after the last step starts the next page and no row is skipped or shown twice;
@@ -122,6 +147,7 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
     else if (err instanceof DomainError && err.kind === 'invalid_argument') problem = err.shortMessage;
     else throw err;
   }
+  const approvals = await approvalsOf(ctx, rows);
   const option = (value: string, label: string, current: string) => html`<option value="${value}" ${value === current ? html`selected` : ''}>${label}</option>`;
   // Classes c-* size each column and place each cell in the phone layout (static/styles.ts, .ledger).
   const body = rows.map((t) => html`<tr>
@@ -131,7 +157,7 @@ async function transactionsPage(ctx: RouteContext): Promise<Reply> {
 <td class="c-status">${transactionBadge(t.status)}${chainLine(t.chain)}</td>
 <td class="c-amount num">${usd(t.amountMicros)}</td>
 <td class="c-recipient">${recipientCell(t)}</td>
-<td class="c-reason wrap">${t.reason}</td>
+<td class="c-reason wrap">${reasonCell(t, t.approvalId === null ? undefined : approvals.get(t.approvalId))}</td>
 </tr>`);
   const pingNote = hidden > 0 || endedEarly
     ? html`<p class="muted small" data-hidden-pings>${hidden.toLocaleString('en-US')} ${hidden === 1 ? 'ping' : 'pings'} hidden${endedEarly ? html`; this page stops after ${MAX_SCANNED.toLocaleString('en-US')} rows read, the next page reads on` : ''}. Tick <em>Show pings</em> to list them.</p>`
