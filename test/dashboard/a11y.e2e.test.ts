@@ -210,9 +210,9 @@ describe('dashboard looks and accessibility', () => {
     // The messages use the form's labels, not the API's field names.
     const messages = await p.locator('.field-error').allTextContents();
     expect(messages).toHaveLength(3);
-    expect(messages.join('\n')).not.toMatch(/allowlist|approval_threshold_usd|spend_cap_usd|max_network_fee_wei/);
+    expect(messages.join('\n')).not.toMatch(/allowlist|approval_threshold_usd|spend_cap_usd|max_network_fee_wei|max_network_fee_eth/);
     expect(messages[0]).toMatch(/^Allowed recipients: "0x12345" is neither a 0x address nor a service slug/);
-    expect(messages[2]).toMatch(/^Max network fee must be a whole number of wei/);
+    expect(messages[2]).toBe('Max network fee must be an amount of ETH such as 0.001');
 
     // The filters of the ledger and the sign-in form start at their error too.
     const focusedAlert = "(() => { const el = document.activeElement; return el.getAttribute('role') + ': ' + el.textContent.trim(); })()";

@@ -333,6 +333,55 @@ describe('transactions', () => {
   });
 });
 
+describe('policy form: the network-fee ceiling in ETH', () => {
+  const ceilingOf = async (id: string) => (await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.maxNetworkFeeWei;
+  const post = (id: string, fields: Record<string, string>) => dashboardFetch(s.url, owner, `/dashboard/agents/${id}/policy`, {
+    form: { _csrf: owner.csrf, allowlist: RECIPIENT, spend_cap_usd: '9', approval_threshold_usd: '4', ...fields },
+  });
+
+  test('behavior: the form shows the ceiling in ETH; what is typed in ETH is stored as exactly that many wei', async () => {
+    const id = await createAgent(admin, orgId, 'fee-in-eth');
+    const page = await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text();
+    expect(page).toMatch(/<input type="text" inputmode="decimal" id="max-fee" name="max_network_fee_eth" value="0\.001"/);
+    for (const [eth, wei] of [['0.002', '2000000000000000'], ['0.000000000000000001', '1'], [' 1.5 ', '1500000000000000000'], ['1000', '1000000000000000000000'], ['0', '0']]) {
+      const r = await post(id, { max_network_fee_eth: eth! });
+      expect([r.status, r.headers.get('location')], eth).toEqual([303, `/dashboard/agents/${id}`]);
+      expect(await ceilingOf(id), eth).toBe(wei);
+    }
+    await post(id, { max_network_fee_eth: '0.000000000000000777' });
+    const shown = await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text();
+    expect(shown).toContain('name="max_network_fee_eth" value="0.000000000000000777"');
+    // Without the field the ceiling stays as it is.
+    expect((await post(id, { spend_cap_usd: '8' })).status).toBe(303);
+    expect(await ceilingOf(id)).toBe('777');
+  });
+
+  test.each([
+    ['-0.001', 'Max network fee must be an amount of ETH such as 0.001'],
+    ['lots', 'Max network fee must be an amount of ETH such as 0.001'],
+    ['1e-3', 'Max network fee must be an amount of ETH such as 0.001'],
+    ['', 'Max network fee must be an amount of ETH such as 0.001'],
+    ['0.0000000000000000001', 'Max network fee has more than 18 decimals: 0.000000000000000001 ETH (1 wei) is the smallest step'],
+    ['1000.000000000000000001', 'Max network fee must be from 0 to 1000 ETH'],
+  ])('error: invalid_argument: %j is a 400 with the message on the field, kept as typed, and nothing is written', async (value, message) => {
+    const id = await createAgent(admin, orgId, 'fee-refused');
+    const r = await post(id, { max_network_fee_eth: value });
+    expect(r.status).toBe(400);
+    const page = await r.text();
+    expect(page).toContain(`<p class="field-error" id="max-fee-error">${message}</p>`);
+    expect(page).toContain(`name="max_network_fee_eth" value="${value}" aria-invalid="true" aria-describedby="max-fee-error"`);
+    expect(await ceilingOf(id)).toBe('1000000000000000');
+  });
+
+  test('error: the ceiling posted in wei under its old name is an unknown field, not 10^18 times the amount', async () => {
+    const id = await createAgent(admin, orgId, 'fee-old-name');
+    const r = await post(id, { max_network_fee_wei: '2000000000000000' });
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain('Unknown form field &quot;max_network_fee_wei&quot;');
+    expect(await ceilingOf(id)).toBe('1000000000000000');
+  });
+});
+
 describe('services registry', () => {
   const boundary = 'XdashboardBoundary';
   function multipart(fields: Record<string, string>, file?: { name: string; content: string }): { body: Buffer; type: string } {

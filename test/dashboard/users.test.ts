@@ -247,7 +247,7 @@ describe('dashboard policy form', () => {
     const session = await httpSignIn(s.url, owner.email, PASSWORD);
     const agentId = (await admin.client.createAgent({ orgId: orgA, name: 'form-warned' }, admin.auth)).agent!.id;
     const path = `/dashboard/agents/${agentId}/policy`;
-    const form = { _csrf: session.csrf, allowlist: 'typo-svc', spend_cap_usd: '10', approval_threshold_usd: '25', max_network_fee_wei: '0' };
+    const form = { _csrf: session.csrf, allowlist: 'typo-svc', spend_cap_usd: '10', approval_threshold_usd: '25', max_network_fee_eth: '0' };
     const saved = await dashboardFetch(s.url, session, path, { form });
     expect([saved.status, saved.headers.get('location')]).toEqual([303, `/dashboard/agents/${agentId}`]);
     const page = await (await dashboardFetch(s.url, session, `/dashboard/agents/${agentId}`)).text();

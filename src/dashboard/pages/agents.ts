@@ -2,8 +2,8 @@ import { createAgent, getAgent, listAgents, parsePolicy, setPolicy, updateAgent 
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
-import { parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
 import type { Agent } from '../../domain/types.js';
+import { maxNetworkFeeFromEth, maxNetworkFeeMessage, weiToEthText } from '../ether.js';
 import { duration, usd, utc, wei } from '../format.js';
 import { html, type Html, type Renderable } from '../html.js';
 import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
@@ -75,7 +75,7 @@ ${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : tableWrap('A
   };
 }
 
-/** `fee` is undefined when the form did not carry the field (the ceiling then stays as it is). */
+/** `fee` is the ceiling in ETH as typed; undefined when the form did not carry the field (the ceiling then stays as it is). */
 type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined };
 type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string };
 
@@ -88,7 +88,8 @@ const POLICY_LABELS = { allowlist: 'Allowed recipients', cap: 'Spend cap', thres
 
 /**
  * Checks each field with the same functions setPolicy uses (parsePolicy with neutral amounts for
- * the allowlist, parseUsd for the amounts), so every wrong field gets its message at once.
+ * the allowlist, parseUsd for the amounts, parseMaxNetworkFeeWei for the ceiling once converted
+ * from ETH), so every wrong field gets its message at once.
  */
 function policyErrors(v: PolicyValues): PolicyErrors {
   const allowlist = validationMessage(() => parsePolicy({ allowlist: allowlistLines(v.allowlist), spendCapUsd: '0', approvalThresholdUsd: '0' }, 0));
@@ -97,7 +98,7 @@ function policyErrors(v: PolicyValues): PolicyErrors {
     allowlist: allowlist?.replace(/^allowlist entry /, `${POLICY_LABELS.allowlist}: `).replace(/^allowlist /, `${POLICY_LABELS.allowlist} `),
     cap: validationMessage(() => parseUsd(v.cap.trim(), POLICY_LABELS.cap)),
     threshold: validationMessage(() => parseUsd(v.threshold.trim(), POLICY_LABELS.threshold)),
-    fee: v.fee === undefined ? undefined : validationMessage(() => parseMaxNetworkFeeWei(v.fee, POLICY_LABELS.fee)),
+    fee: v.fee === undefined ? undefined : maxNetworkFeeMessage(v.fee, POLICY_LABELS.fee),
   };
 }
 
@@ -114,8 +115,8 @@ ${fieldError('spend-cap', errors.cap)}</div>
 <div class="field"><label for="threshold">Approval above <span class="hint">USD; larger payments wait for a person</span></label>
 <input type="text" inputmode="decimal" id="threshold" name="approval_threshold_usd" value="${values.threshold}" ${invalidAttrs('threshold', errors.threshold)}>
 ${fieldError('threshold', errors.threshold)}</div>
-<div class="field"><label for="max-fee">Max network fee <span class="hint">wei per payment: gas × max fee per gas of a raw transaction; 1000000000000000 is 0.001 ETH, 0 refuses raw transactions</span></label>
-<input type="text" inputmode="numeric" id="max-fee" name="max_network_fee_wei" value="${values.fee ?? ''}" ${invalidAttrs('max-fee', errors.fee)}>
+<div class="field"><label for="max-fee">Max network fee <span class="hint">ETH per payment, such as 0.001: gas × max fee per gas of a raw transaction; 0 refuses raw transactions</span></label>
+<input type="text" inputmode="decimal" id="max-fee" name="max_network_fee_eth" value="${values.fee ?? ''}" ${invalidAttrs('max-fee', errors.fee)}>
 ${fieldError('max-fee', errors.fee)}</div>
 </div>
 <button type="submit" class="primary">Save policy</button>
@@ -126,7 +127,7 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
   const { session, deps } = ctx;
   const values = edit?.values ?? {
     allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
-    fee: a.policy.maxNetworkFeeWei.toString(),
+    fee: weiToEthText(a.policy.maxNetworkFeeWei),
   };
   const policy = roleAllows(session.user.role, 'manage') && a.status !== 'revoked'
     ? policyForm(session, a, values, edit?.errors ?? {})
@@ -207,18 +208,20 @@ export const agentRoutes: Route[] = [
     path: '/dashboard/agents/{id}/policy',
     permission: 'manage',
     body: 'form',
-    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_wei'],
+    // The ceiling is typed in ETH under its own name: a post that still says wei is refused as an
+    // unknown field instead of being read 10^18 times too large.
+    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_eth'],
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const values = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
-        fee: ctx.form.has('max_network_fee_wei') ? ctx.form.get('max_network_fee_wei') : undefined,
+        fee: ctx.form.has('max_network_fee_eth') ? ctx.form.get('max_network_fee_eth') : undefined,
       };
       const errors = policyErrors(values);
       if (errors.allowlist || errors.cap || errors.threshold || errors.fee) return agentPage(ctx, agent, { values, errors });
       const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
-        maxNetworkFeeWei: values.fee,
+        maxNetworkFeeWei: values.fee === undefined ? undefined : maxNetworkFeeFromEth(values.fee, POLICY_LABELS.fee).toString(),
       });
       return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.`, warnings } };
     },
