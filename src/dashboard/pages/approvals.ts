@@ -92,7 +92,7 @@ const STATUS_BADGE = { approved: 'badge-ok', denied: 'badge-bad', expired: 'badg
  * is displayed, so a screen reader reads it once.
  */
 function decidedAddress(address: string): Html {
-  return html`<span class="mono addr-short" title="${checksum(address)}">${shortAddress(address)}</span><span class="mono addr-full">${checksum(address)}</span>`;
+  return html`<span class="mono addr-full">${checksum(address)}</span><span class="mono addr-short" title="${checksum(address)}">${shortAddress(address)}</span>`;
 }
 
 function decidedTable(decided: ApprovalView[], names: Names): Html {
