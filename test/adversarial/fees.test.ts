@@ -333,22 +333,23 @@ describe('dashboard: the policy form sets the ceiling (owners only) and the appr
   test('behavior: the form shows the current ceiling; a valid value is saved, an omitted field keeps it', async () => {
     const agentId = await agentWith();
     const page = await (await dashboardFetch(s.url, owner, `/dashboard/agents/${agentId}`)).text();
-    expect(page).toContain(`name="max_network_fee_wei" value="${DEFAULT_CEILING}"`);
-    const saved = await postPolicy(owner, agentId, { max_network_fee_wei: '2000000000000000' });
+    // The form takes the ceiling in ETH and stores it in wei (src/dashboard/ether.ts).
+    expect(page).toContain('name="max_network_fee_eth" value="0.001"');
+    const saved = await postPolicy(owner, agentId, { max_network_fee_eth: '0.002' });
     expect(saved.status).toBe(303);
     expect(await policyOf(agentId)).toMatchObject({ spendCapUsd: '9', maxNetworkFeeWei: '2000000000000000' });
     expect((await postPolicy(owner, agentId, { spend_cap_usd: '8' })).status).toBe(303);
     expect(await policyOf(agentId)).toMatchObject({ spendCapUsd: '8', maxNetworkFeeWei: '2000000000000000' });
   });
 
-  test.each(['lots', '-1', '1e15', '1.5', '', '1000000000000000000001', '9'.repeat(40)])(
+  test.each(['lots', '-1', '1e15', '', '0.0000000000000000001', '1000.000000000000000001', '9'.repeat(40)])(
     'error: invalid_argument: %j is a 400 with the message on the field, and nothing is written',
     async (value) => {
       const agentId = await agentWith({ fee: '777' });
-      const r = await postPolicy(owner, agentId, { max_network_fee_wei: value });
+      const r = await postPolicy(owner, agentId, { max_network_fee_eth: value });
       expect(r.status).toBe(400);
       const html = await r.text();
-      expect(html).toContain('Max network fee must be a whole number of wei from 0 to 1000000000000000000000');
+      expect(html).toMatch(/Max network fee (must be an amount of ETH such as 0\.001|has more than 18 decimals|must be from 0 to 1000 ETH)/);
       expect(html).toMatch(/id="max-fee"[^>]*aria-invalid="true"/);
       expect(await policyOf(agentId)).toMatchObject({ spendCapUsd: '100', maxNetworkFeeWei: '777' });
     },
@@ -356,7 +357,7 @@ describe('dashboard: the policy form sets the ceiling (owners only) and the appr
 
   test('error: an approver cannot change the ceiling (403, unchanged)', async () => {
     const agentId = await agentWith({ fee: '777' });
-    expect((await postPolicy(approver, agentId, { max_network_fee_wei: MAX_CEILING })).status).toBe(403);
+    expect((await postPolicy(approver, agentId, { max_network_fee_eth: '1000' })).status).toBe(403);
     expect((await policyOf(agentId)).maxNetworkFeeWei).toBe('777');
   });
 
