@@ -242,10 +242,10 @@ describe('POST /api/quote: 400 reasons of the wire protocol, verbatim', () => {
     return r.json.error as string;
   }
 
-  test('error: url is required (missing, empty or null)', async () => {
+  test('error: url is required (missing or empty); null is no url but a value of the wrong type', async () => {
     expect(await reason({ agent_id: agentId })).toBe('url is required');
     expect(await reason({ agent_id: agentId, url: '' })).toBe('url is required');
-    expect(await reason({ agent_id: agentId, url: null })).toBe('url is required');
+    expect(await reason({ agent_id: agentId, url: null })).toBe('url must be a string');
   });
 
   test('error: Invalid URL', async () => {
