@@ -6,6 +6,7 @@ import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admi
 import { AgentStatus, PaymentPolicyService, PaymentType, SignRequestSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { runCli } from './helpers/cli.js';
 import { grpcWebFrame } from './helpers/grpcWeb.js';
 import { listAllTransactions, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
@@ -480,3 +481,22 @@ describe('an empty Idempotency-Key is refused, not taken for none', () => {
   });
 });
 
+
+describe('USD amounts with surrounding whitespace are refused everywhere', () => {
+  test('error: SetPolicy over Connect with " 10" or "10 " is invalid_argument naming the field, and the policy stays', async () => {
+    const agentId = await newAgent({ capUsd: '7', thresholdUsd: '1' });
+    for (const [cap, threshold, field] of [[' 10', '1', 'spend_cap_usd'], ['10 ', '1', 'spend_cap_usd'], ['10', '\t1', 'approval_threshold_usd'], ['10', '1\n', 'approval_threshold_usd']]) {
+      const r = await connectJson('SetPolicy', JSON.stringify({ agentId, allowlist: [RECIPIENT], spendCapUsd: cap, approvalThresholdUsd: threshold }));
+      expectInvalid(r, new RegExp(field!));
+    }
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.policy).toMatchObject({ spendCapUsd: '7', approvalThresholdUsd: '1' });
+  });
+
+  test('error: the CLI\'s policy set --cap " 10" fails with the server\'s message and writes nothing', async () => {
+    const agentId = await newAgent({ capUsd: '7', thresholdUsd: '1' });
+    const r = await runCli(['policy', 'set', '--agent', agentId, '--allow', RECIPIENT, '--cap', ' 10', '--threshold', '1', '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('paypolicy: invalid_argument: spend_cap_usd must be a non-negative decimal number with at most 6 decimal places');
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.policy).toMatchObject({ spendCapUsd: '7' });
+  });
+});
