@@ -6,7 +6,7 @@ import type { Offer } from '../probe/offer.js';
 import { checkUrl } from '../probe/safeFetch.js';
 import { requireAgentInOrg } from './agents.js';
 import type { AppDeps } from './deps.js';
-import { attributeOffer, probeOffer, requireOfferChain, splitRecipients, type ProbeMethod } from './paywall.js';
+import { attributeOffer, probeOffer, requireOfferChain, requirePayableOffer, splitRecipients, type ProbeMethod } from './paywall.js';
 import { policyFacts } from './policyFacts.js';
 
 export type QuoteResult = { offer: Offer; verdict: Verdict; attribution: Attribution; resourceUrl: string; cached: boolean };
@@ -42,6 +42,7 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
   }
   const { offer } = probed;
   requireOfferChain(offer, principal.mode);
+  requirePayableOffer(offer);
   // The registry vouches for the URL that answered only if it covers every redirect hop too.
   const attribution = await attributeOffer(deps, agent, offer, probed.chain);
   const verdict = evaluatePolicy(await policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros, 0n, {
