@@ -284,7 +284,7 @@ export async function runStdioMcpServer(env: Record<string, string | undefined> 
     client, agentId: env[MCP_ENV.agentId]!, maxAmountUsd: env[MCP_ENV.maxAmountUsd] || '1',
     urls: { allowHttp: env[MCP_ENV.allowHttp] === '1', allowHosts },
   });
-  // Read through the repeated-key check: the SDK's JSON.parse would keep the last of two equal keys.
+  // Read through the ambiguity check: the SDK's JSON.parse keeps the last of two equal keys and rounds numbers.
   await server.connect(strictStdioServerTransport());
   return server;
 }

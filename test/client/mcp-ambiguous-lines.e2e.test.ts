@@ -10,11 +10,11 @@ import { listAllTransactions, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * `paypolicy-client mcp` on stdio refuses a request that gives a key twice: the MCP SDK reads each
- * line with JSON.parse, which keeps the last value silently, so `sign_payment` with
- * `"amount_usd":"0.01","amount_usd":"0.4"` signed $0.40. The MCP SDK's own client drives the
- * session; the lines with repeated keys, which no JSON serializer writes, are written raw on the
- * same pipe, and their answers read off it.
+ * `paypolicy-client mcp` on stdio refuses a request that JSON.parse would read as another one: a
+ * key given twice (the SDK's JSON.parse keeps the last value silently, so `sign_payment` with
+ * `"amount_usd":"0.01","amount_usd":"0.4"` signed $0.40) or a number the double does not hold
+ * (`"chain_id":8453.00000000000001` became 8453). The MCP SDK's own client drives the session; the
+ * lines no JSON serializer writes are written raw on the same pipe, and their answers read off it.
  */
 
 const BIN = fileURLToPath(new URL('../../clients/typescript/dist/bin.js', import.meta.url));
@@ -104,7 +104,7 @@ const signLine = (id: string, argumentsText: string) =>
 
 const ledger = () => listAllTransactions(admin, s.bootstrap.org_id, agentId);
 
-describe('paypolicy-client mcp: a key given twice in one request', () => {
+describe('paypolicy-client mcp: a line JSON.parse would misread', () => {
   test('error: sign_payment with amount_usd twice is a JSON-RPC error naming it, and nothing is signed', async () => {
     const answer = await transport.raw('dup-amount', signLine('dup-amount',
       `{"type":"eip3009","recipient_address":"${RECIPIENT}","amount_usd":"0.01","amount_usd":"0.4","chain_id":84532}`));
@@ -118,6 +118,13 @@ describe('paypolicy-client mcp: a key given twice in one request', () => {
       const answer = await transport.raw(id!, signLine(id!, `{${type},"recipient_address":"${RECIPIENT}","amount_usd":"0.01","chain_id":84532}`));
       expect(answer, id).toMatchObject({ id, error: { code: -32602, message: expect.stringContaining('"params.arguments.type"') } });
     }
+    expect(await ledger()).toEqual([]);
+  });
+
+  test('error: a number JSON.parse would round is a JSON-RPC error naming it, and nothing is signed', async () => {
+    const answer = await transport.raw('inexact-chain', signLine('inexact-chain',
+      `{"type":"eip3009","recipient_address":"${RECIPIENT}","amount_usd":"0.01","chain_id":84532.00000000000001}`));
+    expect(answer).toMatchObject({ id: 'inexact-chain', error: { code: -32602, message: expect.stringContaining('84532.00000000000001 at "params.arguments.chain_id"') } });
     expect(await ledger()).toEqual([]);
   });
 
