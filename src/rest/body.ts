@@ -80,3 +80,10 @@ export function usdField(obj: Record<string, unknown>, field: string): unknown {
   const v = obj[field];
   return typeof v === 'number' ? numberText(obj, field) : v;
 }
+
+/** A string field of a body: undefined when absent; any other JSON type, null included, is 400 `<field> must be a string`. */
+export function stringField(body: Record<string, unknown>, field: string): string | undefined {
+  const v = body[field];
+  if (v !== undefined && typeof v !== 'string') throw invalidArgument(`${field} must be a string`);
+  return v;
+}

@@ -7,7 +7,7 @@ import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
-import { holdToMessage, parseJsonObject, readRestBody, usdField } from './body.js';
+import { holdToMessage, parseJsonObject, readRestBody, stringField, usdField } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import { overloaded, type Gate } from '../admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
@@ -19,7 +19,6 @@ import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';
 import { SignRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { signPayloadMessage } from '../contract/signPayload.js';
-import { invalidArgument } from '../domain/errors.js';
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
@@ -52,8 +51,7 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
   return [
     route('POST', '/api/ping', async (call) => {
       const body = await call.body();
-      const agentId = body.agent_id === undefined ? '' : body.agent_id;
-      if (typeof agentId !== 'string') throw invalidArgument('agent_id must be a string');
+      const agentId = stringField(body, 'agent_id') ?? '';
       return { status: 200, body: pingJson(await pingAgent(deps, call.principal, agentId)) };
     }, ['agent_id']),
     route('GET', '/api/resolve', async (call) => {

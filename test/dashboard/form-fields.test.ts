@@ -71,8 +71,8 @@ async function approvalState(id: string) {
 describe('a form field given more than once', () => {
   test('error: the policy form with two spend caps, thresholds, fee ceilings or allowlists is 400 naming the field, and the policy stays', async () => {
     const agentId = await newAgent();
-    const base: Record<string, string> = { allowlist: RECIPIENT, spend_cap_usd: '10', approval_threshold_usd: '1', max_network_fee_wei: '1000' };
-    for (const [name, second] of [['spend_cap_usd', '999999'], ['approval_threshold_usd', '50'], ['max_network_fee_wei', '5'], ['allowlist', OTHER]] as const) {
+    const base: Record<string, string> = { allowlist: RECIPIENT, spend_cap_usd: '10', approval_threshold_usd: '1', max_network_fee_eth: '0.001' };
+    for (const [name, second] of [['spend_cap_usd', '999999'], ['approval_threshold_usd', '50'], ['max_network_fee_eth', '5'], ['allowlist', OTHER]] as const) {
       const pairs: Array<[string, string]> = Object.entries(base);
       pairs.push([name, second]);
       await expectRepeated(await postPairs(owner, `/dashboard/agents/${agentId}/policy`, pairs), name);
