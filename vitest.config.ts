@@ -17,6 +17,7 @@ const BOTH_STORES = [
   'test/dashboard/sessions.test.ts',
   'test/dashboard/spend.test.ts',
   'test/dashboard/dashboard.e2e.test.ts',
+  'test/dashboard/form-fields.test.ts',
   'test/adversarial/collection.test.ts',
   'test/adversarial/fees.test.ts',
   'test/adversarial/neverPaysUnallowed.test.ts',

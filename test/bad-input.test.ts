@@ -86,11 +86,12 @@ describe('POST /api/ping body', () => {
     expectJsonError(r, 400, 'invalid_json');
   });
 
-  test('error: wrong field types answer 400 missing_agent_id', async () => {
+  test('error: wrong field types answer 400 invalid_argument saying agent_id must be a string', async () => {
     for (const agent_id of [0, 1.5, false, null, [], {}, [s.bootstrap.agent_id], { toString: s.bootstrap.agent_id }]) {
       const r = await ping({ body: { agent_id } });
       expect.soft(r.status, JSON.stringify(agent_id)).toBe(400);
-      expectJsonError(r, 400, 'missing_agent_id');
+      expectJsonError(r, 400, 'invalid_argument');
+      expect.soft(r.json.error, JSON.stringify(agent_id)).toBe('agent_id must be a string');
     }
   });
 

@@ -12,10 +12,13 @@ import {
   PAY_TO,
   UNKNOWN_ASSET,
   closedPort,
+  startFetchPeer,
   startMppPeer,
   startPlainPeer,
   startX402Peer,
+  v1Requirement,
   type MppPeer,
+  type Peer,
   type PlainPeer,
   type X402Peer,
 } from './helpers/peers.js';
@@ -242,10 +245,10 @@ describe('POST /api/quote: 400 reasons of the wire protocol, verbatim', () => {
     return r.json.error as string;
   }
 
-  test('error: url is required (missing, empty or null)', async () => {
+  test('error: url is required (missing or empty); null is no url but a value of the wrong type', async () => {
     expect(await reason({ agent_id: agentId })).toBe('url is required');
     expect(await reason({ agent_id: agentId, url: '' })).toBe('url is required');
-    expect(await reason({ agent_id: agentId, url: null })).toBe('url is required');
+    expect(await reason({ agent_id: agentId, url: null })).toBe('url must be a string');
   });
 
   test('error: Invalid URL', async () => {
@@ -487,4 +490,49 @@ describe('PaymentPolicyService.Quote over Connect JSON and gRPC', () => {
     await expect(connect.quote({ url, agentId: other.agentId }, opts(other.apiKey))).rejects.toMatchObject({ code: Code.Unavailable });
     expect(x402.requestsTo('/paid?case=connect-cheap')).toEqual([]);
   });
+});
+
+describe('a price of zero: quote answers what sign answers', () => {
+  let free: Peer;
+  let freeMpp: MppPeer;
+  let t: TestServer;
+  let tAdmin: Admin;
+
+  beforeAll(async () => {
+    // An x402 v1 paywall and an mppx paywall, both asking for 0 of their token.
+    free = await startFetchPeer((req) => Response.json(
+      { x402Version: 1, error: 'X-PAYMENT header is required', accepts: [v1Requirement(req.url, '0')] }, { status: 402 }));
+    freeMpp = await startMppPeer();
+    freeMpp.setAmount('0');
+    t = await startTestServer({ dev: true, probeAllowHosts: [free.host, freeMpp.host] });
+    tAdmin = adminFor(t);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await Promise.all([free?.close(), freeMpp?.close()]);
+  });
+
+  test.each([['x402', PAY_TO, 'x402 amount must be a positive integer'], ['mpp', MPP_RECIPIENT, 'MPP amount must be a positive integer in base units']] as const)(
+    'error: a %s challenge for 0 is 400 on quote (REST and Connect), on a dry run and on sign, with the same reason, and nothing is recorded',
+    async (rail, payTo, reason) => {
+      const agentId = await createAgent(tAdmin, t.bootstrap.org_id, `zero-${rail}`);
+      await setPolicy(tAdmin, agentId, { allowlist: [payTo], capUsd: '10', thresholdUsd: '1' });
+      const url = rail === 'x402' ? free.url('/free') : freeMpp.url('/free');
+      const answers = [
+        await quote({ url, agent_id: agentId }, t.bootstrap.api_key, t),
+        await rest(t.url, 'POST', '/api/sign', { key: t.bootstrap.api_key, body: { agent_id: agentId, type: rail, payload: { resource_url: url }, dry_run: true } }),
+        await rest(t.url, 'POST', '/api/sign', { key: t.bootstrap.api_key, body: { agent_id: agentId, type: rail, payload: { resource_url: url } } }),
+      ];
+      for (const r of answers) {
+        expect.soft(r.status, r.text).toBe(400);
+        expect.soft(r.json, r.text).toEqual({ error: reason, code: 'invalid_argument' });
+      }
+      const connect = await connectClient(PaymentPolicyService, t.url).quote({ url, agentId }, { headers: { authorization: `Bearer ${t.bootstrap.api_key}` } })
+        .then(() => undefined, (e: unknown) => e);
+      expect(connect).toBeInstanceOf(ConnectError);
+      expect((connect as ConnectError).code).toBe(Code.InvalidArgument);
+      expect((connect as ConnectError).rawMessage).toBe(reason);
+      expect(await listAllTransactions(tAdmin, t.bootstrap.org_id, agentId)).toEqual([]);
+    },
+  );
 });

@@ -796,11 +796,13 @@ describe('POST /api/sign', () => {
       expectError(await sign(direct(agentId, 0.5, 'eip3009', { chain_id: chainId })), 400, 'chain_id must be a positive integer', 'invalid_argument');
     });
 
-    test('behavior: chain_id null takes the default 8453', async () => {
+    test('error: chain_id null is 400, not the default 8453 (no request field is nullable; leaving it out takes the default)', async () => {
       const agentId = await agentWith();
-      const r = await sign(direct(agentId, 0.5, 'eip3009', { chain_id: null }));
-      expect(r.status).toBe(200);
-      expect(r.json.chain_id).toBe(8453);
+      expectError(await sign(direct(agentId, 0.5, 'eip3009', { chain_id: null })), 400, 'chain_id must be a positive integer', 'invalid_argument');
+      expect(await ledger(agentId)).toEqual([]);
+      const omitted = await sign(direct(agentId, 0.5, 'eip3009'));
+      expect(omitted.status).toBe(200);
+      expect(omitted.json.chain_id).toBe(8453);
     });
 
     test('error: a missing recipient is 400 recipient_required', async () => {

@@ -6,6 +6,7 @@ import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admi
 import { AgentStatus, PaymentPolicyService, PaymentType, SignRequestSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
+import { runCli } from './helpers/cli.js';
 import { grpcWebFrame } from './helpers/grpcWeb.js';
 import { listAllTransactions, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';
@@ -302,5 +303,200 @@ describe('PaymentPolicyService Sign over gRPC', () => {
     expect(r?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
     expect(r?.details).toMatch(/idempotency/i);
     expect(await ledger(agentId)).toHaveLength(0);
+  });
+});
+
+describe('POST /api/sign payload keys are those of the type\'s payload message', () => {
+  test('error: a misspelt or foreign payload key is 400 naming payload.<key>, and signs nothing', async () => {
+    const agentId = await newAgent();
+    for (const [type, payload, key] of [
+      ['eip3009', '{"valid_for_second":30}', 'valid_for_second'],
+      ['permit2', '{"validForSeconds":30}', 'validForSeconds'],
+      ['eip3009', '{"gas":50000}', 'gas'],
+      ['eip3009', '{"resource_url":"https://example.com/x"}', 'resource_url'],
+      ['permit2', '{"max_amount_usd":"1"}', 'max_amount_usd'],
+    ] as const) {
+      const r = await signRaw(`{"agent_id":"${agentId}","type":"${type}","recipient_address":"${RECIPIENT}","amount_usd":"0.2","payload":${payload}}`);
+      expect.soft(r.status, `${type} ${payload}`).toBe(400);
+      expect.soft(r.json, `${type} ${payload}`).toEqual({ error: expect.stringContaining(`"payload.${key}"`), code: 'invalid_argument' });
+    }
+    // Without a type the payload is a raw transaction's: an authorization's key is unknown to it.
+    const untyped = await signRaw(`{"agent_id":"${agentId}","recipient_address":"${RECIPIENT}","amount_usd":"0.2","payload":{"valid_for_seconds":60}}`);
+    expect(untyped.json).toEqual({ error: expect.stringContaining('"payload.valid_for_seconds"'), code: 'invalid_argument' });
+    for (const type of ['x402', 'mpp']) {
+      const r = await signRaw(`{"agent_id":"${agentId}","type":"${type}","payload":{"resource_url":"https://example.com/x","valid_for_seconds":60}}`);
+      expect.soft(r.json, type).toEqual({ error: expect.stringContaining('"payload.valid_for_seconds"'), code: 'invalid_argument' });
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('behavior: the declared key is honoured: valid_for_seconds 30 signs an authorization valid for 30 seconds', async () => {
+    const agentId = await newAgent();
+    for (const type of ['eip3009', 'permit2']) {
+      const before = Math.floor(Date.now() / 1000);
+      const r = await signRaw(`{"agent_id":"${agentId}","type":"${type}","recipient_address":"${RECIPIENT}","amount_usd":"0.2","payload":{"valid_for_seconds":30}}`);
+      expect(r.status, r.text).toBe(200);
+      const end = Number(type === 'eip3009' ? r.json.authorization.valid_before : r.json.permit2.deadline);
+      expect(end - before, type).toBeGreaterThanOrEqual(30);
+      expect(end - before, type).toBeLessThanOrEqual(32);
+    }
+  });
+});
+
+describe('REST request fields: JSON null is not a value', () => {
+  const base = (agentId: string) => ({ agent_id: agentId, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: '0.2' });
+
+  test('error: null for any sign field (top level or payload) is 400 naming it, and signs nothing; a null type does not become raw_transaction', async () => {
+    const agentId = await newAgent();
+    for (const [field, code] of [
+      ['type', 'unsupported_type'], ['chain_id', 'invalid_argument'], ['payload', 'invalid_argument'], ['dry_run', 'invalid_argument'],
+      ['idempotency_key', 'invalid_idempotency_key'], ['recipient_address', 'invalid_argument'], ['amount_usd', 'invalid_argument'], ['agent_id', 'invalid_argument'],
+    ] as const) {
+      const r = await signRaw(JSON.stringify({ ...base(agentId), [field]: null }));
+      expect.soft(r.status, field).toBe(400);
+      expect.soft(r.json, field).toEqual({ error: expect.stringMatching(field === 'idempotency_key' ? /idempotency/i : new RegExp(`^${field}`)), code });
+    }
+    for (const [type, key] of [['eip3009', 'valid_for_seconds'], ['raw_transaction', 'gas'], ['raw_transaction', 'max_fee_per_gas']] as const) {
+      const r = await signRaw(JSON.stringify({ ...base(agentId), type, payload: { [key]: null } }));
+      expect.soft(r.status, key).toBe(400);
+      expect.soft(r.json?.error, key).toMatch(new RegExp(`^payload\\.${key}`));
+    }
+    for (const key of ['resource_url', 'method', 'max_amount_usd']) {
+      const r = await signRaw(JSON.stringify({ agent_id: agentId, type: 'x402', payload: { resource_url: 'https://example.com/x', [key]: null } }));
+      expect.soft(r.status, key).toBe(400);
+      expect.soft(r.json?.error, key).toMatch(new RegExp(`^payload\\.${key}`));
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: null on quote and ping is 400 naming the field', async () => {
+    const agentId = await newAgent();
+    for (const [body, field] of [
+      [{ url: 'https://example.com/x', agent_id: agentId, method: null }, 'method'],
+      [{ url: null, agent_id: agentId }, 'url'],
+      [{ url: 'https://example.com/x', agent_id: null }, 'agent_id'],
+    ] as const) {
+      const r = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body });
+      expect.soft(r.status, field).toBe(400);
+      expect.soft(r.json?.error, field).toMatch(new RegExp(`^${field} must be`));
+    }
+    const ping = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: null } });
+    expect(ping.status).toBe(400);
+    expect(ping.json).toEqual({ error: 'agent_id must be a string', code: 'invalid_argument' });
+  });
+});
+
+describe('REST integer fields are written as JSON integers', () => {
+  test('error: chain_id, valid_for_seconds and the raw transaction fees with a fraction or an exponent are 400 naming the field, and sign nothing', async () => {
+    const agentId = await newAgent();
+    const direct = `"agent_id":"${agentId}","recipient_address":"${RECIPIENT}","amount_usd":"0.2"`;
+    for (const [body, field] of [
+      [`{${direct},"type":"eip3009","chain_id":8453.00000000000001}`, 'chain_id'],
+      [`{${direct},"type":"eip3009","chain_id":84530e-1}`, 'chain_id'],
+      [`{${direct},"type":"eip3009","chain_id":8453.0}`, 'chain_id'],
+      [`{${direct},"type":"eip3009","payload":{"valid_for_seconds":3e1}}`, 'payload.valid_for_seconds'],
+      [`{${direct},"type":"permit2","payload":{"valid_for_seconds":60.0}}`, 'payload.valid_for_seconds'],
+      [`{${direct},"type":"raw_transaction","payload":{"max_fee_per_gas":1e9}}`, 'payload.max_fee_per_gas'],
+      [`{${direct},"type":"raw_transaction","payload":{"gas":5E4}}`, 'payload.gas'],
+    ] as const) {
+      const r = await signRaw(body);
+      expect.soft(r.status, body).toBe(400);
+      expect.soft(r.json, body).toEqual({ error: expect.stringMatching(new RegExp(`^${field.replace('.', '\\.')} `)), code: 'invalid_argument' });
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+    expect((await signRaw(`{${direct},"type":"eip3009","chain_id":8453,"payload":{"valid_for_seconds":30}}`)).status).toBe(200);
+  });
+
+  test('error: over Connect JSON, an integer field written with a fraction or an exponent is invalid_argument naming it', async () => {
+    const agentId = await newAgent();
+    const sign = (body: string) => rest(s.url, 'POST', `/${PaymentPolicyService.typeName}/Sign`, {
+      rawBody: body, headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.api_key}`, connection: 'close' },
+    });
+    for (const chainId of ['8453.00000000000001', '84530e-1', '8453.0']) {
+      const r = await sign(`{"agentId":"${agentId}","type":"PAYMENT_TYPE_EIP3009","recipientAddress":"${RECIPIENT}","amountUsd":"0.2","chainId":${chainId}}`);
+      expect.soft(r.status, chainId).toBe(400);
+      expect.soft(r.json?.message, chainId).toMatch(/chainId/);
+    }
+    const eip = await sign(`{"agentId":"${agentId}","type":"PAYMENT_TYPE_EIP3009","recipientAddress":"${RECIPIENT}","amountUsd":"0.2","eip3009":{"validForSeconds":3e1}}`);
+    expect(eip.status).toBe(400);
+    expect(eip.json.message).toMatch(/eip3009\.validForSeconds/);
+    expect(await ledger(agentId)).toHaveLength(0);
+    const window = await connectJson('UpdateOrganization', `{"orgId":"${s.bootstrap.org_id}","approvalWindowSeconds":3.6e3}`);
+    expectInvalid(window, /approvalWindowSeconds/);
+  });
+});
+
+describe('REST fields of the wrong JSON type', () => {
+  test('error: ping with a non-string agent_id is 400 saying agent_id must be a string', async () => {
+    for (const agent_id of [123, true, [], {}]) {
+      const r = await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id } });
+      expect.soft(r.status, JSON.stringify(agent_id)).toBe(400);
+      expect.soft(r.json, JSON.stringify(agent_id)).toEqual({ error: 'agent_id must be a string', code: 'invalid_argument' });
+    }
+  });
+
+  test('error: a payload.resource_url that is not a string is 400 saying so', async () => {
+    const agentId = await newAgent();
+    const r = await signRaw(`{"agent_id":"${agentId}","type":"x402","payload":{"resource_url":5}}`);
+    expect(r.status).toBe(400);
+    expect(r.json).toEqual({ error: 'payload.resource_url must be a string', code: 'invalid_argument' });
+  });
+});
+
+describe('an empty Idempotency-Key is refused, not taken for none', () => {
+  test('error: REST, an empty idempotency_key or Idempotency-Key header is 400 invalid_idempotency_key, and signs nothing', async () => {
+    const agentId = await newAgent();
+    const body = `{${eip3009(agentId, '0.2')}`;
+    for (const r of [await signRaw(`${body},"idempotency_key":""}`), await signRaw(`${body}}`, { 'idempotency-key': '' })]) {
+      expect.soft(r.status, r.text).toBe(400);
+      expect.soft(r.json?.code).toBe('invalid_idempotency_key');
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: Connect, an empty idempotencyKey field or Idempotency-Key header is invalid_argument invalid_idempotency_key, and signs nothing', async () => {
+    const agentId = await newAgent();
+    const request = `{"agentId":"${agentId}","type":"PAYMENT_TYPE_EIP3009","recipientAddress":"${RECIPIENT}","amountUsd":"0.2"`;
+    const sign = (body: string, headers: Record<string, string> = {}) => rest(s.url, 'POST', `/${PaymentPolicyService.typeName}/Sign`, {
+      rawBody: body, headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.api_key}`, connection: 'close', ...headers },
+    });
+    for (const r of [await sign(`${request},"idempotencyKey":""}`), await sign(`${request}}`, { 'idempotency-key': '' })]) {
+      expect.soft(r.status, r.text).toBe(400);
+      expect.soft(r.text).toMatch(/invalid_idempotency_key/);
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+
+  test('error: gRPC, an empty idempotency-key metadata entry or idempotency_key field is INVALID_ARGUMENT, and signs nothing', async () => {
+    const agentId = await newAgent();
+    const path = `/${PaymentPolicyService.typeName}/Sign`;
+    const request = (key?: string) => toBinary(SignRequestSchema, create(SignRequestSchema, {
+      agentId, type: PaymentType.EIP3009, recipientAddress: RECIPIENT, amountUsd: '0.2', chainId: 8453, ...(key === undefined ? {} : { idempotencyKey: key }),
+    }));
+    const metadata = await grpcRaw(path, request(), { authorization: `Bearer ${s.bootstrap.api_key}`, 'idempotency-key': '' });
+    expect(metadata?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+    const field = await grpcRaw(path, request(''), { authorization: `Bearer ${s.bootstrap.api_key}` });
+    expect(field?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+    expect(await ledger(agentId)).toHaveLength(0);
+  });
+});
+
+
+describe('USD amounts with surrounding whitespace are refused everywhere', () => {
+  test('error: SetPolicy over Connect with " 10" or "10 " is invalid_argument naming the field, and the policy stays', async () => {
+    const agentId = await newAgent({ capUsd: '7', thresholdUsd: '1' });
+    for (const [cap, threshold, field] of [[' 10', '1', 'spend_cap_usd'], ['10 ', '1', 'spend_cap_usd'], ['10', '\t1', 'approval_threshold_usd'], ['10', '1\n', 'approval_threshold_usd']]) {
+      const r = await connectJson('SetPolicy', JSON.stringify({ agentId, allowlist: [RECIPIENT], spendCapUsd: cap, approvalThresholdUsd: threshold }));
+      expectInvalid(r, new RegExp(field!));
+    }
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.policy).toMatchObject({ spendCapUsd: '7', approvalThresholdUsd: '1' });
+  });
+
+  test('error: the CLI\'s policy set --cap " 10" fails with the server\'s message and writes nothing', async () => {
+    const agentId = await newAgent({ capUsd: '7', thresholdUsd: '1' });
+    const r = await runCli(['policy', 'set', '--agent', agentId, '--allow', RECIPIENT, '--cap', ' 10', '--threshold', '1', '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('paypolicy: invalid_argument: spend_cap_usd must be a non-negative decimal number with at most 6 decimal places');
+    expect((await admin.client.getAgent({ agentId }, admin.auth)).agent!.policy).toMatchObject({ spendCapUsd: '7' });
   });
 });

@@ -97,8 +97,9 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
   }
   return {
     allowlist,
-    spendCapMicros: parseUsd(input.spendCapUsd.trim(), 'spend_cap_usd'),
-    approvalThresholdMicros: parseUsd(input.approvalThresholdUsd.trim(), 'approval_threshold_usd'),
+    // Not trimmed: an amount is read the same way on every surface (REST refuses " 0.5" too).
+    spendCapMicros: parseUsd(input.spendCapUsd, 'spend_cap_usd'),
+    approvalThresholdMicros: parseUsd(input.approvalThresholdUsd, 'approval_threshold_usd'),
     maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? DEFAULT_MAX_NETWORK_FEE_WEI : parseMaxNetworkFeeWei(input.maxNetworkFeeWei),
     updatedAt: now,
   };

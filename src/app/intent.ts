@@ -5,7 +5,7 @@ import type { Offer } from '../probe/offer.js';
 import type { PolicyFacts } from '../domain/policy.js';
 import type { Agent, ApiKeyPrincipal } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
-import { attributeOffer, offerToJson, probeOffer, requireOfferChain, splitRecipients } from './paywall.js';
+import { attributeOffer, offerToJson, probeOffer, requireOfferChain, requirePayableOffer, splitRecipients } from './paywall.js';
 import { advisoryPolicyFacts, policyFacts } from './policyFacts.js';
 import type { StoredPaywallRequest } from './preparePayment.js';
 import { storeRequest } from './signedPayment.js';
@@ -50,6 +50,7 @@ export async function resolveIntent(deps: AppDeps, principal: ApiKeyPrincipal, a
     throw invalidArgument(`type ${req.type} was requested but ${resourceUrl} offers ${offer.rail}`, 'rail_mismatch');
   }
   requireOfferChain(offer, principal.mode);
+  requirePayableOffer(offer);
   const attribution = await attributeOffer(deps, agent, offer, chain);
   const stored: StoredPaywallRequest = {
     type: offer.rail, chainId: offer.chainId, recipient: offer.payTo.toLowerCase(), amountMicros: offer.amountMicros.toString(),

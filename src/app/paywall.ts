@@ -7,6 +7,8 @@ import type { Offer } from '../probe/offer.js';
 import { atomicToMicrosRoundedUp } from '../probe/offerOutcome.js';
 import { parsePaymentChallenge } from '../probe/parseChallenge.js';
 import { safeFetch } from '../probe/safeFetch.js';
+import { checkMppOffer } from '../signing/tempo.js';
+import { checkX402Offer } from '../signing/x402Payment.js';
 import type { AppDeps } from './deps.js';
 
 /**
@@ -28,6 +30,16 @@ export function requireOfferChain(offer: Offer, mode: ApiKeyMode): void {
     throw invalidArgument(`Unsupported x402 network ${offer.network} (ak_${mode}_ keys pay on ${allowed.map((c) => `eip155:${c}`).join(', ')})`, 'unsupported_network');
   }
   throw invalidArgument(`MPP method ${offer.mpp?.challenge.method ?? 'tempo'} on chain ${offer.chainId} not supported yet (ak_${mode}_ keys pay on ${allowed.join(', ')})`, 'unsupported_method');
+}
+
+/**
+ * Refuses an offer no payment can be built from (a zero price, a challenge in a mode that cannot
+ * be paid), with the error signing it would meet: quote and sign (dry runs included) check an
+ * offer by the same functions the signing does, so a quote never allows what sign refuses.
+ */
+export function requirePayableOffer(offer: Offer): void {
+  if (offer.rail === 'x402') checkX402Offer(offer);
+  else checkMppOffer(offer);
 }
 
 /** An offer with the chain of URLs that led to it (see SafeFetchResult): attribution needs both. */

@@ -6,11 +6,12 @@ import type { Offer } from '../probe/offer.js';
 import { checkUrl } from '../probe/safeFetch.js';
 import { requireAgentInOrg } from './agents.js';
 import type { AppDeps } from './deps.js';
-import { attributeOffer, probeOffer, requireOfferChain, splitRecipients, type ProbeMethod } from './paywall.js';
+import { attributeOffer, probeOffer, requireOfferChain, requirePayableOffer, splitRecipients, type ProbeMethod } from './paywall.js';
 import { policyFacts } from './policyFacts.js';
 
 export type QuoteResult = { offer: Offer; verdict: Verdict; attribution: Attribution; resourceUrl: string; cached: boolean };
 
+/** A field not given is `undefined`; null is refused like any value of the wrong type (paymentRequest.ts). */
 export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
 
 /**
@@ -21,13 +22,13 @@ export type QuoteInput = { url: unknown; agentId: unknown; method: unknown };
  * chain) is always evaluated fresh for the asking agent.
  */
 export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, input: QuoteInput): Promise<QuoteResult> {
-  if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
+  if (input.agentId === undefined || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
   if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
   const agent = await requireAgentInOrg(deps, principal.orgId, input.agentId);
   if (!deps.vault.address(principal.orgId)) {
     throw new DomainError('treasury_unavailable', 'Organization treasury not provisioned', { code: 'treasury_not_provisioned' });
   }
-  if (input.url === undefined || input.url === null || input.url === '') throw invalidArgument('url is required', 'url_required');
+  if (input.url === undefined || input.url === '') throw invalidArgument('url is required', 'url_required');
   if (typeof input.url !== 'string') throw invalidArgument('url must be a string', 'invalid_url');
   const method = parseMethod(input.method);
   checkUrl(input.url, deps.probe);
@@ -41,6 +42,7 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
   }
   const { offer } = probed;
   requireOfferChain(offer, principal.mode);
+  requirePayableOffer(offer);
   // The registry vouches for the URL that answered only if it covers every redirect hop too.
   const attribution = await attributeOffer(deps, agent, offer, probed.chain);
   const verdict = evaluatePolicy(await policyFacts(deps, agent, offer.payTo.toLowerCase(), offer.amountMicros, 0n, {
@@ -52,7 +54,7 @@ export async function quotePayment(deps: AppDeps, principal: ApiKeyPrincipal, in
 }
 
 function parseMethod(value: unknown): ProbeMethod {
-  if (value === undefined || value === null || value === '') return 'GET';
+  if (value === undefined || value === '') return 'GET';
   if (typeof value === 'string' && (value.toUpperCase() === 'GET' || value.toUpperCase() === 'POST')) return value.toUpperCase() as ProbeMethod;
   throw invalidArgument('method must be GET or POST', 'invalid_method');
 }

@@ -121,6 +121,10 @@ export function createDashboard(deps: AppDeps): Dashboard {
     if (unknownField !== undefined) {
       return refuse(req, res, path, 400, `Unknown form field "${unknownField.slice(0, 40)}": nothing was changed.`, session);
     }
+    const repeatedField = form.repeated().find((name) => !route.repeatable?.includes(name));
+    if (repeatedField !== undefined) {
+      return refuse(req, res, path, 400, `Form field "${repeatedField.slice(0, 40)}" was given more than once: nothing was changed.`, session);
+    }
 
     const params: Record<string, string> = {};
     for (const [name, raw] of Object.entries(match.params)) {

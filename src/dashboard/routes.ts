@@ -12,7 +12,8 @@ import type { RouteSpec } from '../http/router.js';
 
 /** Form fields of a POST, urlencoded or multipart; a missing field reads as ''. */
 export class FormFields {
-  constructor(private readonly fields: ReadonlyMap<string, string[]>) {}
+  /** `repeated`: the names the form gave more than once (as fields, files or both). */
+  constructor(private readonly fields: ReadonlyMap<string, string[]>, private readonly repeatedNames: readonly string[] = []) {}
   get(name: string): string {
     return this.fields.get(name)?.[0] ?? '';
   }
@@ -26,6 +27,10 @@ export class FormFields {
   /** The names the form carries, each once. */
   names(): IterableIterator<string> {
     return this.fields.keys();
+  }
+  /** The names given more than once, in the order they were first repeated. */
+  repeated(): readonly string[] {
+    return this.repeatedNames;
   }
 }
 
@@ -67,6 +72,12 @@ export type Route = RouteSpec & {
    * before the handler runs: a misnamed field would otherwise be dropped and the post reported done.
    */
   fields?: readonly string[];
+  /**
+   * The fields that may be given more than once (the handler reads them with getAll). Any other
+   * given twice is refused with 400 before the handler runs: `get` reads the first value, so
+   * `spend_cap_usd=10&spend_cap_usd=999999` would save 10 while the sender may have meant either.
+   */
+  repeatable?: readonly string[];
   handle: (ctx: RouteContext) => Reply | Promise<Reply>;
 };
 

@@ -30,6 +30,8 @@ export async function serveSignIn(deps: AppDeps, req: NodeRequest, res: NodeResp
     if (err instanceof BodyTooLargeError || err instanceof UnsupportedBody || err instanceof RequestClosedError) return sendText(res, 400, 'Malformed sign-in form');
     throw err;
   }
+  // Which of two emails or passwords was meant is not guessed (FormFields.get would take the first).
+  if (form.repeated().length > 0) return sendText(res, 400, 'Malformed sign-in form');
   const email = form.get('email').slice(0, 320);
   if (isCrossSite(req) || !signInTokenMatches(req, form.get('_csrf'))) {
     const r = signInPage(req, 403, email, 'The sign-in form expired. Please try again.', assetVersion, deps.now());

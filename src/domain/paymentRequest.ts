@@ -50,7 +50,12 @@ export type PaymentRequest = {
   idempotencyKey: string | undefined;
 };
 
-/** Raw input as both transports deliver it, before any checks. */
+/**
+ * Raw input as both transports deliver it, before any checks. A field not given is `undefined`;
+ * JSON null is a value like any other and is refused where it is not one the field takes (no
+ * request field of the wire protocol is nullable, and a null read as "not given" would sign
+ * something else than asked: a null type became a raw transaction).
+ */
 export type PaymentRequestInput = {
   agentId: unknown;
   type: unknown;
@@ -67,15 +72,14 @@ export type PaymentRequestInput = {
  * The request's Idempotency-Key, given as a body field (REST `idempotency_key`, SignRequest's
  * `idempotency_key`) or as the Idempotency-Key header: either alone, or both when they are equal.
  * Two different keys are refused, since honouring either would charge again a payment the other
- * names. An empty field or header counts as not given.
+ * names. An empty one is refused too (parsePaymentRequest): taken for none, it would make every
+ * retry a new payment while the caller believes it is protected.
  */
 export function idempotencyKeyOf(field: unknown, header: string | undefined): unknown {
-  const fromField = field === undefined || field === null || field === '' ? undefined : field;
-  const fromHeader = header === '' ? undefined : header;
-  if (fromField !== undefined && fromHeader !== undefined && fromField !== fromHeader) {
+  if (field !== undefined && header !== undefined && field !== header) {
     throw invalidArgument('idempotency_key and the Idempotency-Key header differ', 'invalid_idempotency_key');
   }
-  return fromField ?? fromHeader;
+  return field !== undefined ? field : header;
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -86,7 +90,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 function intField(obj: Record<string, unknown>, field: string, min: number, max: number, dflt: number): number {
   const v = obj[field];
-  if (v === undefined || v === null) return dflt;
+  if (v === undefined) return dflt;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw invalidArgument(`payload.${field} must be an integer from ${min} to ${max}`);
   }
@@ -95,7 +99,7 @@ function intField(obj: Record<string, unknown>, field: string, min: number, max:
 
 function weiField(obj: Record<string, unknown>, field: string, min: bigint, max: bigint, dflt: bigint): bigint {
   const v = obj[field];
-  if (v === undefined || v === null) return dflt;
+  if (v === undefined) return dflt;
   const text = typeof v === 'number' && Number.isSafeInteger(v) ? String(v) : v;
   if (typeof text !== 'string' || !/^\d{1,30}$/.test(text) || BigInt(text) < min || BigInt(text) > max) {
     throw invalidArgument(`payload.${field} must be an integer (decimal string) from ${min} to ${max}`);
@@ -106,7 +110,7 @@ function weiField(obj: Record<string, unknown>, field: string, min: bigint, max:
 /** payload.max_amount_usd: a decimal string or a JSON number, read like amount_usd; absent means none. */
 function maxAmountField(raw: Record<string, unknown>): bigint | null {
   const v = raw.max_amount_usd;
-  if (v === undefined || v === null || v === '') return null;
+  if (v === undefined || v === '') return null;
   const text = typeof v === 'number' && Number.isFinite(v) ? jsonNumberToDecimal(v) : v;
   if (typeof text !== 'string') throw invalidArgument('payload.max_amount_usd must be a number', 'invalid_amount');
   const micros = parseUsd(text, 'payload.max_amount_usd');
@@ -134,31 +138,32 @@ function parseDirectPayload(type: PaymentType, raw: Record<string, unknown>): Di
  * challenge) and payload.resource_url is required.
  */
 export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode): PaymentRequest {
-  if (input.agentId === undefined || input.agentId === null || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
+  if (input.agentId === undefined || input.agentId === '') throw invalidArgument('agent_id is required', 'agent_id_required');
   if (typeof input.agentId !== 'string') throw invalidArgument('agent_id must be a string');
-  const type = (input.type ?? 'raw_transaction') as PaymentType;
+  const type = (input.type === undefined ? 'raw_transaction' : input.type) as PaymentType;
   if (typeof type !== 'string' || !PAYMENT_TYPES.includes(type)) {
     throw invalidArgument(`type must be one of ${PAYMENT_TYPES.join(', ')}`, 'unsupported_type');
   }
-  if (input.payload !== undefined && input.payload !== null && !isPlainObject(input.payload)) throw invalidArgument('payload must be an object');
+  if (input.payload !== undefined && !isPlainObject(input.payload)) throw invalidArgument('payload must be an object');
   const payload = (input.payload ?? {}) as Record<string, unknown>;
-  if (input.dryRun !== undefined && input.dryRun !== null && typeof input.dryRun !== 'boolean') throw invalidArgument('dry_run must be a boolean');
+  if (input.dryRun !== undefined && typeof input.dryRun !== 'boolean') throw invalidArgument('dry_run must be a boolean');
   let idempotencyKey: string | undefined;
-  if (input.idempotencyKey !== undefined && input.idempotencyKey !== '') {
+  if (input.idempotencyKey !== undefined) {
     if (typeof input.idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(input.idempotencyKey)) {
       throw invalidArgument('Idempotency-Key must be 1 to 255 printable ASCII characters without spaces', 'invalid_idempotency_key');
     }
     idempotencyKey = input.idempotencyKey;
   }
-  const chainId = input.chainId ?? DEFAULT_CHAIN_ID;
+  const chainId = input.chainId === undefined ? DEFAULT_CHAIN_ID : input.chainId;
   if (typeof chainId !== 'number' || !Number.isSafeInteger(chainId) || chainId <= 0) throw invalidArgument('chain_id must be a positive integer');
   const agentId = input.agentId;
   const dryRun = input.dryRun === true;
 
   if (type === 'x402' || type === 'mpp') {
     const url = payload.resource_url;
-    if (typeof url !== 'string' || url === '') throw invalidArgument(`payload.resource_url is required for type ${type}`, 'resource_url_required');
-    const method = payload.method ?? 'GET';
+    if (url === undefined || url === '') throw invalidArgument(`payload.resource_url is required for type ${type}`, 'resource_url_required');
+    if (typeof url !== 'string') throw invalidArgument('payload.resource_url must be a string');
+    const method = payload.method === undefined ? 'GET' : payload.method;
     if (method !== 'GET' && method !== 'POST') throw invalidArgument('payload.method must be GET or POST');
     return { agentId, type, chainId, dryRun, idempotencyKey, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url, method }, maxAmountMicros: maxAmountField(payload) };
   }
@@ -166,14 +171,14 @@ export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode
   if (!DIRECT_CHAINS[mode].includes(chainId)) {
     throw invalidArgument(`chain_id ${chainId} is not supported for ${type} with ak_${mode}_ keys (supported: ${DIRECT_CHAINS[mode].join(', ')})`, 'unsupported_chain');
   }
-  if (input.recipientAddress === undefined || input.recipientAddress === null || input.recipientAddress === '') {
+  if (input.recipientAddress === undefined || input.recipientAddress === '') {
     throw invalidArgument(`recipient_address is required for type ${type}`, 'recipient_required');
   }
   if (typeof input.recipientAddress !== 'string' || !ADDRESS.test(input.recipientAddress)) {
     throw invalidArgument('recipient_address must be a 0x-prefixed 20-byte hex address');
   }
   if (/^0x0{40}$/.test(input.recipientAddress)) throw invalidArgument('recipient_address must not be the zero address');
-  if (input.amountUsd === undefined || input.amountUsd === null || input.amountUsd === '') throw invalidArgument(`amount_usd is required for type ${type}`, 'amount_required');
+  if (input.amountUsd === undefined || input.amountUsd === '') throw invalidArgument(`amount_usd is required for type ${type}`, 'amount_required');
   if (typeof input.amountUsd !== 'string') throw invalidArgument('amount_usd must be a number');
   const amountMicros = parseUsd(input.amountUsd, 'amount_usd');
   if (amountMicros === 0n) throw invalidArgument('amount_usd must be greater than 0', 'invalid_amount');

@@ -48,9 +48,9 @@ const PLAIN_STRING = /[^"\\\x00-\x1f]*"/y;
 const numberTexts = new WeakMap<object, Map<string, string>>();
 
 /**
- * The source text of the number held at `obj[key]` when `obj` came from parseJson: what the client
- * wrote (e.g. "1.50" or "1e-7"), or String() of the number where that is the same text.
- * Undefined when `obj[key]` is not a number.
+ * The source text of the number held at `obj[key]` (an array's item: `key` is its index) when `obj`
+ * came from parseJson: what the client wrote (e.g. "1.50" or "1e-7"), or String() of the number
+ * where that is the same text. Undefined when `obj[key]` is not a number.
  */
 export function numberText(obj: object, key: string): string | undefined {
   const v = (obj as Record<string, unknown>)[key];
@@ -164,13 +164,22 @@ export function parseJson(text: string): unknown {
     if (depth > MAX_DEPTH) fail(`nested deeper than ${MAX_DEPTH}`);
     pos++;
     const out: unknown[] = [];
+    let texts: Map<string, string> | undefined;
     skip();
     if (text[pos] === ']') {
       pos++;
       return out;
     }
     for (;;) {
-      out.push(value(`${path}[${out.length}]`, depth));
+      skip();
+      const c = text[pos];
+      if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+        const [n, source] = number();
+        if (String(n) !== source) (texts ??= new Map()).set(String(out.length), source);
+        out.push(n);
+      } else {
+        out.push(value(`${path}[${out.length}]`, depth));
+      }
       skip();
       if (text[pos] === ',') {
         pos++;
@@ -178,6 +187,7 @@ export function parseJson(text: string): unknown {
       }
       if (text[pos] === ']') {
         pos++;
+        if (texts) numberTexts.set(out, texts);
         return out;
       }
       fail('expected "," or "]"');

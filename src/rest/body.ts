@@ -1,3 +1,5 @@
+import type { DescMessage } from '@bufbuild/protobuf';
+import { isIntegerField } from '../contract/signPayload.js';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.js';
 import { BodyTooLargeError, readBody, RequestClosedError, type NodeRequest } from '../http/io.js';
@@ -37,10 +39,36 @@ export function parseJsonObject(raw: Buffer, fields?: readonly string[]): Record
   }
   if (fields) {
     for (const key of Object.keys(value)) {
-      if (!fields.includes(key)) throw invalidArgument(`Unknown field "${key.length > 100 ? `${key.slice(0, 100)}…` : key}" (this endpoint takes ${fields.join(', ')})`);
+      if (!fields.includes(key)) throw invalidArgument(`Unknown field "${cut(key)}" (this endpoint takes ${fields.join(', ')})`);
     }
   }
   return value as Record<string, unknown>;
+}
+
+/** Client text echoed in an error, cut so that an error never carries a huge value back. */
+function cut(text: string, max = 100): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/**
+ * Holds a JSON object (from parseJsonObject) whose keys are the proto names of `desc`'s fields to
+ * that message: with `closed`, a key the message does not declare is refused, named `prefix+key`;
+ * and an integer field's number must be written as an integer (digits, an optional minus).
+ * JSON.parse reads 8453.00000000000001, 84530e-1 and 3e1 as the integers 8453 and 30, so without
+ * the source text such a value would be taken for one the client did not write.
+ */
+export function holdToMessage(obj: Record<string, unknown>, desc: DescMessage, prefix: string, closed: { what: string } | undefined): void {
+  for (const key of Object.keys(obj)) {
+    const field = desc.fields.find((f) => f.name === key);
+    if (!field) {
+      if (closed) throw invalidArgument(`Unknown field "${prefix}${cut(key)}" (${closed.what} takes ${desc.fields.map((f) => f.name).join(', ')})`);
+      continue;
+    }
+    // A value with a fraction is left to the use case, which refuses it with the field's range.
+    if (!isIntegerField(field) || !Number.isInteger(obj[key])) continue;
+    const text = numberText(obj, key)!;
+    if (!/^-?\d+$/.test(text)) throw invalidArgument(`${prefix}${key} must be an integer written in digits, without a fraction or an exponent (not ${cut(text, 40)})`);
+  }
 }
 
 /**
@@ -53,10 +81,9 @@ export function usdField(obj: Record<string, unknown>, field: string): unknown {
   return typeof v === 'number' ? numberText(obj, field) : v;
 }
 
-/** Reads an optional string field; a present non-string value is a 400 naming the field. */
-export function optionalString(body: Record<string, unknown>, field: string): string | undefined {
+/** A string field of a body: undefined when absent; any other JSON type, null included, is 400 `<field> must be a string`. */
+export function stringField(body: Record<string, unknown>, field: string): string | undefined {
   const v = body[field];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw invalidArgument(`${field} must be a string`);
+  if (v !== undefined && typeof v !== 'string') throw invalidArgument(`${field} must be a string`);
   return v;
 }

@@ -221,11 +221,20 @@ export const OPENAPI_DOCUMENT = {
           },
           payload: {
             type: 'object',
-            description: 'Type-specific parameters (docs/api.md "Sign request"); for x402 and mpp: resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
-            properties: { resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] } },
+            description: 'Type-specific parameters (docs/api.md "Sign request"), the fields of the type\'s payload message in the proto and no other (400 naming `payload.<key>`): '
+              + 'eip3009 and permit2 take valid_for_seconds; raw_transaction (also when type is omitted) gas, max_fee_per_gas and max_priority_fee_per_gas; '
+              + 'x402 and mpp resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
+            properties: {
+              valid_for_seconds: { type: 'integer', minimum: 30, maximum: 86_400 },
+              gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
+              max_fee_per_gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
+              max_priority_fee_per_gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
+              resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] },
+            },
+            additionalProperties: false,
           },
         },
-        // Any other top-level field is refused with 400 (the payload stays open).
+        // Any other field is refused with 400, and so is null for any field (leave a field out for its default).
         additionalProperties: false,
       },
       SignSigned: object({

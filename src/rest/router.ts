@@ -7,7 +7,7 @@ import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
-import { parseJsonObject, readRestBody, usdField } from './body.js';
+import { holdToMessage, parseJsonObject, readRestBody, stringField, usdField } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import { overloaded, type Gate } from '../admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
@@ -17,6 +17,8 @@ import { signPayment } from '../app/sign.js';
 import { getApprovalStatus } from '../app/approvals.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';
+import { SignRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { signPayloadMessage } from '../contract/signPayload.js';
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
@@ -49,8 +51,7 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
   return [
     route('POST', '/api/ping', async (call) => {
       const body = await call.body();
-      // A non-string agent_id is as unusable as a missing one: same missing-agent-id answer.
-      const agentId = typeof body.agent_id === 'string' ? body.agent_id : '';
+      const agentId = stringField(body, 'agent_id') ?? '';
       return { status: 200, body: pingJson(await pingAgent(deps, call.principal, agentId)) };
     }, ['agent_id']),
     route('GET', '/api/resolve', async (call) => {
@@ -59,6 +60,7 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
     }),
     route('POST', '/api/sign', async (call) => {
       const body = await call.body();
+      holdSignBody(body);
       const result = await observed(() => signPayment(deps, call.principal, {
         agentId: body.agent_id,
         type: body.type,
@@ -92,6 +94,22 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       }
     }),
   ];
+}
+
+/**
+ * Holds a sign body to SignRequest: integer fields written as integers, and the payload's keys
+ * those of the payload message of its type (the oneof member SignRequest carries for it, whose
+ * field names are the REST payload's keys), so that a misspelt `valid_for_second` is refused
+ * rather than dropped for a default (an hour where 30 seconds were asked). A type that is none,
+ * or a payload that is no object, is left to the use case, which refuses both.
+ */
+function holdSignBody(body: Record<string, unknown>): void {
+  holdToMessage(body, SignRequestSchema, '', undefined);
+  const type = body.type === undefined ? 'raw_transaction' : body.type;
+  const payloadMessage = signPayloadMessage(type);
+  const payload = body.payload;
+  if (!payloadMessage || typeof payload !== 'object' || payload === null || Array.isArray(payload)) return;
+  holdToMessage(payload as Record<string, unknown>, payloadMessage, 'payload.', { what: `the ${type as string} payload` });
 }
 
 /** The sign payload with its USD ceiling (`max_amount_usd`) as the text the client wrote; the rest of the open payload as sent. */

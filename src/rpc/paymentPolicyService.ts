@@ -1,5 +1,5 @@
 import type { ServiceImpl, HandlerContext } from '@connectrpc/connect';
-import { PaymentPolicyService, PaymentType, SignRequestSchema, type SignRequest } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { PaymentPolicyService, PaymentType, type SignRequest } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { AppDeps } from '../app/deps.js';
 import { authenticateApiKey } from '../app/apiKeys.js';
 import { pingAgent } from '../app/ping.js';
@@ -7,6 +7,7 @@ import { resolveServices } from '../app/registry.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { agentSpendToProto, approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
 import { paymentType } from '../contract/enums.js';
+import { SIGN_PAYLOAD_MEMBERS } from '../contract/signPayload.js';
 import { invalidArgument } from '../domain/errors.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { quotePayment } from '../app/quote.js';
@@ -55,9 +56,6 @@ export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof Pa
   };
 }
 
-/** SignRequest's `payload` oneof: one member per payment type, named after it. */
-const PAYLOAD_MEMBERS = SignRequestSchema.oneofs.find((o) => o.name === 'payload')!.fields;
-
 /**
  * The request's type and its payload as the sign use case reads it: the oneof member's fields under
  * their proto names, which are the REST payload's keys (test/contract.test.ts holds them equal).
@@ -68,7 +66,7 @@ function typeAndPayload(req: SignRequest): { type: string | undefined; payload: 
   if (named === undefined && req.type !== PaymentType.UNSPECIFIED) return { type: `unknown(${req.type})`, payload: undefined };
   const p = req.payload;
   if (p.case === undefined) return { type: named, payload: undefined };
-  const member = PAYLOAD_MEMBERS.find((f) => f.localName === p.case)!;
+  const member = SIGN_PAYLOAD_MEMBERS.find((f) => f.localName === p.case)!;
   if (named !== undefined && named !== member.name) {
     throw invalidArgument(`payload ${member.name} does not match type ${named}`, 'payload_type_mismatch');
   }

@@ -2,7 +2,7 @@ import type { DescEnum, DescMessage } from '@bufbuild/protobuf';
 import type { Interceptor } from '@connectrpc/connect';
 import { PaymentTypeSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { invalidArgument } from '../domain/errors.js';
-import { JsonDuplicateKeyError, parseJson } from '../http/parseJson.js';
+import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.js';
 
 /**
  * Every RPC request is read strictly, whatever the protocol: what the server does not understand
@@ -12,8 +12,9 @@ import { JsonDuplicateKeyError, parseJson } from '../http/parseJson.js';
  *
  * - JSON (Connect, gRPC-Web and gRPC with +json): unknown fields and enum names the contract does
  *   not declare are refused by protobuf-es itself (`ignoreUnknownFields: false`; connect's default
- *   is to ignore them), and a key repeated in one object by the duplicate-checking parser before
- *   protobuf-es sees the text (its JSON.parse would keep the last silently).
+ *   is to ignore them), and a key repeated in one object, or a number not written as an integer
+ *   (the contract has no other kind), by the checking parser before protobuf-es sees the text (its
+ *   JSON.parse would keep the last key silently, and read 84530e-1 as 8453).
  * - Binary: protobuf-es keeps fields it does not know in `$unknown`, and takes any number for an
  *   enum (proto3 enums are open); the interceptor refuses both, in every message of the request.
  *
@@ -25,19 +26,45 @@ import { JsonDuplicateKeyError, parseJson } from '../http/parseJson.js';
 
 const utf8 = new TextDecoder();
 
-/** What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key. */
+/**
+ * What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key and no
+ * number written otherwise than as an integer. The contract has no floating-point field, so every
+ * number of a request is an integer field's (or an enum's), and JSON.parse would read
+ * 8453.00000000000001 or 84530e-1 as 8453: a value the client did not write.
+ */
 const strictTextDecoder = {
   decode(bytes: Uint8Array): string {
     const text = utf8.decode(bytes);
+    let json: unknown;
     try {
-      parseJson(text);
+      json = parseJson(text);
     } catch (e) {
       // Syntax errors are left to protobuf-es, whose answer for them callers already see.
       if (e instanceof JsonDuplicateKeyError) throw new Error(`invalid request message: ${e.message}`);
+      return text;
     }
+    const inexact = notWrittenAsInteger(json, '');
+    if (inexact) throw new Error(`invalid request message: ${inexact}`);
     return text;
   },
 };
+
+/** The first number in `json` not written as an integer (digits, an optional minus), described with its path; else undefined. */
+function notWrittenAsInteger(json: unknown, path: string): string | undefined {
+  if (typeof json !== 'object' || json === null) return undefined;
+  const array = Array.isArray(json);
+  for (const [key, v] of Object.entries(json)) {
+    const where = array ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
+    if (typeof v === 'number') {
+      const text = numberText(json, key)!;
+      if (!/^-?\d+$/.test(text)) return `${where.slice(0, 100)}: ${text.slice(0, 40)} is not written as an integer (digits, without a fraction or an exponent)`;
+    } else {
+      const found = notWrittenAsInteger(v, where);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
 
 /**
  * The JSON read options of every RPC handler. `textDecoder` is read by connect's JSON

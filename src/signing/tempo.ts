@@ -1,6 +1,6 @@
 import { bytesToHex, encodeFunctionData, getAddress, isAddress, isAddressEqual, isHex, keccak256, maxUint256, stringToBytes, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { MppChallengeParams, Offer, PaymentHeader } from '../probe/offer.js';
+import type { MppChallengeParams, MppDetails, Offer, PaymentHeader } from '../probe/offer.js';
 import type { SignJob, SignOutput, TempoFields } from './signJobs.js';
 import { tip20TransferAbi } from './tip20Abi.js';
 
@@ -111,12 +111,19 @@ function echoChallenge(c: MppChallengeParams): Record<string, string> {
   };
 }
 
+/** The transfers of an MPP offer, read and checked (checkMppOffer). */
+type MppTransfers = {
+  details: MppDetails; amount: bigint; currency: Address; recipient: Address;
+  splits: Array<{ amount: bigint; recipient: Address; memo: Hex | undefined }>; splitTotal: bigint; serverMemo: Hex | undefined;
+};
+
 /**
- * Builds the Tempo transaction job for an MPP tempo/charge offer and the finisher that wraps the
- * signed transaction in the credential. Refuses expired challenges, bad amounts and splits that
- * leave nothing for the primary recipient. `nowMs` anchors validBefore.
+ * Refuses an MPP offer no payment can be built from, whatever the treasury and the time: not
+ * tempo/charge in pull mode, an amount that is not positive, a split that leaves the primary
+ * recipient nothing, fields that disagree with the offer. Quote runs it too (app/paywall.ts
+ * requirePayableOffer), so that it never reports as allowed a price sign would refuse.
  */
-export function prepareMppPayment(orgId: string, treasury: Address, offer: Offer, nowMs: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedMppPayment {
+export function checkMppOffer(offer: Offer): MppTransfers {
   const details = offer.mpp;
   if (offer.rail !== 'mpp' || !details) throw invalidArgument('offer is not an MPP offer');
   const { challenge, request } = details;
@@ -127,6 +134,36 @@ export function prepareMppPayment(orgId: string, treasury: Address, offer: Offer
   if (md.supportedModes !== undefined && !md.supportedModes.includes('pull')) {
     throw new DomainError('unimplemented', 'MPP challenge does not accept a signed transaction (pull mode)');
   }
+  const amount = positiveAmount(request.amount, 'MPP amount');
+  const currency = address(request.currency, 'MPP currency');
+  const recipient = address(request.recipient, 'MPP recipient');
+  // The offer is what policy approved; the transaction must pay exactly that, nothing else.
+  if (amount !== offer.amountAtomic) throw invalidArgument('MPP offer amount does not match the challenge request');
+  if (!isAddressEqual(recipient, offer.payTo) || !isAddressEqual(currency, offer.asset)) {
+    throw invalidArgument('MPP offer recipient or currency does not match the challenge request');
+  }
+  if (md.chainId !== offer.chainId || !Number.isSafeInteger(md.chainId) || md.chainId <= 0) {
+    throw invalidArgument('MPP offer chain does not match the challenge request');
+  }
+  const splits = (md.splits ?? []).map((s, i) => ({
+    amount: positiveAmount(s.amount, `MPP split ${i} amount`),
+    recipient: address(s.recipient, `MPP split ${i} recipient`),
+    memo: memo(s.memo, `MPP split ${i} memo`),
+  }));
+  const splitTotal = splits.reduce((sum, s) => sum + s.amount, 0n);
+  if (splitTotal >= amount) throw invalidArgument('MPP splits leave nothing for the primary recipient');
+  return { details, amount, currency, recipient, splits, splitTotal, serverMemo: memo(md.memo, 'MPP memo') };
+}
+
+/**
+ * Builds the Tempo transaction job for an MPP tempo/charge offer and the finisher that wraps the
+ * signed transaction in the credential. Refuses expired challenges, bad amounts and splits that
+ * leave nothing for the primary recipient. `nowMs` anchors validBefore.
+ */
+export function prepareMppPayment(orgId: string, treasury: Address, offer: Offer, nowMs: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedMppPayment {
+  const { details, amount, currency, recipient, splits, splitTotal, serverMemo } = checkMppOffer(offer);
+  const { challenge, request } = details;
+  const md = request.methodDetails;
 
   const nowSeconds = Math.floor(nowMs / 1000);
   let validBefore = nowSeconds + MAX_VALIDITY_SECONDS;
@@ -139,29 +176,9 @@ export function prepareMppPayment(orgId: string, treasury: Address, offer: Offer
   // A challenge that expires within the current second leaves no window the chain would accept.
   if (validBefore <= nowSeconds) throw invalidArgument('MPP challenge expires too soon to pay', 'challenge_expired');
 
-  const amount = positiveAmount(request.amount, 'MPP amount');
-  const currency = address(request.currency, 'MPP currency');
-  const recipient = address(request.recipient, 'MPP recipient');
-  // The offer is what policy approved; the transaction must pay exactly that, nothing else.
-  if (amount !== offer.amountAtomic) throw invalidArgument('MPP offer amount does not match the challenge request');
-  if (!isAddressEqual(recipient, offer.payTo) || !isAddressEqual(currency, offer.asset)) {
-    throw invalidArgument('MPP offer recipient or currency does not match the challenge request');
-  }
-  if (md.chainId !== offer.chainId || !Number.isSafeInteger(md.chainId) || md.chainId <= 0) {
-    throw invalidArgument('MPP offer chain does not match the challenge request');
-  }
-
-  const splits = (md.splits ?? []).map((s, i) => ({
-    amount: positiveAmount(s.amount, `MPP split ${i} amount`),
-    recipient: address(s.recipient, `MPP split ${i} recipient`),
-    memo: memo(s.memo, `MPP split ${i} memo`),
-  }));
-  const splitTotal = splits.reduce((sum, s) => sum + s.amount, 0n);
-  if (splitTotal >= amount) throw invalidArgument('MPP splits leave nothing for the primary recipient');
-
   // A server-chosen memo is a MUST in the tempo charge spec; otherwise the attribution memo binds
   // the transfer to this realm and challenge, which mppx servers require.
-  const primaryMemo = memo(md.memo, 'MPP memo') ?? attributionMemo(challenge.realm, challenge.id);
+  const primaryMemo = serverMemo ?? attributionMemo(challenge.realm, challenge.id);
   const calls = [
     transferCall(currency, recipient, amount - splitTotal, primaryMemo),
     ...splits.map((s) => transferCall(currency, s.recipient, s.amount, s.memo)),

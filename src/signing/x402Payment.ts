@@ -1,7 +1,7 @@
 import { randomHex32 } from './randomNonce.js';
 import { isAddressEqual, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { Offer, PaymentHeader } from '../probe/offer.js';
+import type { Offer, PaymentHeader, X402Details } from '../probe/offer.js';
 import { MAX_SIGNED_VALIDITY_SECONDS } from './boundedValidity.js';
 import type { SignJob, SignOutput } from './signJobs.js';
 
@@ -48,10 +48,12 @@ function encodeHeaderJson(value: unknown): string {
 }
 
 /**
- * Builds the EIP-3009 job for an x402 `exact` offer and the finisher that wraps its signature in
- * `X-PAYMENT` (v1) or `PAYMENT-SIGNATURE` (v2). `nowSeconds` anchors the validity window.
+ * Refuses an x402 offer no payment can be built from, whatever the treasury and the time: not an
+ * `exact` EIP-3009 offer, no token domain, a price that is not positive, an echoed requirement that
+ * disagrees. Quote runs it too (app/paywall.ts requirePayableOffer), so that it never reports as
+ * allowed a price sign would refuse.
  */
-export function prepareX402Payment(orgId: string, treasury: Address, offer: Offer, nowSeconds: number): PreparedX402Payment {
+export function checkX402Offer(offer: Offer): X402Details {
   const details = offer.x402;
   if (offer.rail !== 'x402' || !details) throw invalidArgument('offer is not an x402 offer');
   if (offer.scheme !== 'exact') throw new DomainError('unimplemented', `x402 scheme ${offer.scheme ?? '(none)'} not supported yet`);
@@ -61,8 +63,17 @@ export function prepareX402Payment(orgId: string, treasury: Address, offer: Offe
   }
   if (!details.domainName || !details.domainVersion) throw invalidArgument('x402 offer lacks the token EIP-712 domain');
   if (offer.amountAtomic <= 0n) throw invalidArgument('x402 amount must be a positive integer');
-  if (!Number.isSafeInteger(nowSeconds) || nowSeconds <= 0) throw new DomainError('internal', 'nowSeconds must be a Unix time in whole seconds');
   assertOfferConsistent(offer, details.accepted, details.version);
+  return details;
+}
+
+/**
+ * Builds the EIP-3009 job for an x402 `exact` offer and the finisher that wraps its signature in
+ * `X-PAYMENT` (v1) or `PAYMENT-SIGNATURE` (v2). `nowSeconds` anchors the validity window.
+ */
+export function prepareX402Payment(orgId: string, treasury: Address, offer: Offer, nowSeconds: number): PreparedX402Payment {
+  const details = checkX402Offer(offer);
+  if (!Number.isSafeInteger(nowSeconds) || nowSeconds <= 0) throw new DomainError('internal', 'nowSeconds must be a Unix time in whole seconds');
 
   const timeout = Number.isFinite(details.maxTimeoutSeconds) ? Math.floor(details.maxTimeoutSeconds) : 0;
   // maxTimeoutSeconds is the longest the paywall accepts, not a length it demands: a longer value

@@ -1,4 +1,4 @@
-import { createClient, type PaypolicyClient } from '@paypolicy/client';
+import { createClient, createPayingFetch, usdToMicros, type PaypolicyClient } from '@paypolicy/client';
 import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
@@ -213,5 +213,15 @@ describe('retries on 503 overloaded', () => {
     expect(await c.ping(busy.bootstrap.agent_id)).toMatchObject({ ok: true });
     expect(statuses).toEqual([503, 200]);
     expect(await hogging).toMatchObject({ status: 400, message: 'URL did not return a payment challenge (status 200)' });
+  });
+});
+
+describe('USD amounts given to the client', () => {
+  test('error: text with surrounding whitespace is refused, as the server refuses it', () => {
+    for (const text of [' 1', '1 ', '\t0.5', '0.5\n']) {
+      expect(() => usdToMicros(text, 'maxAmountUsd'), JSON.stringify(text)).toThrow(/maxAmountUsd must be/);
+      expect(() => createPayingFetch({ client, agentId: 'agt_x', maxAmountUsd: text }), JSON.stringify(text)).toThrow(/maxAmountUsd must be/);
+    }
+    expect(usdToMicros('0.5', 'x')).toBe(500_000n);
   });
 });

@@ -27,6 +27,17 @@ describe('parseJson', () => {
     expect(numberText(v.d, 'e')).toBe('0.10');
   });
 
+  test('behavior: keeps the source text of numbers in arrays, by index, and of top-level arrays', () => {
+    const v = parseJson('{"a":[1,84530e-1,"x",3.0,[2e1]]}') as Record<string, any>;
+    expect(v.a).toEqual([1, 8453, 'x', 3, [20]]);
+    expect(numberText(v.a, '0')).toBe('1');
+    expect(numberText(v.a, '1')).toBe('84530e-1');
+    expect(numberText(v.a, '2')).toBeUndefined();
+    expect(numberText(v.a, '3')).toBe('3.0');
+    expect(numberText(v.a[4], '0')).toBe('2e1');
+    expect(numberText(parseJson('[-0.50]') as object, '0')).toBe('-0.50');
+  });
+
   test('error: a repeated key, escaped or not, at any depth, names its path', () => {
     const cases: Array<[string, string]> = [['{"a":1,"a":2}', 'a'], ['{"a":1,"\\u0061":2}', 'a'], ['{"p":{"x":1,"x":1}}', 'p.x'], ['[{"k":1},{"k":1,"k":2}]', '[1].k']];
     for (const [text, key] of cases) {

@@ -82,8 +82,9 @@ describe('parsePaymentRequest', () => {
       });
     });
 
-    test('behavior: null type and chain also take the defaults', () => {
-      expect(parse({ type: null, chainId: null })).toMatchObject({ type: 'raw_transaction', chainId: 8453 });
+    test('error: null is no value: a null type or chain is refused, never taken for the default', () => {
+      expectInvalid({ type: null }, 'unsupported_type', 'type must be one of eip3009, permit2, raw_transaction, x402, mpp');
+      expectInvalid({ chainId: null }, 'invalid_argument', 'chain_id must be a positive integer');
     });
 
     test('behavior: permit2 uses the authorization payload', () => {
@@ -94,10 +95,9 @@ describe('parsePaymentRequest', () => {
       expect(parse({ recipientAddress: RECIPIENT.toUpperCase().replace('0X', '0x') }).recipient).toBe(RECIPIENT.toLowerCase());
     });
 
-    test('behavior: dry_run true and false are kept; null means false', () => {
+    test('behavior: dry_run true and false are kept', () => {
       expect(parse({ dryRun: true }).dryRun).toBe(true);
       expect(parse({ dryRun: false }).dryRun).toBe(false);
-      expect(parse({ dryRun: null }).dryRun).toBe(false);
     });
 
     test.each([
@@ -125,7 +125,6 @@ describe('parsePaymentRequest', () => {
     test('behavior: valid_for_seconds accepts its bounds 30 and 86400', () => {
       expect(parse({ payload: { valid_for_seconds: 30 } }).payload).toEqual({ kind: 'authorization', validForSeconds: 30 });
       expect(parse({ payload: { valid_for_seconds: 86_400 } }).payload).toEqual({ kind: 'authorization', validForSeconds: 86_400 });
-      expect(parse({ payload: { valid_for_seconds: null } }).payload).toEqual({ kind: 'authorization', validForSeconds: 3600 });
     });
 
     test('behavior: raw transaction gas accepts its bounds, as numbers or decimal strings', () => {
@@ -147,15 +146,18 @@ describe('parsePaymentRequest', () => {
       });
     });
 
-    test('behavior: unknown payload fields are ignored', () => {
+    test('behavior: the use case reads only the payload fields it knows (REST refuses any other before calling it)', () => {
       expect(parse({ payload: { note: 'hi', nested: { a: 1 } } }).payload).toEqual({ kind: 'authorization', validForSeconds: 3600 });
     });
 
-    test('behavior: an Idempotency-Key of 1 to 255 printable ASCII characters is kept; empty means none', () => {
+    test('behavior: an Idempotency-Key of 1 to 255 printable ASCII characters is kept', () => {
       expect(parse({ idempotencyKey: 'k' }).idempotencyKey).toBe('k');
       expect(parse({ idempotencyKey: '~'.repeat(255) }).idempotencyKey).toBe('~'.repeat(255));
       expect(parse({ idempotencyKey: 'order-42:retry!' }).idempotencyKey).toBe('order-42:retry!');
-      expect(parse({ idempotencyKey: '' }).idempotencyKey).toBeUndefined();
+    });
+
+    test.each(['', null, 42])('error: an Idempotency-Key %j is refused, never taken for none', (idempotencyKey) => {
+      expectInvalid({ idempotencyKey }, 'invalid_idempotency_key', 'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces');
     });
   });
 
@@ -204,16 +206,17 @@ describe('parsePaymentRequest', () => {
       expectInvalid({ type, payload: undefined }, 'resource_url_required', `payload.resource_url is required for type ${type}`);
       expectInvalid({ type, payload: {} }, 'resource_url_required', /payload\.resource_url/);
       expectInvalid({ type, payload: { resource_url: '' } }, 'resource_url_required', /payload\.resource_url/);
-      expectInvalid({ type, payload: { resource_url: 42 } }, 'resource_url_required', /payload\.resource_url/);
+      expectInvalid({ type, payload: { resource_url: 42 } }, 'invalid_argument', 'payload.resource_url must be a string');
+      expectInvalid({ type, payload: { resource_url: null } }, 'invalid_argument', 'payload.resource_url must be a string');
     });
   });
 
   describe('errors', () => {
-    test.each([undefined, null, ''])('error: agent_id %j is required', (agentId) => {
+    test.each([undefined, ''])('error: agent_id %j is required', (agentId) => {
       expectInvalid({ agentId }, 'agent_id_required', 'agent_id is required');
     });
 
-    test.each([42, true, {}, ['agt_x']])('error: agent_id %j must be a string', (agentId) => {
+    test.each([null, 42, true, {}, ['agt_x']])('error: agent_id %j must be a string', (agentId) => {
       expectInvalid({ agentId }, 'invalid_argument', 'agent_id must be a string');
     });
 
@@ -221,11 +224,11 @@ describe('parsePaymentRequest', () => {
       expectInvalid({ type }, 'unsupported_type', 'type must be one of eip3009, permit2, raw_transaction, x402, mpp');
     });
 
-    test.each(['{}', 42, ['a'], true])('error: payload %j must be an object', (payload) => {
+    test.each(['{}', 42, ['a'], true, null])('error: payload %j must be an object', (payload) => {
       expectInvalid({ payload }, 'invalid_argument', 'payload must be an object');
     });
 
-    test.each(['true', 1, 0, {}])('error: dry_run %j must be a boolean', (dryRun) => {
+    test.each(['true', 1, 0, {}, null])('error: dry_run %j must be a boolean', (dryRun) => {
       expectInvalid({ dryRun }, 'invalid_argument', 'dry_run must be a boolean');
     });
 
@@ -245,7 +248,7 @@ describe('parsePaymentRequest', () => {
       expectInvalid({ chainId, type: 'raw_transaction' }, 'unsupported_chain', /^chain_id \d+ is not supported for raw_transaction with ak_live_ keys/, 'live');
     });
 
-    test.each([undefined, null, ''])('error: recipient_address %j is required for direct types', (recipientAddress) => {
+    test.each([undefined, ''])('error: recipient_address %j is required for direct types', (recipientAddress) => {
       expectInvalid({ recipientAddress }, 'recipient_required', 'recipient_address is required for type eip3009');
       expectInvalid({ recipientAddress, type: 'permit2' }, 'recipient_required', 'recipient_address is required for type permit2');
       expectInvalid({ recipientAddress, type: 'raw_transaction' }, 'recipient_required', 'recipient_address is required for type raw_transaction');
@@ -260,6 +263,7 @@ describe('parsePaymentRequest', () => {
       ` ${RECIPIENT}`,
       42,
       {},
+      null,
     ])('error: recipient_address %j must be a 20-byte 0x address', (recipientAddress) => {
       expectInvalid({ recipientAddress }, 'invalid_argument', 'recipient_address must be a 0x-prefixed 20-byte hex address');
     });
@@ -268,7 +272,7 @@ describe('parsePaymentRequest', () => {
       expectInvalid({ recipientAddress: '0x0000000000000000000000000000000000000000' }, 'invalid_argument', 'recipient_address must not be the zero address');
     });
 
-    test.each([undefined, null, ''])('error: amount_usd %j is required for direct types', (amountUsd) => {
+    test.each([undefined, ''])('error: amount_usd %j is required for direct types', (amountUsd) => {
       expectInvalid({ amountUsd }, 'amount_required', 'amount_usd is required for type eip3009');
     });
 
@@ -291,11 +295,11 @@ describe('parsePaymentRequest', () => {
       expectInvalid({ amountUsd: '1000000000000' }, 'invalid_amount', /^amount_usd must be/);
     });
 
-    test.each([1, 0.5, true, {}, ['1']])('error: amount_usd %j that is not decimal text is refused (transports convert JSON numbers first)', (amountUsd) => {
+    test.each([1, 0.5, true, {}, ['1'], null])('error: amount_usd %j that is not decimal text is refused (transports convert JSON numbers first)', (amountUsd) => {
       expectInvalid({ amountUsd }, 'invalid_argument', 'amount_usd must be a number');
     });
 
-    test.each([29, 86_401, 0, -30, 60.5, '60', true])('error: payload.valid_for_seconds %j is out of range', (v) => {
+    test.each([29, 86_401, 0, -30, 60.5, '60', true, null])('error: payload.valid_for_seconds %j is out of range', (v) => {
       expectInvalid({ payload: { valid_for_seconds: v } }, 'invalid_argument', 'payload.valid_for_seconds must be an integer from 30 to 86400');
       expectInvalid({ type: 'permit2', payload: { valid_for_seconds: v } }, 'invalid_argument', /^payload\.valid_for_seconds/);
     });

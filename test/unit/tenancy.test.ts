@@ -203,7 +203,7 @@ const NOT_USE_CASES: Record<string, string> = {
   DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', PING_TOUCH_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant',
   MAX_PRIVATE_RECORDS: 'constant', MAX_PRIVATE_BASE_URLS: 'constant', MAX_PAYMENT_METHODS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
-  OFFER_CHAINS: 'constant', requireOfferChain: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
+  OFFER_CHAINS: 'constant', requireOfferChain: 'pure', requirePayableOffer: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure', parseStored: 'pure',
   loadRequest: 'pure', storedRequestOf: 'pure', prepareSignature: 'pure', signatureOf: 'pure', storeRequest: 'pure',
 };

@@ -6,7 +6,8 @@ import { PaypolicyError } from './errors.js';
  * decimal with at most 6 decimals. Comparisons of money in this package use these integers.
  */
 export function usdToMicros(value: number | string, field: string): bigint {
-  const text = typeof value === 'number' ? (Number.isFinite(value) && value >= 0 ? value.toFixed(6) : '') : value.trim();
+  // Text is not trimmed: " 1" is refused, as the server refuses it.
+  const text = typeof value === 'number' ? (Number.isFinite(value) && value >= 0 ? value.toFixed(6) : '') : value;
   const m = /^(\d+)(?:\.(\d{1,6}))?$/.exec(text);
   if (!m) throw new PaypolicyError(`${field} must be a non-negative USD amount with at most 6 decimals`, { code: 'invalid_argument', status: 0 });
   return BigInt(m[1]!) * 1_000_000n + BigInt((m[2] ?? '').padEnd(6, '0'));

@@ -96,8 +96,8 @@ function policyErrors(v: PolicyValues): PolicyErrors {
   return {
     // parsePolicy says `allowlist entry "x" is …` or `allowlist must …`.
     allowlist: allowlist?.replace(/^allowlist entry /, `${POLICY_LABELS.allowlist}: `).replace(/^allowlist /, `${POLICY_LABELS.allowlist} `),
-    cap: validationMessage(() => parseUsd(v.cap.trim(), POLICY_LABELS.cap)),
-    threshold: validationMessage(() => parseUsd(v.threshold.trim(), POLICY_LABELS.threshold)),
+    cap: validationMessage(() => parseUsd(v.cap, POLICY_LABELS.cap)),
+    threshold: validationMessage(() => parseUsd(v.threshold, POLICY_LABELS.threshold)),
     fee: v.fee === undefined ? undefined : maxNetworkFeeMessage(v.fee, POLICY_LABELS.fee),
   };
 }

@@ -1,5 +1,4 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { createClient, type PaypolicyClient, type SignedResult } from '../client.js';
@@ -7,6 +6,7 @@ import { isPaypolicyError, PaypolicyError } from '../errors.js';
 import { formatMicros, usdToMicros } from '../money.js';
 import { readTextPrefix } from '../body.js';
 import { createPayingFetch } from '../payingFetch.js';
+import { strictStdioServerTransport } from './strictStdio.js';
 import { createGuardedFetch } from './urlGuard.js';
 import type { SignRequest, SignResult } from '../types.js';
 
@@ -284,6 +284,7 @@ export async function runStdioMcpServer(env: Record<string, string | undefined> 
     client, agentId: env[MCP_ENV.agentId]!, maxAmountUsd: env[MCP_ENV.maxAmountUsd] || '1',
     urls: { allowHttp: env[MCP_ENV.allowHttp] === '1', allowHosts },
   });
-  await server.connect(new StdioServerTransport());
+  // Read through the ambiguity check: the SDK's JSON.parse keeps the last of two equal keys and rounds numbers.
+  await server.connect(strictStdioServerTransport());
   return server;
 }
