@@ -52,8 +52,8 @@ describe('migration 0003_private_services', () => {
 
     const db = withOrgs(openDatabase(file), 'org_a');
     const services = createServiceStore(db);
-    expect(services.list(null).map((s) => [s.id, s.slug, s.orgId])).toEqual([['kept-id', 'weather', null]]);
-    expect(services.visibleTo('org_a').map((s) => s.slug)).toEqual(['weather']);
+    expect(services.range(null, 'a', 'z').map((s) => [s.id, s.slug, s.orgId])).toEqual([['kept-id', 'weather', null]]);
+    expect(services.visibleSummaries('org_a').map((s) => s.slug)).toEqual(['weather']);
     db.close();
   });
 });
@@ -74,7 +74,8 @@ describe('migration 0013_registry_scopes', () => {
     old.close();
 
     const db = openDatabase(file);
-    expect(createServiceStore(db).usage('org_a')).toEqual({ records: 2, baseUrls: 2 });
+    const bytes = 'oneOne'.length + methods.length + '[]'.length + 'twoTwo'.length + '[][]'.length;
+    expect(createServiceStore(db).usage('org_a')).toEqual({ records: 2, baseUrls: 2, bytes });
     db.close();
   });
 });
@@ -99,7 +100,7 @@ describe('the schema alone keeps one record per slug in every organization\'s vi
 });
 
 describe('createServiceStore', () => {
-  test('behavior: visibleTo is the shared records then the organization\'s own, each by slug; never another organization\'s', () => {
+  test('behavior: visibleSummaries is the shared records then the organization\'s own, each by slug; never another organization\'s', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a', 'org_b');
     const services = createServiceStore(db);
     writeTxn(db, () => {
@@ -109,24 +110,24 @@ describe('createServiceStore', () => {
       services.upsert(record('a2'), 'org_a', 1);
       services.upsert(record('a1'), 'org_a', 1);
     });
-    expect(services.visibleTo('org_a').map((s) => [s.slug, s.orgId])).toEqual([['alpha', null], ['zeta', null], ['a1', 'org_a'], ['a2', 'org_a']]);
-    expect(services.visibleTo('org_b').map((s) => s.slug)).toEqual(['alpha', 'zeta', 'b-only']);
+    expect(services.visibleSummaries('org_a').map((s) => [s.slug, s.orgId])).toEqual([['alpha', null], ['zeta', null], ['a1', 'org_a'], ['a2', 'org_a']]);
+    expect(services.visibleSummaries('org_b').map((s) => s.slug)).toEqual(['alpha', 'zeta', 'b-only']);
     expect(services.get('b-only', 'org_a')).toBeUndefined();
     expect(services.get('b-only', null)).toBeUndefined();
     db.close();
   });
 
-  test('behavior: an upsert keeps the id and scope, and every write is seen by the next visibleTo (cache dropped)', () => {
+  test('behavior: an upsert keeps the id and scope, and every write is seen by the next visibleSummaries (cache dropped)', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a');
     const services = createServiceStore(db);
     const first = writeTxn(db, () => services.upsert(record('mine', 'https://one.example/'), 'org_a', 1));
-    expect(services.visibleTo('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://one.example/']);
+    expect(services.visibleSummaries('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://one.example/']);
     const second = writeTxn(db, () => services.upsert(record('mine', 'https://two.example/'), 'org_a', 2));
     expect([second.id, second.orgId]).toEqual([first.id, 'org_a']);
-    expect(services.visibleTo('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://two.example/']);
+    expect(services.visibleSummaries('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://two.example/']);
     expect(writeTxn(db, () => services.delete('mine', null))).toBe(false);
     expect(writeTxn(db, () => services.delete('mine', 'org_a'))).toBe(true);
-    expect(services.visibleTo('org_a')).toEqual([]);
+    expect(services.visibleSummaries('org_a')).toEqual([]);
     db.close();
   });
 });
