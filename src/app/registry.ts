@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { recordBytes } from '../domain/recordBytes.js';
 import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, ServiceEndpoint, ServiceRecord, ServiceSummary } from '../domain/types.js';
@@ -30,11 +31,12 @@ export const MAX_URL_CHARS = 2048;
 export const MAX_RECORD_BYTES = 64 * 1024;
 
 /**
- * Most stored bytes of records one resolve answers: 16 records at their bound, hundreds of real
- * ones. Past it the request is refused before any answer is built, so no caller's resolve holds
- * the event loop (reading, converting and writing the records) for long.
+ * Most stored bytes of records one resolve answers: 4 records at their bound, dozens of real ones
+ * (a real record is a few KiB). Past it the request is refused from the records' stored sizes,
+ * before any is read, so no caller's resolve holds the event loop (reading, converting and writing
+ * the records) for more than a few milliseconds.
  */
-export const MAX_RESOLVE_BYTES = 1024 * 1024;
+export const MAX_RESOLVE_BYTES = 256 * 1024;
 
 function optionalUrl(value: string, field: string): string {
   const v = value.trim();
@@ -297,8 +299,9 @@ export type ResolveResult = {
  * Looks up slugs for an organization's key: shared records and the organization's own private
  * ones (its agents are attributed against both), never another organization's. Each input may
  * itself be a comma-separated list; blanks are dropped, duplicates collapse to one entry, and a
- * slug that is not registered (or not even slug-shaped) maps to null. Records past
- * MAX_RESOLVE_BYTES together are refused (resolve_too_large) as soon as the sum passes it.
+ * slug that is not registered (or not even slug-shaped) maps to null. Slugs whose records take
+ * more than MAX_RESOLVE_BYTES together are refused (resolve_too_large) from their stored sizes,
+ * before any record is read.
  */
 export async function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal, inputs: string[]): Promise<ResolveResult> {
   const slugs: string[] = [];
@@ -310,14 +313,16 @@ export async function resolveServices(deps: AppDeps, principal: ApiKeyPrincipal,
   }
   if (slugs.length === 0) throw invalidArgument('slug or slugs query parameter is required', 'slug_required');
   if (slugs.length > MAX_RESOLVE_SLUGS) throw invalidArgument(`at most ${MAX_RESOLVE_SLUGS} slugs per request`, 'too_many_slugs');
+  const bytes = await deps.store.services.visibleBytes(principal.orgId, slugs.filter((slug) => SLUG.test(slug)));
+  if (bytes > MAX_RESOLVE_BYTES) {
+    throw invalidArgument(`the records of these slugs take ${bytes} bytes together, more than the ${MAX_RESOLVE_BYTES} one resolve answers; ask for fewer slugs at a time`, 'resolve_too_large');
+  }
   const results: ResolveResult['results'] = [];
-  let bytes = 0;
   for (const slug of slugs) {
     const service = (await visibleRecord(deps, principal.orgId, slug)) ?? null;
-    if (service) bytes += recordBytes(service);
-    if (bytes > MAX_RESOLVE_BYTES) {
-      throw invalidArgument(`the records of these slugs take more than ${MAX_RESOLVE_BYTES} bytes together, more than one resolve answers; ask for fewer slugs at a time`, 'resolve_too_large');
-    }
+    // SQLite reads synchronously: between records, other requests get their turn, so a resolve
+    // of many large records is many short steps on the event loop rather than one long one.
+    if (service) await setImmediate();
     results.push({ slug, service });
   }
   const resolvedCount = results.filter((r) => r.service !== null).length;

@@ -28,16 +28,15 @@ const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_u
 export const recordBytesSql = (t = '') => ['slug', 'name', 'description', 'category', 'logo_url', 'docs_url', 'payment_methods', 'endpoints']
   .map((c) => `octet_length(${t}${c})`).join(' + ');
 
-/** A summary row: everything but descriptions and endpoints, which are counted and sized by SQL instead of parsed here. */
+/** A summary row: everything but descriptions and endpoints, which are counted (migration 0014) and sized by SQL instead of parsed here. */
 export type SummaryRow = {
   org_id: string | null; slug: string; name: string; category: string; docs_url: string; payment_methods: string;
   endpoint_count: number | bigint; bytes: number | bigint;
 };
 
-/** Summary columns of table alias `t`; `json` makes a text column a JSON value in the store's dialect. */
-export const summaryColumns = (t: string, json: (column: string) => string) =>
-  `${t}org_id, ${t}slug, ${t}name, ${t}category, ${t}docs_url, ${t}payment_methods, json_array_length(${json(`${t}endpoints`)}) AS endpoint_count, `
-  + `(${recordBytesSql(t)}) AS bytes`;
+/** Summary columns of table alias `t` ('' or 's.'). */
+export const summaryColumns = (t: string) =>
+  `${t}org_id, ${t}slug, ${t}name, ${t}category, ${t}docs_url, ${t}payment_methods, ${t}endpoint_count, (${recordBytesSql(t)}) AS bytes`;
 
 export function toSummary(r: SummaryRow): ServiceSummary {
   return {
@@ -105,19 +104,21 @@ export function createServiceStore(db: Db, shared?: RegistryCache) {
   // organization's id its own.
   const cache: RegistryCache = shared ?? { scopes: new ScopeCache(), dirty: new Set(), writing: () => db.inTransaction, inSnapshot: () => false };
   const { scopes, dirty } = cache;
-  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO services (${COLUMNS}, base_urls, endpoint_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const update = db.prepare(`UPDATE services SET name = ?, description = ?, category = ?, logo_url = ?, docs_url = ?,
-    payment_methods = ?, endpoints = ?, base_urls = ?, updated_at = ? WHERE id = ?`);
+    payment_methods = ?, endpoints = ?, base_urls = ?, endpoint_count = ?, updated_at = ? WHERE id = ?`);
   const sharedBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = ?`);
   const privateBySlug = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id = ? AND slug = ?`);
   const sharedRange = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug >= ? AND slug <= ? ORDER BY slug`);
   const privateRange = db.prepare(`SELECT ${COLUMNS} FROM services WHERE org_id = ? AND slug >= ? AND slug <= ? ORDER BY slug`);
-  const allShared = db.prepare(`SELECT ${summaryColumns('', (c) => c)} FROM services WHERE org_id IS NULL ORDER BY slug`);
-  const allPrivate = db.prepare(`SELECT ${summaryColumns('', (c) => c)} FROM services WHERE org_id = ? ORDER BY slug`);
+  const allShared = db.prepare(`SELECT ${summaryColumns('')} FROM services WHERE org_id IS NULL ORDER BY slug`);
+  const allPrivate = db.prepare(`SELECT ${summaryColumns('')} FROM services WHERE org_id = ? ORDER BY slug`);
   const holders = db.prepare('SELECT org_id FROM services WHERE org_id IS NOT NULL AND slug = ? ORDER BY org_id');
   const removeShared = db.prepare('DELETE FROM services WHERE org_id IS NULL AND slug = ?');
   const removePrivate = db.prepare('DELETE FROM services WHERE org_id = ? AND slug = ?');
   const usage = db.prepare(USAGE_SQL);
+  const visibleBytes = db.prepare(`SELECT coalesce(sum(${recordBytesSql()}), 0) AS bytes FROM services
+    WHERE (org_id IS NULL OR org_id = ?) AND slug IN (SELECT value FROM json_each(?))`).pluck();
 
   const dropCache = (orgId: string | null) => {
     dirty.add(orgId ?? SHARED_SCOPE);
@@ -154,9 +155,9 @@ export function createServiceStore(db: Db, shared?: RegistryCache) {
       const existing = read(orgId, s.slug);
       const baseUrls = countBaseUrls(s);
       if (existing) {
-        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id);
+        update.run(s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, s.endpoints.length, now, existing.id);
       } else {
-        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now);
+        insert.run(s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, s.endpoints.length, now, now);
       }
       return toService(read(orgId, s.slug)!);
     },
@@ -185,6 +186,10 @@ export function createServiceStore(db: Db, shared?: RegistryCache) {
     usage(orgId: string): RegistryUsage {
       const r = usage.get(orgId) as { records: number; base_urls: number; bytes: number };
       return { records: r.records, baseUrls: r.base_urls, bytes: r.bytes };
+    },
+    /** The stored bytes of the records these slugs name in what one organization sees, together, read without reading the records. */
+    visibleBytes(orgId: string, slugs: readonly string[]): number {
+      return visibleBytes.get(orgId, JSON.stringify(slugs)) as number;
     },
     /** Organizations holding a private record with this slug. */
     privateHolders(slug: string): string[] {

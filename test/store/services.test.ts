@@ -80,6 +80,41 @@ describe('migration 0013_registry_scopes', () => {
   });
 });
 
+describe('migration 0014_registry_endpoint_counts', () => {
+  test('behavior: each existing record keeps every field and has its endpoints counted; summaries read them without the endpoints', () => {
+    const file = tempDb();
+    const old = new Database(file);
+    old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+    for (const m of MIGRATIONS.filter((x) => x.version < 14)) {
+      old.exec(m.sql);
+      old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
+    }
+    old.prepare("INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_a', 'org_a', 3600, 0)").run();
+    const methods = JSON.stringify([{ realm: '', baseUrl: 'https://a.example/', protocol: 'x402' }]);
+    const endpoints = JSON.stringify([{ method: 'GET', path: '/a', description: 'é', priceAtomic: '1', currency: 'USDC', pricingModel: 'fixed', protocol: 'x402' },
+      { method: 'POST', path: '/b', description: '', priceAtomic: null, currency: '', pricingModel: '', protocol: '' }]);
+    old.prepare(`INSERT INTO services (id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints, base_urls, created_at, updated_at)
+      VALUES ('one', 'org_a', 'one', 'One', 'about one', 'data', 'https://l.example/', 'https://d.example/', ?, ?, 1, 1, 2),
+             ('two', NULL, 'two', 'Two', '', '', '', '', '[]', '[]', 0, 3, 4)`).run(methods, endpoints);
+    old.close();
+
+    const db = openDatabase(file);
+    const services = createServiceStore(db);
+    expect(services.get('one', 'org_a')).toEqual({
+      id: 'one', orgId: 'org_a', slug: 'one', name: 'One', description: 'about one', category: 'data', logoUrl: 'https://l.example/', docsUrl: 'https://d.example/',
+      paymentMethods: JSON.parse(methods), endpoints: JSON.parse(endpoints),
+    });
+    const bytes = Buffer.byteLength('oneOneabout onedatahttps://l.example/https://d.example/' + methods + endpoints);
+    expect(services.summaries('org_a')).toEqual([{
+      orgId: 'org_a', slug: 'one', name: 'One', category: 'data', docsUrl: 'https://d.example/', paymentMethods: JSON.parse(methods), endpointCount: 2, bytes,
+    }]);
+    expect(services.summaries(null).map((s) => [s.slug, s.endpointCount])).toEqual([['two', 0]]);
+    expect(services.usage('org_a')).toEqual({ records: 1, baseUrls: 1, bytes });
+    expect(() => insertRaw(db, 'org_a', 'two')).toThrow(/registry slug is shared/);
+    db.close();
+  });
+});
+
 describe('the schema alone keeps one record per slug in every organization\'s view', () => {
   test('error: a private slug equal to a shared one, or a shared slug equal to a private one, is refused by SQLite', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a', 'org_b');

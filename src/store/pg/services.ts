@@ -12,17 +12,18 @@ type ServiceRow = {
 };
 
 const COLUMNS = 'id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints';
-const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, base_urls, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`);
+const INSERT = statement('svc.insert', `INSERT INTO services (${COLUMNS}, base_urls, endpoint_count, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`);
 const UPDATE = statement('svc.update', `UPDATE services SET name = $1, description = $2, category = $3, logo_url = $4, docs_url = $5,
-  payment_methods = $6, endpoints = $7, base_urls = $8, updated_at = $9 WHERE id = $10`);
+  payment_methods = $6, endpoints = $7, base_urls = $8, endpoint_count = $9, updated_at = $10 WHERE id = $11`);
 const SHARED_BY_SLUG = statement('svc.sharedBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug = $1`);
 const PRIVATE_BY_SLUG = statement('svc.privateBySlug', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug = $2`);
 const SHARED_RANGE = statement('svc.sharedRange', `SELECT ${COLUMNS} FROM services WHERE org_id IS NULL AND slug >= $1 AND slug <= $2 ORDER BY slug`);
 const PRIVATE_RANGE = statement('svc.privateRange', `SELECT ${COLUMNS} FROM services WHERE org_id = $1 AND slug >= $2 AND slug <= $3 ORDER BY slug`);
-// Migration 0013: a scope's version and its summaries, read by one statement so from one snapshot
+// Migration 0013: a scope's version and its summaries (endpoint counts: 0014), read by one statement so from one snapshot
 // (a version is never paired with older records); a scope without records still has its row.
 const versionOf = (scope: string) => `(SELECT coalesce((SELECT version FROM registry_versions WHERE scope = ${scope}), 0)::text AS version)`;
-const SUMMARY = summaryColumns('s.', (c) => `${c}::json`);
+const SUMMARY = summaryColumns('s.');
 const SHARED_SCOPE_ROWS = statement('svc.sharedScope', `SELECT v.version, ${SUMMARY}
   FROM ${versionOf("''")} v LEFT JOIN services s ON s.org_id IS NULL ORDER BY s.slug`);
 const PRIVATE_SCOPE_ROWS = statement('svc.privateScope', `SELECT v.version, ${SUMMARY}
@@ -30,6 +31,8 @@ const PRIVATE_SCOPE_ROWS = statement('svc.privateScope', `SELECT v.version, ${SU
 const VERSIONS = statement('svc.versions', `SELECT scope, version::text AS version FROM registry_versions WHERE scope IN ('', $1)`);
 const USAGE = statement('svc.usage', `SELECT count(*)::int AS records, coalesce(sum(base_urls), 0)::int AS base_urls,
   coalesce(sum(${recordBytesSql()}), 0) AS bytes FROM services WHERE org_id = $1`);
+const VISIBLE_BYTES = statement('svc.visibleBytes', `SELECT coalesce(sum(${recordBytesSql()}), 0) AS bytes FROM services
+  WHERE (org_id IS NULL OR org_id = $1) AND slug = ANY($2::text[])`);
 // A registry change can change which service a paywall URL is attributed to, and so whether an
 // agent that allows services by slug may pay it. Deciding writes hold the agent's policy row
 // (agents.ts BY_ID_FOR_USE), so a registry write first writes a new version of the policy row of
@@ -104,9 +107,9 @@ export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new Scop
       const existing = await read(orgId, s.slug);
       const baseUrls = countBaseUrls(s);
       if (existing) {
-        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, existing.id]);
+        await sql.run(UPDATE, [s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, s.endpoints.length, now, existing.id]);
       } else {
-        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, now, now]);
+        await sql.run(INSERT, [s.id, orgId, s.slug, s.name, s.description, s.category, s.logoUrl, s.docsUrl, methods, endpoints, baseUrls, s.endpoints.length, now, now]);
       }
       return toService((await read(orgId, s.slug))!);
     },
@@ -134,6 +137,9 @@ export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new Scop
     async usage(orgId) {
       const r = (await sql.one<{ records: number; base_urls: number; bytes: bigint | number }>(USAGE, [orgId]))!;
       return { records: r.records, baseUrls: r.base_urls, bytes: num(r.bytes) };
+    },
+    async visibleBytes(orgId, slugs) {
+      return num((await sql.one<{ bytes: bigint | number }>(VISIBLE_BYTES, [orgId, slugs]))!.bytes);
     },
     async privateHolders(slug) {
       return (await sql.rows<{ org_id: string }>(HOLDERS, [slug])).map((r) => r.org_id);

@@ -142,6 +142,8 @@ async function script(t: PgTables): Promise<Array<[string, unknown]>> {
   await rec('svc.upsert private with base URLs', t.services.upsert(paid, A, 54));
   await rec('svc.usage', t.services.usage(A));
   await rec('svc.usage none', t.services.usage(B));
+  await rec('svc.visibleBytes', t.services.visibleBytes(A, ['paid', 'weather', 'inhouse', 'nope']));
+  await rec('svc.visibleBytes none', t.services.visibleBytes(B, ['paid']));
   await rec('svc.visibleIndex', t.services.visibleIndex(A).then((index) => [
     attributeResource(index, ['https://paid.example/v1/x'], 'x402', null, ['weather']),
     attributeResource(index, ['https://other.example/'], 'x402', null, ['weather', 'nope']),
