@@ -4,10 +4,10 @@ import { recordBytes } from '../domain/recordBytes.js';
 import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, ServiceEndpoint, ServiceRecord, ServiceSummary } from '../domain/types.js';
 import { SLUG, optionalText, requireName } from '../domain/validate.js';
 import { newUuid } from '../store/ids.js';
+import type { RegistryUsage } from '../store/services.js';
 import { requireAccess, requirePermission, type Permission } from './access.js';
 import type { AppDeps } from './deps.js';
 import { requireOrgAccess } from './organizations.js';
-import type { RegistryUsage } from '../store/services.js';
 import { withinWrite } from './withinWrite.js';
 
 const MAX_RESOLVE_SLUGS = 100;

@@ -8,11 +8,11 @@ import { serviceRecord, sizedRecord } from '../helpers/registry.js';
 import { rest, startTestServer, type TestServer } from '../helpers/server.js';
 
 /**
- * One organization's registry cannot stall another's payments through its size. Bounded by rows
- * alone, one owner's 40 dashboard imports of ~0.94 MB were all kept; resolving them answered
- * 37.5 MB in about a second, and while one client looped on that, another organization's sign
- * p90 went from 5.7 ms to 632 ms and it was answered 503 overloaded; a tiny import followed by the
- * services page (which re-parsed the whole registry) gave it a p90 of 287 ms. Now an
+ * One organization's registry cannot stall another's payments through its size. With only rows
+ * bounded, an owner's 40 dashboard imports of ~0.94 MB are all kept; resolving them answers
+ * 37.5 MB in about a second, and while one client loops on that, another organization's sign p90
+ * goes from 5.7 ms to 632 ms and it is answered 503 overloaded; a tiny import followed by the
+ * services page (re-parsing the whole registry) gives it a p90 of 287 ms. An
  * organization's records are bounded in stored bytes (the dashboard's import refuses the file
  * that would pass the bound, keeping nothing of it), a resolve answers at most MAX_RESOLVE_BYTES
  * of records and refuses more from their stored sizes, and the services page lists cached
@@ -27,10 +27,10 @@ const RECIPIENT = '0x6666666666666666666666666666666666666666';
 const PASSWORD = 'correct horse battery staple';
 /** Records of a dashboard import file: 15 at the per-record bound are under the 1 MiB file limit. */
 const FILE_RECORDS = 15;
-/** Imports tried before giving up: far past the byte bound, as the tester's 40 were. */
+/** Imports tried before giving up: far past the byte bound. */
 const MAX_FILES = 12;
 const SAMPLES = 8;
-/** Clients looping at once, as the tester's one. */
+/** Clients looping at once: one is enough to have stalled others. */
 const LOOPS = 1;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
