@@ -38,7 +38,7 @@ export type SummaryRow = {
 export const summaryColumns = (t: string) =>
   `${t}org_id, ${t}slug, ${t}name, ${t}category, ${t}docs_url, ${t}payment_methods, ${t}endpoint_count, (${recordBytesSql(t)}) AS bytes`;
 
-export function toSummary(r: SummaryRow): ServiceSummary {
+function toSummary(r: SummaryRow): ServiceSummary {
   return {
     orgId: r.org_id, slug: r.slug, name: r.name, category: r.category, docsUrl: r.docs_url,
     paymentMethods: JSON.parse(r.payment_methods) as ServiceRecord['paymentMethods'],
