@@ -26,6 +26,7 @@ const BOTH_STORES = [
   'test/adversarial/attributionRace.test.ts',
   'test/adversarial/registryIsolation.test.ts',
   'test/registryLimits.test.ts',
+  'test/adversarial/registryBytes.test.ts',
   'test/bad-input.test.ts',
   'test/garbage.test.ts',
   'test/pagination.test.ts',

@@ -1,16 +1,24 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
+import { createClient } from '@paypolicy/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
-import { MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_RECORDS } from '../src/app/registry.js';
+import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
+import {
+  MAX_ENDPOINT_DESCRIPTION_CHARS, MAX_ENDPOINT_PATH_CHARS, MAX_ENDPOINTS, MAX_LIST_PAGE_BYTES, MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_BYTES, MAX_PRIVATE_RECORDS,
+  MAX_RECORD_BYTES, MAX_RESOLVE_BYTES, MAX_URL_CHARS,
+} from '../src/app/registry.js';
 import { importServices } from '../src/app/serviceImport.js';
-import { OPERATOR } from '../src/domain/types.js';
+import { OPERATOR, type ServiceRecord } from '../src/domain/types.js';
 import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from './dashboard/helpers.js';
 import { adminFor, createTenant, type Admin, type Tenant } from './helpers/admin.js';
 import { runCli } from './helpers/cli.js';
-import { grpcChannel, grpcUnary } from './helpers/clients.js';
-import { serviceRecord } from './helpers/registry.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
+import { serviceRecord, sizedRecord } from './helpers/registry.js';
+import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 /**
  * An organization's private registry is bounded (records, and base URLs across them) on every
@@ -118,5 +126,186 @@ describe('private registry bounds', () => {
     const fresh = await createTenant(admin, 'limit-fresh');
     await admin.client.upsertService({ orgId: fresh.orgId, service: { slug: 'fresh-one', name: 'Fresh' } }, admin.auth);
     expect(await slugs(fresh.orgId)).toEqual(['fresh-one']);
+  });
+});
+
+/** A domain record as the AdminService's ServiceRecord message. */
+const toProto = (r: ServiceRecord) => ({ ...r, endpoints: r.endpoints.map((e) => ({ ...e, priceAtomic: e.priceAtomic ?? undefined })) });
+const BYTES_LIMIT = new RegExp(`may take at most ${MAX_PRIVATE_BYTES} bytes stored together \\(this change would make \\d+\\)`);
+const RECORD_LIMIT = new RegExp(`a registry record may take at most ${MAX_RECORD_BYTES} bytes stored \\(this one would take ${MAX_RECORD_BYTES + 1}\\)`);
+/** Records at the per-record bound making `total` stored bytes together. */
+const recordsOf = (prefix: string, total: number) =>
+  Array.from({ length: Math.ceil(total / MAX_RECORD_BYTES) }, (_, i) => sizedRecord(`${prefix}-${i}`, Math.min(MAX_RECORD_BYTES, total - i * MAX_RECORD_BYTES)));
+const usage = (orgId: string) => s.app.deps.store.services.usage(orgId);
+
+/**
+ * The private registry is bounded in stored bytes too (domain/recordBytes.ts): a record at most
+ * MAX_RECORD_BYTES (shared ones included), an organization's records MAX_PRIVATE_BYTES together,
+ * each field within its own bound. Every writing surface refuses past a bound with
+ * invalid_argument / registry_limit naming it, and keeps nothing; a resolve answers at most
+ * MAX_RESOLVE_BYTES of records; a listing page carries at most MAX_LIST_PAGE_BYTES of them.
+ */
+describe('private registry byte bounds', () => {
+  /** 512 bytes short of the organization's byte bound. */
+  let fullBytes: Tenant;
+  let bytesOwner: HttpSession;
+  beforeAll(async () => {
+    fullBytes = await createTenant(admin, 'limit-bytes');
+    await importServices(s.app.deps, OPERATOR, { orgId: fullBytes.orgId }, recordsOf('b', MAX_PRIVATE_BYTES - 512));
+    await createUser(admin, fullBytes.orgId, 'owner@bytes.example', 'owner', PASSWORD);
+    bytesOwner = await httpSignIn(s.url, 'owner@bytes.example', PASSWORD);
+  }, 60_000);
+
+  test('error: registry_limit: the dashboard import past the byte bound is 400 naming it, and writes none of its records', async () => {
+    // The first record replaces one by as large a one; the second is new and passes the bound.
+    const r = await upload(bytesOwner, [{ ...sizedRecord('b-0', MAX_RECORD_BYTES), name: 'B-0' }, sizedRecord('b-new', 1024)]);
+    expect(r.status).toBe(400);
+    expect(await r.text()).toMatch(BYTES_LIMIT);
+    expect(await usage(fullBytes.orgId)).toMatchObject({ bytes: MAX_PRIVATE_BYTES - 512 });
+    expect((await s.app.deps.store.services.get('b-0', fullBytes.orgId))?.name).toBe('b-0');
+    expect(await s.app.deps.store.services.get('b-new', fullBytes.orgId)).toBeUndefined();
+  });
+
+  test('error: registry_limit: a dashboard import holding one record past the per-record bound is 400 naming the record, and writes nothing', async () => {
+    const fresh = await createTenant(admin, 'limit-record');
+    await createUser(admin, fresh.orgId, 'owner@record.example', 'owner', PASSWORD);
+    const owner = await httpSignIn(s.url, 'owner@record.example', PASSWORD);
+    const r = await upload(owner, [serviceRecord('fine', []), sizedRecord('too-big', MAX_RECORD_BYTES + 1)]);
+    expect(r.status).toBe(400);
+    const page = await r.text();
+    expect(page).toMatch(/record 2 \(too-big\): /);
+    expect(page).toMatch(RECORD_LIMIT);
+    expect(await usage(fresh.orgId)).toEqual({ records: 0, baseUrls: 0, bytes: 0 });
+  });
+
+  test('error: registry_limit: the dashboard form past the byte bound is 400 naming it; a field past its bound is named at its field', async () => {
+    const form = (fields: Record<string, string>) => dashboardFetch(s.url, bytesOwner, '/dashboard/services', {
+      form: { _csrf: bytesOwner.csrf, mode: 'new', name: 'Form', methods: '', endpoints: '', ...fields },
+    });
+    const r = await form({ slug: 'form-bytes', description: 'd'.repeat(1000) });
+    expect(r.status).toBe(400);
+    expect(await r.text()).toMatch(BYTES_LIMIT);
+    const long = await form({ slug: 'form-long', endpoints: JSON.stringify([{ method: 'GET', path: `/${'p'.repeat(MAX_ENDPOINT_PATH_CHARS)}` }]) });
+    expect(long.status).toBe(400);
+    expect(await long.text()).toContain(`endpoints[0].path must be at most ${MAX_ENDPOINT_PATH_CHARS} characters`);
+    expect((await usage(fullBytes.orgId)).records).toBe(Math.ceil((MAX_PRIVATE_BYTES - 512) / MAX_RECORD_BYTES));
+  });
+
+  test('error: invalid_argument: AdminService UpsertService over Connect past the per-record bound (shared or private), the byte bound or a field bound, naming it', async () => {
+    const refused = async (orgId: string, record: ServiceRecord, pattern: RegExp | string) => {
+      const err = await admin.client.upsertService({ orgId, service: toProto(record) }, admin.auth).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConnectError);
+      expect([(err as ConnectError).code, (err as ConnectError).rawMessage]).toEqual([Code.InvalidArgument, typeof pattern === 'string' ? expect.stringContaining(pattern) : expect.stringMatching(pattern)]);
+      expect((err as ConnectError).metadata.get('x-error-code')).toBe(typeof pattern === 'string' ? 'invalid_argument' : 'registry_limit');
+    };
+    await refused('', sizedRecord('shared-too-big', MAX_RECORD_BYTES + 1), RECORD_LIMIT);
+    await refused(fullBytes.orgId, sizedRecord('connect-too-big', MAX_RECORD_BYTES + 1), RECORD_LIMIT);
+    await refused(fullBytes.orgId, sizedRecord('connect-new', 1024), BYTES_LIMIT);
+    const endpoint = { method: 'GET', path: '/x', description: '', priceAtomic: null, currency: '', pricingModel: '', protocol: '' };
+    const fields: Array<[Partial<ServiceRecord>, string]> = [
+      [{ endpoints: Array.from({ length: MAX_ENDPOINTS + 1 }, () => endpoint) }, `endpoints must have at most ${MAX_ENDPOINTS} entries`],
+      [{ endpoints: [{ ...endpoint, path: `/${'p'.repeat(MAX_ENDPOINT_PATH_CHARS)}` }] }, `endpoints[0].path must be at most ${MAX_ENDPOINT_PATH_CHARS} characters`],
+      [{ endpoints: [{ ...endpoint, description: 'd'.repeat(MAX_ENDPOINT_DESCRIPTION_CHARS + 1) }] }, `endpoints[0].description must be at most ${MAX_ENDPOINT_DESCRIPTION_CHARS} characters`],
+      [{ paymentMethods: [{ protocol: 'x402', realm: '', baseUrl: `https://long.example/${'u'.repeat(MAX_URL_CHARS)}` }] }, `payment_methods[0].base_url must be at most ${MAX_URL_CHARS} characters`],
+      [{ docsUrl: `https://long.example/${'u'.repeat(MAX_URL_CHARS)}` }, `docs_url must be at most ${MAX_URL_CHARS} characters`],
+    ];
+    for (const [change, message] of fields) await refused('', { ...serviceRecord('field-bound', []), ...change }, message);
+    expect(await s.app.deps.store.services.get('shared-too-big', null)).toBeUndefined();
+    expect(await s.app.deps.store.services.get('field-bound', null)).toBeUndefined();
+    expect(await usage(fullBytes.orgId)).toMatchObject({ bytes: MAX_PRIVATE_BYTES - 512 });
+  });
+
+  test('error: INVALID_ARGUMENT: AdminService UpsertService over gRPC past the per-record and the byte bound, naming each', async () => {
+    const channel = grpcChannel(s.url);
+    try {
+      for (const [record, pattern] of [[sizedRecord('grpc-too-big', MAX_RECORD_BYTES + 1), RECORD_LIMIT], [sizedRecord('grpc-new', 1024), BYTES_LIMIT]] as const) {
+        const r = await grpcUnary(channel, AdminService, AdminService.method.upsertService, { orgId: fullBytes.orgId, service: toProto(record) }, s.bootstrap.admin_token);
+        expect(r.ok ? 'ok' : [r.code, r.details, r.metadata.get('x-error-code')]).toEqual([grpc.status.INVALID_ARGUMENT, expect.stringMatching(pattern), ['registry_limit']]);
+      }
+    } finally {
+      channel.close();
+    }
+    expect(await usage(fullBytes.orgId)).toMatchObject({ bytes: MAX_PRIVATE_BYTES - 512 });
+  });
+
+  test('error: the CLI\'s service upsert past the per-record bound (--file) and the byte bound (--org) exits non-zero naming each', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'paypolicy-registry-bytes-'));
+    try {
+      const file = join(dir, 'big.json');
+      writeFileSync(file, JSON.stringify(sizedRecord('cli-too-big', MAX_RECORD_BYTES + 1)));
+      const big = await runCli(['service', 'upsert', '--file', file, '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+      expect(big.code).not.toBe(0);
+      expect(big.stderr).toMatch(RECORD_LIMIT);
+      const past = await runCli(['service', 'upsert', '--org', fullBytes.orgId, '--slug', 'cli-new', '--name', 'CLI', '--description', 'd'.repeat(1000),
+        '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+      expect(past.code).not.toBe(0);
+      expect(past.stderr).toMatch(BYTES_LIMIT);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(await s.app.deps.store.services.get('cli-too-big', null)).toBeUndefined();
+    expect(await s.app.deps.store.services.get('cli-new', fullBytes.orgId)).toBeUndefined();
+  });
+
+  test('behavior: at the byte bound a record can be replaced by one as large; an organization past it (from before the bound) can shrink, not grow', async () => {
+    expect((await upload(bytesOwner, [{ ...sizedRecord('b-1', MAX_RECORD_BYTES), name: 'B-1' }])).status).toBe(303);
+    expect(await usage(fullBytes.orgId)).toMatchObject({ bytes: MAX_PRIVATE_BYTES - 512 });
+
+    // A registry stored before the byte bound existed: written past it through the store itself.
+    const over = await createTenant(admin, 'limit-over');
+    await s.app.deps.uow.write(async (tx) => {
+      for (const r of recordsOf('o', MAX_PRIVATE_BYTES + 2 * MAX_RECORD_BYTES)) await tx.services.upsert(r, over.orgId, 1);
+    });
+    const upsert = (record: ServiceRecord) => admin.client.upsertService({ orgId: over.orgId, service: toProto(record) }, admin.auth);
+    await expect(upsert(sizedRecord('o-new', 100))).rejects.toThrow(BYTES_LIMIT);
+    await expect(upsert({ ...sizedRecord('o-0', MAX_RECORD_BYTES - 1000), endpoints: [] , description: '' }).then(() => 'shrunk')).resolves.toBe('shrunk');
+    const shrunk = (await usage(over.orgId)).bytes;
+    expect(shrunk).toBeGreaterThan(MAX_PRIVATE_BYTES);
+    await expect(upsert(sizedRecord('o-0', 2000))).rejects.toThrow(BYTES_LIMIT);
+    expect((await usage(over.orgId)).bytes).toBe(shrunk);
+  });
+
+  test('behavior: concurrent upserts that each fit alone but not together: one is kept, the others refused, the total within the bound', async () => {
+    const race = await createTenant(admin, 'limit-race');
+    await importServices(s.app.deps, OPERATOR, { orgId: race.orgId }, recordsOf('r', MAX_PRIVATE_BYTES - MAX_RECORD_BYTES - 100));
+    const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      admin.client.upsertService({ orgId: race.orgId, service: toProto(sizedRecord(`race-${i}`, MAX_RECORD_BYTES)) }, admin.auth)
+        .then(() => 'kept', (e: unknown) => (e instanceof ConnectError && BYTES_LIMIT.test(e.rawMessage) ? 'refused' : String(e)))));
+    expect(outcomes.filter((o) => o === 'kept')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'refused')).toHaveLength(7);
+    expect((await usage(race.orgId)).bytes).toBe(MAX_PRIVATE_BYTES - 100);
+  });
+
+  test('error: invalid_argument: a resolve past MAX_RESOLVE_BYTES of records is resolve_too_large on REST, Connect, gRPC and the client, one at the bound is answered', async () => {
+    const fitting = MAX_RESOLVE_BYTES / MAX_RECORD_BYTES;
+    const slugs = Array.from({ length: fitting + 1 }, (_, i) => `b-${i}`);
+    const at = await rest(s.url, 'GET', `/api/resolve?slugs=${slugs.slice(0, fitting).join(',')}`, { key: fullBytes.apiKey });
+    expect([at.status, at.json.resolvedCount]).toEqual([200, fitting]);
+    const past = await rest(s.url, 'GET', `/api/resolve?slugs=${slugs.join(',')}`, { key: fullBytes.apiKey });
+    expect([past.status, past.json.code, past.json.error]).toEqual([400, 'resolve_too_large', expect.stringContaining(`more than the ${MAX_RESOLVE_BYTES} one resolve answers`)]);
+    const bearer = { headers: { authorization: `Bearer ${fullBytes.apiKey}` } };
+    const c = await connectClient(PaymentPolicyService, s.url).resolve({ slugs }, bearer).catch((e: unknown) => e);
+    expect([(c as ConnectError).code, (c as ConnectError).metadata.get('x-error-code')]).toEqual([Code.InvalidArgument, 'resolve_too_large']);
+    const channel = grpcChannel(s.url);
+    try {
+      const g = await grpcUnary(channel, PaymentPolicyService, PaymentPolicyService.method.resolve, { slugs }, fullBytes.apiKey);
+      expect(g.ok ? 'ok' : [g.code, g.metadata.get('x-error-code')]).toEqual([grpc.status.INVALID_ARGUMENT, ['resolve_too_large']]);
+    } finally {
+      channel.close();
+    }
+    const client = createClient({ baseUrl: s.url, apiKey: fullBytes.apiKey });
+    expect(await client.resolve(slugs).catch((e: unknown) => e)).toMatchObject({ code: 'resolve_too_large', status: 400 });
+  });
+
+  test('behavior: ListServices pages stop at MAX_LIST_PAGE_BYTES of records, and every record is listed across the pages (CLI too)', async () => {
+    const first = await admin.client.listServices({ orgId: fullBytes.orgId, pageSize: 500 }, admin.auth);
+    expect(first.services).toHaveLength(MAX_LIST_PAGE_BYTES / MAX_RECORD_BYTES);
+    expect(first.nextPageToken).not.toBe('');
+    expect(first.services[0]!.endpoints.length).toBeGreaterThan(0);
+    const all = await slugs(fullBytes.orgId);
+    expect(all).toHaveLength(Math.ceil((MAX_PRIVATE_BYTES - 512) / MAX_RECORD_BYTES));
+    const cli = await runCli(['service', 'list', '--org', fullBytes.orgId, '--url', s.url, '--admin-token', s.bootstrap.admin_token, '--json']);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect((JSON.parse(cli.stdout) as { services: Array<{ slug: string }> }).services.map((x) => x.slug)).toEqual(all);
   });
 });

@@ -2,7 +2,7 @@ import { DomainError, invalidArgument, toDomainError } from '../domain/errors.js
 import type { Principal, RegisteredService, ServiceRecord } from '../domain/types.js';
 import type { AppDeps } from './deps.js';
 import { requirePermission } from './access.js';
-import { normalizeService, requireRegistryRoom, saveService, scopePermission, type RegistryScope } from './registry.js';
+import { normalizeService, registryUsageBefore, requireRegistryRoom, saveService, scopePermission, type RegistryScope } from './registry.js';
 import { withinWrite } from './withinWrite.js';
 
 /** Most records one import may carry; a registry is small, and the whole import is one transaction. */
@@ -12,8 +12,8 @@ export const MAX_IMPORT_RECORDS = 1000;
  * Upserts many registry records into one scope all-or-nothing: each is checked and saved as
  * upsertService does, in this one transaction, and the first invalid or refused record (a private
  * import naming a shared slug, say) rolls back the whole import, with its position and slug in the
- * message. The organization's registry bounds (registry.ts) are checked once, on the result: an
- * import that would leave them exceeded writes nothing.
+ * message. The organization's registry bounds (registry.ts: records, base URLs, stored bytes) are
+ * checked once, on the result: an import that would leave them exceeded writes nothing.
  */
 export async function importServices(deps: AppDeps, principal: Principal, scope: RegistryScope, records: readonly ServiceRecord[]): Promise<RegisteredService[]> {
   requirePermission(principal, scopePermission(scope, 'manage'));
@@ -21,6 +21,7 @@ export async function importServices(deps: AppDeps, principal: Principal, scope:
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
+    const before = await registryUsageBefore(inTx, scope);
     const done: RegisteredService[] = [];
     for (const [i, record] of records.entries()) {
       try {
@@ -32,7 +33,7 @@ export async function importServices(deps: AppDeps, principal: Principal, scope:
         throw new DomainError(e.kind, `record ${i + 1}${slug}: ${e.shortMessage}`, { code: e.code, cause: e });
       }
     }
-    await requireRegistryRoom(inTx, scope);
+    await requireRegistryRoom(inTx, scope, before);
     return done;
   }, { alone: true });
 }

@@ -1,5 +1,5 @@
 import { indexRegistry, type RegistryIndex } from './indexRegistry.js';
-import type { ServiceRecord } from './types.js';
+import type { AttributedService } from './types.js';
 
 /**
  * Registry as trust boundary: a runtime resource URL is attributed to a registered service only
@@ -81,7 +81,7 @@ function parse(url: string): URL | null {
 }
 
 /** Whether a URL lies under one of the base URLs `service` registered for `rail`. */
-function coveredBy(service: ServiceRecord, rail: 'x402' | 'mpp', url: URL): boolean {
+function coveredBy(service: AttributedService, rail: 'x402' | 'mpp', url: URL): boolean {
   return service.paymentMethods.some((m) => {
     if (m.protocol !== '' && m.protocol !== rail) return false;
     const base = m.baseUrl === '' ? null : parse(m.baseUrl);
@@ -90,7 +90,7 @@ function coveredBy(service: ServiceRecord, rail: 'x402' | 'mpp', url: URL): bool
 }
 
 /** Why `service` cannot vouch for a chain it does not cover hop by hop; null when it covers every hop. */
-function strayNote(service: ServiceRecord, rail: 'x402' | 'mpp', hops: readonly URL[], allowlistSlugs: readonly string[]): string | null {
+function strayNote(service: AttributedService, rail: 'x402' | 'mpp', hops: readonly URL[], allowlistSlugs: readonly string[]): string | null {
   const i = hops.findIndex((hop) => !coveredBy(service, rail, hop));
   if (i < 0) return null;
   const who = `${allowlistSlugs.includes(service.slug) ? 'allowlisted' : 'registered'} service ${service.slug}`;
@@ -110,7 +110,7 @@ function strayNote(service: ServiceRecord, rail: 'x402' | 'mpp', hops: readonly 
  * the allowlist names, are examined, so the cost does not grow with the registry.
  */
 export function attributeResource(
-  registry: readonly ServiceRecord[] | RegistryIndex,
+  registry: readonly AttributedService[] | RegistryIndex,
   chain: readonly string[],
   rail: 'x402' | 'mpp',
   realm: string | null,

@@ -1,4 +1,4 @@
-import type { ServiceRecord } from './types.js';
+import type { AttributedService } from './types.js';
 
 /**
  * A registry as attribution reads it. A resource URL can only lie under a base URL of its own
@@ -7,17 +7,17 @@ import type { ServiceRecord } from './types.js';
  * names by slug; nothing else of the registry is looked at, and what one attribution costs does
  * not grow with the registry, not even with base URLs on the resource's own origin.
  */
-export type RegistryIndex = {
+export type RegistryIndex<S extends AttributedService = AttributedService> = {
   /**
    * The services, in registry order, with a base URL whose origin is the URL's and whose path is
    * one the URL's path could lie under (attribution.ts underPath): a superset of those that cover it.
    */
-  candidates(url: URL): readonly ServiceRecord[];
+  candidates(url: URL): readonly S[];
   /** The first service in registry order with this slug. */
-  bySlug(slug: string): ServiceRecord | undefined;
+  bySlug(slug: string): S | undefined;
 };
 
-const NONE: readonly ServiceRecord[] = [];
+const NONE: readonly never[] = [];
 const NO_POSITIONS: readonly number[] = [];
 
 /**
@@ -35,9 +35,9 @@ function basePathsOf(path: string): string[] {
 }
 
 /** Indexes a registry list by the origin and path of its base URLs and by slug, keeping its order. */
-export function indexRegistry(services: readonly ServiceRecord[]): RegistryIndex {
+export function indexRegistry<S extends AttributedService>(services: readonly S[]): RegistryIndex<S> {
   const bases = new Map<string, number[]>();
-  const slugs = new Map<string, ServiceRecord>();
+  const slugs = new Map<string, S>();
   services.forEach((service, position) => {
     if (!slugs.has(service.slug)) slugs.set(service.slug, service);
     for (const method of service.paymentMethods) {
@@ -65,7 +65,7 @@ export function indexRegistry(services: readonly ServiceRecord[]): RegistryIndex
  * Two indexes read as one registry: `first`'s services before `second`'s (the shared records
  * before an organization's own, as an organization sees them).
  */
-export function joinRegistryIndexes(first: RegistryIndex, second: RegistryIndex): RegistryIndex {
+export function joinRegistryIndexes<S extends AttributedService>(first: RegistryIndex<S>, second: RegistryIndex<S>): RegistryIndex<S> {
   return {
     candidates(url) {
       const a = first.candidates(url);

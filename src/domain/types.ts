@@ -74,6 +74,19 @@ export type ServiceRecord = {
  */
 export type RegisteredService = ServiceRecord & { orgId: string | null };
 
+/** What attribution reads of a record: which base URLs (and realms) it covers, and its name. */
+export type AttributedService = Pick<ServiceRecord, 'slug' | 'name' | 'paymentMethods'>;
+
+/**
+ * A stored record without its free text and endpoints: what listings and attribution read. Kept
+ * in memory per scope (store/services.ts), so it is small whatever the record's endpoints weigh.
+ */
+export type ServiceSummary = AttributedService & Pick<RegisteredService, 'orgId' | 'category' | 'docsUrl'> & {
+  endpointCount: number;
+  /** The record's stored size (domain/recordBytes.ts). */
+  bytes: number;
+};
+
 export type TransactionRecord = {
   id: string;
   orgId: string;

@@ -116,7 +116,7 @@ export const OPENAPI_DOCUMENT = {
         ],
         responses: {
           '200': { description: 'Each slug with its record, or null', content: json(ref('Resolve')) },
-          '400': errorResponse('`slug_required` or `too_many_slugs`'),
+          '400': errorResponse('`slug_required`, `too_many_slugs` or `resolve_too_large`'),
           ...COMMON_ERRORS,
         },
       },

@@ -13,7 +13,7 @@ import type { DashboardUser } from '../domain/types.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/ledger.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
-import { deleteService, listServices, upsertService, type RegistryScope } from '../app/registry.js';
+import { deleteService, listServices, MAX_LIST_PAGE_BYTES, recordsWithin, serviceRecords, upsertService, type RegistryScope } from '../app/registry.js';
 import { getTreasuryBalances } from '../app/treasury.js';
 import { invalidArgument } from '../domain/errors.js';
 import type { OperatorPrincipal } from '../domain/types.js';
@@ -116,8 +116,13 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     async listServices(req, ctx) {
       const op = admin(ctx);
-      const { page, nextPageToken } = pageOf(await listServices(deps, op, registryScope(req.orgId)), req, (x) => [x.slug], 'asc');
-      return { services: page.map(serviceToProto), nextPageToken };
+      const scope = registryScope(req.orgId);
+      const summaries = await listServices(deps, op, scope);
+      let { page, nextPageToken } = pageOf(summaries, req, (x) => [x.slug], 'asc');
+      // A page carries whole records: cut it where they pass MAX_LIST_PAGE_BYTES (one record at least).
+      const fit = recordsWithin(page, MAX_LIST_PAGE_BYTES);
+      if (fit < page.length) ({ page, nextPageToken } = pageOf(summaries, { pageSize: fit, pageToken: req.pageToken }, (x) => [x.slug], 'asc'));
+      return { services: (await serviceRecords(deps, op, scope, page)).map(serviceToProto), nextPageToken };
     },
     async listTransactions(req, ctx) {
       const op = admin(ctx);

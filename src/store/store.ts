@@ -11,6 +11,7 @@ import { createDashboardUserStore } from './dashboardUsers.js';
 import { createLoginFailureStore } from './loginFailures.js';
 import { createOrganizationStore, type OrganizationStore } from './organizations.js';
 import { createPaymentStore, type CapSumMemo } from './payments.js';
+import { ScopeCache } from './registryCache.js';
 import { createServiceStore, type RegistryCache } from './services.js';
 import { createSettingsStore } from './settings.js';
 import { createSpendStore } from './spend.js';
@@ -93,7 +94,7 @@ export function openStore(file: string, options: StoreOptions = {}) {
   const caches = {
     agents: { records: new Map<string, Agent>(), cacheable: fromReader },
     apiKeys: { records: new Map<string, ApiKeyRecord & { hash: Buffer }>(), byId: new Map<string, ApiKeyRecord & { hash: Buffer }>(), cacheable: fromReader },
-    services: { scopes: new Map(), dirty: new Set<string>(), writing: () => db.inTransaction, inSnapshot: () => reader.inTransaction } satisfies RegistryCache,
+    services: { scopes: new ScopeCache(), dirty: new Set<string>(), writing: () => db.inTransaction, inSnapshot: () => reader.inTransaction } satisfies RegistryCache,
   };
   const writer = tablesOver(db, {
     agents: { ...caches.agents, cacheable: () => !db.inTransaction },

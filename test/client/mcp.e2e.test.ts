@@ -9,8 +9,10 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
+import { MAX_RECORD_BYTES, MAX_RESOLVE_BYTES } from '../../src/app/registry.js';
 import { adminFor, createAgent, upsertService, type Admin } from '../helpers/admin.js';
 import { listAllTransactions, setPolicy } from '../helpers/payments.js';
+import { sizedRecord } from '../helpers/registry.js';
 import { PAY_TO, carriesPayment, startFetchPeer, startX402Peer, type Peer, type X402Peer } from '../helpers/peers.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -142,6 +144,18 @@ describe('paypolicy-client mcp', () => {
     expect(resolved.body).toMatchObject({ results: { 'mcp-weather': { slug: 'mcp-weather', name: 'Weather' }, 'unknown-svc': null }, resolvedCount: 1 });
     const quote = await call('quote_url', { url: x402.url('/paid?mcp=quote') });
     expect(quote).toMatchObject({ isError: false, body: { status: 'allowed', rail: 'x402', amount_usd: 0.01, within_limit: true, max_amount_usd: '0.5' } });
+  });
+
+  test('error: resolve_services past what one resolve answers is a tool error naming resolve_too_large; fewer slugs are answered', async () => {
+    const fitting = MAX_RESOLVE_BYTES / MAX_RECORD_BYTES;
+    const slugs = Array.from({ length: fitting + 1 }, (_, i) => `mcp-big-${i}`);
+    for (const slug of slugs) {
+      const record = sizedRecord(slug, MAX_RECORD_BYTES);
+      await upsertService(admin, { ...record, endpoints: record.endpoints.map((e) => ({ ...e, priceAtomic: e.priceAtomic ?? undefined })) });
+    }
+    const refused = await call('resolve_services', { slugs });
+    expect(refused).toMatchObject({ isError: true, body: { code: 'resolve_too_large', status: 400 } });
+    expect((await call('resolve_services', { slugs: slugs.slice(0, fitting) })).body).toMatchObject({ resolvedCount: fitting });
   });
 
   test('behavior: pay_and_fetch pays the paywall and returns the paid body and the payment', async () => {

@@ -52,8 +52,8 @@ describe('migration 0003_private_services', () => {
 
     const db = withOrgs(openDatabase(file), 'org_a');
     const services = createServiceStore(db);
-    expect(services.list(null).map((s) => [s.id, s.slug, s.orgId])).toEqual([['kept-id', 'weather', null]]);
-    expect(services.visibleTo('org_a').map((s) => s.slug)).toEqual(['weather']);
+    expect(services.range(null, 'a', 'z').map((s) => [s.id, s.slug, s.orgId])).toEqual([['kept-id', 'weather', null]]);
+    expect(services.visibleSummaries('org_a').map((s) => s.slug)).toEqual(['weather']);
     db.close();
   });
 });
@@ -74,7 +74,43 @@ describe('migration 0013_registry_scopes', () => {
     old.close();
 
     const db = openDatabase(file);
-    expect(createServiceStore(db).usage('org_a')).toEqual({ records: 2, baseUrls: 2 });
+    const bytes = 'oneOne'.length + methods.length + '[]'.length + 'twoTwo'.length + '[][]'.length;
+    expect(createServiceStore(db).usage('org_a')).toEqual({ records: 2, baseUrls: 2, bytes });
+    db.close();
+  });
+});
+
+describe('migration 0014_registry_endpoint_counts', () => {
+  test('behavior: each existing record keeps every field and has its endpoints counted; summaries read them without the endpoints', () => {
+    const file = tempDb();
+    const old = new Database(file);
+    old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+    for (const m of MIGRATIONS.filter((x) => x.version < 14)) {
+      old.exec(m.sql);
+      old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
+    }
+    old.prepare("INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_a', 'org_a', 3600, 0)").run();
+    const methods = JSON.stringify([{ realm: '', baseUrl: 'https://a.example/', protocol: 'x402' }]);
+    const endpoints = JSON.stringify([{ method: 'GET', path: '/a', description: 'é', priceAtomic: '1', currency: 'USDC', pricingModel: 'fixed', protocol: 'x402' },
+      { method: 'POST', path: '/b', description: '', priceAtomic: null, currency: '', pricingModel: '', protocol: '' }]);
+    old.prepare(`INSERT INTO services (id, org_id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints, base_urls, created_at, updated_at)
+      VALUES ('one', 'org_a', 'one', 'One', 'about one', 'data', 'https://l.example/', 'https://d.example/', ?, ?, 1, 1, 2),
+             ('two', NULL, 'two', 'Two', '', '', '', '', '[]', '[]', 0, 3, 4)`).run(methods, endpoints);
+    old.close();
+
+    const db = openDatabase(file);
+    const services = createServiceStore(db);
+    expect(services.get('one', 'org_a')).toEqual({
+      id: 'one', orgId: 'org_a', slug: 'one', name: 'One', description: 'about one', category: 'data', logoUrl: 'https://l.example/', docsUrl: 'https://d.example/',
+      paymentMethods: JSON.parse(methods), endpoints: JSON.parse(endpoints),
+    });
+    const bytes = Buffer.byteLength('oneOneabout onedatahttps://l.example/https://d.example/' + methods + endpoints);
+    expect(services.summaries('org_a')).toEqual([{
+      orgId: 'org_a', slug: 'one', name: 'One', category: 'data', docsUrl: 'https://d.example/', paymentMethods: JSON.parse(methods), endpointCount: 2, bytes,
+    }]);
+    expect(services.summaries(null).map((s) => [s.slug, s.endpointCount])).toEqual([['two', 0]]);
+    expect(services.usage('org_a')).toEqual({ records: 1, baseUrls: 1, bytes });
+    expect(() => insertRaw(db, 'org_a', 'two')).toThrow(/registry slug is shared/);
     db.close();
   });
 });
@@ -99,7 +135,7 @@ describe('the schema alone keeps one record per slug in every organization\'s vi
 });
 
 describe('createServiceStore', () => {
-  test('behavior: visibleTo is the shared records then the organization\'s own, each by slug; never another organization\'s', () => {
+  test('behavior: visibleSummaries is the shared records then the organization\'s own, each by slug; never another organization\'s', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a', 'org_b');
     const services = createServiceStore(db);
     writeTxn(db, () => {
@@ -109,24 +145,24 @@ describe('createServiceStore', () => {
       services.upsert(record('a2'), 'org_a', 1);
       services.upsert(record('a1'), 'org_a', 1);
     });
-    expect(services.visibleTo('org_a').map((s) => [s.slug, s.orgId])).toEqual([['alpha', null], ['zeta', null], ['a1', 'org_a'], ['a2', 'org_a']]);
-    expect(services.visibleTo('org_b').map((s) => s.slug)).toEqual(['alpha', 'zeta', 'b-only']);
+    expect(services.visibleSummaries('org_a').map((s) => [s.slug, s.orgId])).toEqual([['alpha', null], ['zeta', null], ['a1', 'org_a'], ['a2', 'org_a']]);
+    expect(services.visibleSummaries('org_b').map((s) => s.slug)).toEqual(['alpha', 'zeta', 'b-only']);
     expect(services.get('b-only', 'org_a')).toBeUndefined();
     expect(services.get('b-only', null)).toBeUndefined();
     db.close();
   });
 
-  test('behavior: an upsert keeps the id and scope, and every write is seen by the next visibleTo (cache dropped)', () => {
+  test('behavior: an upsert keeps the id and scope, and every write is seen by the next visibleSummaries (cache dropped)', () => {
     const db = withOrgs(openDatabase(tempDb()), 'org_a');
     const services = createServiceStore(db);
     const first = writeTxn(db, () => services.upsert(record('mine', 'https://one.example/'), 'org_a', 1));
-    expect(services.visibleTo('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://one.example/']);
+    expect(services.visibleSummaries('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://one.example/']);
     const second = writeTxn(db, () => services.upsert(record('mine', 'https://two.example/'), 'org_a', 2));
     expect([second.id, second.orgId]).toEqual([first.id, 'org_a']);
-    expect(services.visibleTo('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://two.example/']);
+    expect(services.visibleSummaries('org_a').map((s) => s.paymentMethods[0]!.baseUrl)).toEqual(['https://two.example/']);
     expect(writeTxn(db, () => services.delete('mine', null))).toBe(false);
     expect(writeTxn(db, () => services.delete('mine', 'org_a'))).toBe(true);
-    expect(services.visibleTo('org_a')).toEqual([]);
+    expect(services.visibleSummaries('org_a')).toEqual([]);
     db.close();
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { attributeResource } from '../../src/domain/attribution.js';
 import { indexRegistry, joinRegistryIndexes, type RegistryIndex } from '../../src/domain/indexRegistry.js';
-import type { ServiceRecord } from '../../src/domain/types.js';
+import type { AttributedService, ServiceRecord } from '../../src/domain/types.js';
 
 function service(slug: string, methods: ServiceRecord['paymentMethods']): ServiceRecord {
   return { id: slug, slug, name: `${slug} name`, description: '', category: '', logoUrl: '', docsUrl: '', paymentMethods: methods, endpoints: [] };
@@ -164,7 +164,7 @@ describe('indexRegistry', () => {
   /** The index with the set of base URLs of every service it hands to attribution: the most it could compare. */
   function counted(index: RegistryIndex): { index: RegistryIndex; handed: () => number } {
     const handed = new Set<string>();
-    const note = (s: ServiceRecord | undefined) => s?.paymentMethods.forEach((m, i) => handed.add(`${s.slug} ${i}`));
+    const note = (s: AttributedService | undefined) => s?.paymentMethods.forEach((m, i) => handed.add(`${s.slug} ${i}`));
     return {
       index: {
         candidates(url) {

@@ -14,7 +14,7 @@ import { createOrganization, getOrganization, listOrganizations, provisionTreasu
 import { getTreasuryBalances } from '../../src/app/treasury.js';
 import { pingAgent } from '../../src/app/ping.js';
 import { quotePayment } from '../../src/app/quote.js';
-import { deleteService, findVisibleService, listServices, resolveServices, upsertService, visibleServices } from '../../src/app/registry.js';
+import { deleteService, findVisibleService, listServices, resolveServices, serviceRecords, upsertService, visibleServices } from '../../src/app/registry.js';
 import { importServices } from '../../src/app/serviceImport.js';
 import { signPayment } from '../../src/app/sign.js';
 import { summarizeSpend } from '../../src/app/spend.js';
@@ -143,6 +143,10 @@ const USE_CASES: Record<string, UseCase> = {
   importServices: { call: (p) => importServices(deps, p, { orgId: orgA }, [service('intruder')]), other: nf('organization_not_found'), refusedRoles: ['approver', 'viewer'] },
   deleteService: { call: (p) => deleteService(deps, p, { orgId: orgA }, slugA), other: nf('service_not_found'), refusedRoles: ['approver', 'viewer'] },
   listServices: { call: (p) => listServices(deps, p, { orgId: orgA }), other: nf('organization_not_found'), allowed: () => listServices(deps, user(orgA, 'viewer'), { orgId: orgA }) },
+  serviceRecords: {
+    call: async (p) => serviceRecords(deps, p, { orgId: orgA }, await listServices(deps, OPERATOR, { orgId: orgA })), other: nf('organization_not_found'),
+    allowed: async () => expect((await serviceRecords(deps, user(orgA, 'viewer'), { orgId: orgA }, await listServices(deps, OPERATOR, { orgId: orgA }))).map((r) => r.slug)).toEqual([slugA]),
+  },
   visibleServices: { call: (p) => visibleServices(deps, p, orgA), other: nf('organization_not_found'), allowed: () => visibleServices(deps, user(orgA, 'viewer'), orgA) },
   findVisibleService: {
     call: (p) => findVisibleService(deps, p, orgA, slugA), other: nf('service_not_found'),
@@ -187,6 +191,7 @@ const NOT_USE_CASES: Record<string, string> = {
   withinWrite: 'helper: the deps of a write function', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   saveService: 'helper of upsertService/importServices inside their write (checks the scope itself)',
   requireRegistryRoom: 'helper of upsertService/importServices inside their write',
+  registryUsageBefore: 'helper of upsertService/importServices inside their write', recordsWithin: 'pure',
   // the steps of signPayment (app/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
   intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
@@ -201,7 +206,9 @@ const NOT_USE_CASES: Record<string, string> = {
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',
   DEFAULT_APPROVAL_WINDOW_SECONDS: 'constant', APPROVAL_WINDOW_SECONDS: 'constant', PING_RECORD_INTERVAL_MS: 'constant', PING_TOUCH_INTERVAL_MS: 'constant', MAX_IMPORT_RECORDS: 'constant',
-  MAX_PRIVATE_RECORDS: 'constant', MAX_PRIVATE_BASE_URLS: 'constant', MAX_PAYMENT_METHODS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
+  MAX_PRIVATE_RECORDS: 'constant', MAX_PRIVATE_BASE_URLS: 'constant', MAX_PAYMENT_METHODS: 'constant', MAX_PRIVATE_BYTES: 'constant',
+  MAX_RECORD_BYTES: 'constant', MAX_RESOLVE_BYTES: 'constant', MAX_LIST_PAGE_BYTES: 'constant', MAX_ENDPOINTS: 'constant',
+  MAX_ENDPOINT_PATH_CHARS: 'constant', MAX_ENDPOINT_DESCRIPTION_CHARS: 'constant', MAX_URL_CHARS: 'constant', CAP_WINDOW_MS: 'constant', CAP_SNAPSHOT_MS: 'constant',
   EXPIRED_REASON: 'constant', COLLECTION_EXPIRED_REASON: 'constant', COLLECTION_WINDOW_MS: 'constant', INTERRUPTED_EXPIRED_REASON: 'constant',
   OFFER_CHAINS: 'constant', requireOfferChain: 'pure', requirePayableOffer: 'pure', offerFromJson: 'pure', offerToJson: 'pure', sameOffer: 'pure', splitRecipients: 'pure',
   isPaywallRequest: 'pure', preparePayment: 'pure', storedMppOffer: 'pure', parseStored: 'pure',

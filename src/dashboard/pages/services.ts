@@ -3,7 +3,7 @@ import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
 import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
 import { importServices } from '../../app/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
-import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
+import type { RegisteredService, ServiceRecord, ServiceSummary } from '../../domain/types.js';
 import { html, safeHref, type Html } from '../html.js';
 import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, type Reply, type Route, type RouteContext } from '../routes.js';
@@ -21,7 +21,7 @@ function ownScope(ctx: RouteContext): RegistryScope {
   return { orgId: ctx.principal.orgId };
 }
 
-function scopeLabel(s: RegisteredService): Html {
+function scopeLabel(s: Pick<ServiceSummary, 'orgId'>): Html {
   return s.orgId === null ? html`<span class="muted">shared</span>` : html`private`;
 }
 
@@ -35,7 +35,7 @@ async function servicesPage(ctx: RouteContext, importError?: { text: string; sta
 <td>${s.category}</td>
 <td>${scopeLabel(s)}</td>
 <td>${s.paymentMethods.map((m) => m.protocol).join(', ')}</td>
-<td class="num">${s.endpoints.length}</td>
+<td class="num">${s.endpointCount}</td>
 </tr>`);
   const tools = manage
     ? html`<section class="panel" aria-labelledby="import-heading"><h2 id="import-heading">Import</h2>

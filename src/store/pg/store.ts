@@ -4,6 +4,7 @@ import type { PgTables } from './asyncTable.js';
 import { databaseBusy, databaseUnavailable, domainErrorOf, isRetryable, isUnavailable } from './errors.js';
 import { migratePg } from './migrate.js';
 import { createSql, TYPES } from './sql.js';
+import { ScopeCache } from '../registryCache.js';
 import { createPgTables, type TableHooks } from './tables.js';
 
 export type PgStoreOptions = {
@@ -86,7 +87,9 @@ export async function createPgStore(options: PgStoreOptions) {
   pool.on('error', (err) => options.onError?.(err));
   let open = true;
 
-  const hooks: TableHooks = { approvals: {} };
+  // One registry cache for the replica: without it every transaction's tables would start empty and
+  // each deciding write would read its organization's whole registry again.
+  const hooks: TableHooks = { approvals: {}, registry: new ScopeCache() };
   const tables = createPgTables(createSql(pool, { mapError: (e) => (isUnavailable(e) ? databaseUnavailable(e) : e) }), hooks);
 
   async function transaction<T>(mode: 'write' | 'read', fn: (tx: PgTables) => Promise<T>): Promise<T> {

@@ -127,7 +127,7 @@ const allowSlug = (slug: string) => a.uow.write(async (tx) => {
 /** The slugs of the records covering https://paid.example, as a deciding write on A reads them (after the agent). */
 const coveringAsDecided = (tx: PgTables) => async () => {
   await tx.agents.getForUse(agentId);
-  const visible = await tx.services.visibleTo(ORG);
+  const visible = await tx.services.visibleSummaries(ORG);
   return visible.filter((s) => s.paymentMethods.some((m) => m.baseUrl === 'https://paid.example')).map((s) => s.slug);
 };
 

@@ -133,13 +133,17 @@ async function script(t: PgTables): Promise<Array<[string, unknown]>> {
   await rec('svc.upsert shared over private', t.services.upsert(svc(uuid(906), 'inhouse'), null, 53));
   await rec('svc.get', t.services.get('weather', null));
   await rec('svc.get wrong scope', t.services.get('weather', A));
-  await rec('svc.list shared', t.services.list(null));
-  await rec('svc.list private', t.services.list(A));
-  await rec('svc.visibleTo', t.services.visibleTo(A));
+  await rec('svc.summaries shared', t.services.summaries(null));
+  await rec('svc.summaries private', t.services.summaries(A));
+  await rec('svc.range shared', t.services.range(null, 'alpha', 'weather'));
+  await rec('svc.range private', t.services.range(A, 'a', 'z'));
+  await rec('svc.visibleSummaries', t.services.visibleSummaries(A));
   const paid = { ...svc(uuid(907), 'paid'), paymentMethods: [{ realm: '', baseUrl: 'https://paid.example/v1', protocol: 'x402' }, { realm: '', baseUrl: '', protocol: 'mpp' }] };
   await rec('svc.upsert private with base URLs', t.services.upsert(paid, A, 54));
   await rec('svc.usage', t.services.usage(A));
   await rec('svc.usage none', t.services.usage(B));
+  await rec('svc.visibleBytes', t.services.visibleBytes(A, ['paid', 'weather', 'inhouse', 'nope']));
+  await rec('svc.visibleBytes none', t.services.visibleBytes(B, ['paid']));
   await rec('svc.visibleIndex', t.services.visibleIndex(A).then((index) => [
     attributeResource(index, ['https://paid.example/v1/x'], 'x402', null, ['weather']),
     attributeResource(index, ['https://other.example/'], 'x402', null, ['weather', 'nope']),
@@ -147,7 +151,7 @@ async function script(t: PgTables): Promise<Array<[string, unknown]>> {
   await rec('svc.privateHolders', t.services.privateHolders('inhouse'));
   await rec('svc.delete', t.services.delete('inhouse', B));
   await rec('svc.delete missing', t.services.delete('inhouse', B));
-  await rec('svc.visibleTo b', t.services.visibleTo(B));
+  await rec('svc.visibleSummaries b', t.services.visibleSummaries(B));
 
   // transactions (pings) and listing
   for (let i = 0; i < 5; i++) {

@@ -58,6 +58,17 @@ describe('the registry index of one replica under another replica\'s changes', (
     expect(await slugOn(two)).toBe(null);
   });
 
+  test('behavior: one replica keeps one cache: transactions and the pool read a scope from it, not again each', async () => {
+    await two.uow.write((tx) => tx.services.upsert(serviceRecord('cached', ['https://cached.example/v1']), ORG, 6));
+    const first = await one.uow.write((tx) => tx.services.summaries(ORG));
+    expect(first.map((x) => x.slug)).toContain('cached');
+    expect(await one.uow.write((tx) => tx.services.summaries(ORG))).toBe(first);
+    expect(await one.uow.read((tx) => tx.services.summaries(ORG))).toBe(first);
+    expect(await one.services.summaries(ORG)).toBe(first);
+    await two.uow.write((tx) => tx.services.delete('cached', ORG));
+    expect((await one.services.summaries(ORG)).map((x) => x.slug)).not.toContain('cached');
+  });
+
   test('behavior: what a rolled-back transaction saw of its own change is never attributed after it', async () => {
     const refused = one.uow.write(async (tx) => {
       await tx.services.upsert(serviceRecord('rolled-back', ['https://svc.example/v1']), ORG, 5);

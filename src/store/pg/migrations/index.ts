@@ -11,6 +11,7 @@ import { sql as capBuckets } from './0010_cap_buckets.js';
 import { sql as capRows } from './0011_cap_rows.js';
 import { sql as capBucketsHot } from './0012_cap_buckets_hot.js';
 import { sql as registryScopes } from './0013_registry_scopes.js';
+import { sql as registryEndpointCounts } from './0014_registry_endpoint_counts.js';
 
 /**
  * Every PostgreSQL migration in order, numbered and named exactly like SQLite's
@@ -30,4 +31,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 11, name: 'cap_rows', sql: capRows },
   { version: 12, name: 'cap_buckets_hot', sql: capBucketsHot },
   { version: 13, name: 'registry_scopes', sql: registryScopes },
+  { version: 14, name: 'registry_endpoint_counts', sql: registryEndpointCounts },
 ];
