@@ -424,6 +424,22 @@ describe('REST integer fields are written as JSON integers', () => {
     const window = await connectJson('UpdateOrganization', `{"orgId":"${s.bootstrap.org_id}","approvalWindowSeconds":3.6e3}`);
     expectInvalid(window, /approvalWindowSeconds/);
   });
+
+  test('error: over Connect JSON, null for any field is invalid_argument naming it, and signs nothing (null would read as unset: no key, no dry run, no ceiling)', async () => {
+    const agentId = await newAgent();
+    const sign = (body: string) => rest(s.url, 'POST', `/${PaymentPolicyService.typeName}/Sign`, {
+      rawBody: body, headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.api_key}`, connection: 'close' },
+    });
+    const base = `"agentId":"${agentId}","type":"PAYMENT_TYPE_EIP3009","recipientAddress":"${RECIPIENT}","amountUsd":"0.2"`;
+    for (const [extra, field] of [['"idempotencyKey":null', 'idempotencyKey'], ['"dryRun":null', 'dryRun'], ['"chainId":null', 'chainId'], ['"eip3009":{"validForSeconds":null}', 'eip3009.validForSeconds']] as const) {
+      const r = await sign(`{${base},${extra}}`);
+      expect.soft(r.status, extra).toBe(400);
+      expect.soft(r.json?.code, extra).toBe('invalid_argument');
+      expect.soft(r.json?.message, extra).toContain(`${field}: null is not a value`);
+    }
+    expect(await ledger(agentId)).toHaveLength(0);
+    expectInvalid(await connectJson('UpdateOrganization', `{"orgId":"${s.bootstrap.org_id}","name":null}`), /name: null is not a value/);
+  });
 });
 
 describe('REST fields of the wrong JSON type', () => {

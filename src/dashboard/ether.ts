@@ -21,7 +21,7 @@ export class EthAmountError extends Error {}
  * separators, blanks inside and anything else that is not digits with at most one point.
  */
 export function ethToWei(value: string, field: string): bigint {
-  const text = value.trim();
+  const text = value;
   const m = text.length <= MAX_TEXT ? /^(\d*)(?:\.(\d*))?$/.exec(text) : null;
   if (!m || (m[1] === '' && (m[2] ?? '') === '')) throw new EthAmountError(`${field} must be an amount of ETH such as 0.001`);
   const decimals = (m[2] ?? '').replace(/0+$/, '');

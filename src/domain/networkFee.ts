@@ -27,7 +27,8 @@ export function maxNetworkFeeWei(fee: NetworkFee): bigint {
  * signs, decimals and exponents included, is a 400 naming the field.
  */
 export function parseMaxNetworkFeeWei(value: unknown, field = 'max_network_fee_wei'): bigint {
-  const text = typeof value === 'string' ? value.trim() : '';
+  // Blanks are refused, as around a USD amount: a value is read exactly as written or not at all.
+  const text = typeof value === 'string' ? value : '';
   // The length check keeps a megabyte of digits from reaching BigInt.
   if (!/^\d{1,25}$/.test(text) || BigInt(text) > MAX_NETWORK_FEE_CEILING_WEI) {
     throw invalidArgument(`${field} must be a whole number of wei from 0 to ${MAX_NETWORK_FEE_CEILING_WEI}`);

@@ -27,8 +27,8 @@ import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.
 const utf8 = new TextDecoder();
 
 /**
- * What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key and no
- * number written otherwise than as an integer. The contract has no floating-point field, so every
+ * What the decoder hands protobuf-es: the text, once it is known to hold no duplicate key, no null
+ * and no number written otherwise than as an integer. The contract has no floating-point field, so every
  * number of a request is an integer field's (or an enum's), and JSON.parse would read
  * 8453.00000000000001 or 84530e-1 as 8453: a value the client did not write.
  */
@@ -49,7 +49,7 @@ const strictTextDecoder = {
   },
 };
 
-/** The first number in `json` not written as an integer (digits, an optional minus), described with its path; else undefined. */
+/** The first null, or number not written as an integer (digits, an optional minus), in `json`, described with its path; else undefined. */
 function notWrittenAsInteger(json: unknown, path: string): string | undefined {
   if (typeof json !== 'object' || json === null) return undefined;
   const array = Array.isArray(json);
@@ -58,6 +58,10 @@ function notWrittenAsInteger(json: unknown, path: string): string | undefined {
     if (typeof v === 'number') {
       const text = numberText(json, key)!;
       if (!/^-?\d+$/.test(text)) return `${where.slice(0, 100)}: ${text.slice(0, 40)} is not written as an integer (digits, without a fraction or an exponent)`;
+    } else if (v === null) {
+      // proto3 JSON reads null as "unset": an idempotency key, a dry run or a price ceiling sent as
+      // null would silently be none. The contract has no field where null means anything else.
+      return `${where.slice(0, 100)}: null is not a value (leave the field out for its default)`;
     } else {
       const found = notWrittenAsInteger(v, where);
       if (found) return found;

@@ -255,9 +255,15 @@ describe('SetPolicy validates max_network_fee_wei (Connect and gRPC)', () => {
     await expectUnchanged();
   });
 
-  test('behavior: 0, 10^21, leading zeros and surrounding blanks are accepted and stored normalized', async () => {
+  test('behavior: 0, 10^21 and leading zeros are accepted and stored normalized; blanks around the number are refused', async () => {
     const a = await agentWith();
-    for (const [given, stored] of [['0', '0'], [MAX_CEILING, MAX_CEILING], ['007', '7'], [' 42 ', '42']]) {
+    for (const given of [' 42', '42 ', '\t42']) {
+      await expectRpcError(
+        admin.client.setPolicy({ agentId: a, allowlist: [RECIPIENT], spendCapUsd: '1', approvalThresholdUsd: '1', maxNetworkFeeWei: given }, admin.auth),
+        Code.InvalidArgument, /max_network_fee_wei must be a whole number of wei/,
+      );
+    }
+    for (const [given, stored] of [['0', '0'], [MAX_CEILING, MAX_CEILING], ['007', '7']]) {
       const r = await admin.client.setPolicy({ agentId: a, allowlist: [RECIPIENT], spendCapUsd: '1', approvalThresholdUsd: '1', maxNetworkFeeWei: given }, admin.auth);
       expect(r.policy!.maxNetworkFeeWei).toBe(stored);
       expect((await policyOf(a)).maxNetworkFeeWei).toBe(stored);

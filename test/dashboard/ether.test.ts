@@ -26,7 +26,9 @@ describe('ethToWei', () => {
     expect(ethToWei('.5', 'Fee')).toBe(5n * 10n ** 17n);
     expect(ethToWei('2.', 'Fee')).toBe(2n * 10n ** 18n);
     expect(ethToWei('0.000000000000000001', 'Fee')).toBe(1n);
-    expect(ethToWei(' 1000 ', 'Fee')).toBe(10n ** 21n);
+    expect(ethToWei('1000', 'Fee')).toBe(10n ** 21n);
+    // Blanks are refused, as around a USD amount.
+    expect(() => ethToWei(' 1000 ', 'Fee')).toThrow();
     // 0.1 + 0.2 is not 0.3 in floating point; here it is exact.
     expect(ethToWei('0.3', 'Fee')).toBe(ethToWei('0.1', 'Fee') + ethToWei('0.2', 'Fee'));
     expect(ethToWei('123456789.123456789123456789', 'Fee')).toBe(123456789123456789123456789n);

@@ -5,10 +5,11 @@ import { DEFAULT_MAX_NETWORK_FEE_WEI, MAX_NETWORK_FEE_CEILING_WEI, maxNetworkFee
 
 /** The one parser every surface (SetPolicy, CLI through it, the dashboard form) uses for the fee ceiling. */
 describe('parseMaxNetworkFeeWei', () => {
-  test('behavior: whole numbers from 0 to 10^21 are accepted; blanks around them are ignored', () => {
+  test('behavior: whole numbers from 0 to 10^21 are accepted; blanks around them are refused', () => {
     expect(parseMaxNetworkFeeWei('0')).toBe(0n);
     expect(parseMaxNetworkFeeWei('1000000000000000000000')).toBe(10n ** 21n);
-    expect(parseMaxNetworkFeeWei(' 007 ')).toBe(7n);
+    expect(parseMaxNetworkFeeWei('007')).toBe(7n);
+    for (const padded of [' 7', '7 ', '\t7', '7\n']) expect(() => parseMaxNetworkFeeWei(padded)).toThrow(expect.objectContaining({ kind: 'invalid_argument' }));
     expect([DEFAULT_MAX_NETWORK_FEE_WEI, MAX_NETWORK_FEE_CEILING_WEI]).toEqual([10n ** 15n, 10n ** 21n]);
   });
 
