@@ -309,3 +309,15 @@ describe('private registry byte bounds', () => {
     expect((JSON.parse(cli.stdout) as { services: Array<{ slug: string }> }).services.map((x) => x.slug)).toEqual(all);
   });
 });
+
+describe('an import names each slug once', () => {
+  test('error: duplicate_slug: a dashboard import holding a slug twice is 400 naming both records, and writes nothing', async () => {
+    const tenant = await createTenant(admin, 'dup-slug-import');
+    await createUser(admin, tenant.orgId, 'owner@dup-slug.example', 'owner', PASSWORD);
+    const session = await httpSignIn(s.url, 'owner@dup-slug.example', PASSWORD);
+    const r = await upload(session, [{ slug: 'dup', name: 'A' }, { slug: 'other', name: 'O' }, { slug: 'dup', name: 'B' }]);
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain('record 3 (dup): the slug of record 1 again; an import holds each slug once');
+    expect(await slugs(tenant.orgId)).toEqual([]);
+  });
+});

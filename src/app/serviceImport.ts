@@ -19,6 +19,14 @@ export async function importServices(deps: AppDeps, principal: Principal, scope:
   requirePermission(principal, scopePermission(scope, 'manage'));
   if (records.length === 0) throw invalidArgument('the import holds no records');
   if (records.length > MAX_IMPORT_RECORDS) throw invalidArgument(`an import may hold at most ${MAX_IMPORT_RECORDS} records`);
+  // A slug twice in one import would keep only its last record while reporting both imported.
+  const seen = new Map<string, number>();
+  for (const [i, record] of records.entries()) {
+    const slug = typeof record.slug === 'string' ? record.slug.trim().toLowerCase() : '';
+    const first = seen.get(slug);
+    if (slug !== '' && first !== undefined) throw invalidArgument(`record ${i + 1} (${slug.slice(0, 64)}): the slug of record ${first + 1} again; an import holds each slug once`, 'duplicate_slug');
+    seen.set(slug, i);
+  }
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
     const before = await registryUsageBefore(inTx, scope);
