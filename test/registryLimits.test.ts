@@ -320,4 +320,26 @@ describe('an import names each slug once', () => {
     expect(await r.text()).toContain('record 3 (dup): the slug of record 1 again; an import holds each slug once');
     expect(await slugs(tenant.orgId)).toEqual([]);
   });
+
+  test('error: a file and pasted JSON together, or a file under another part name, are 400 and import nothing', async () => {
+    const tenant = await createTenant(admin, 'ambiguous-import');
+    await createUser(admin, tenant.orgId, 'owner@ambiguous.example', 'owner', PASSWORD);
+    const session = await httpSignIn(s.url, 'owner@ambiguous.example', PASSWORD);
+    const post = (parts: Array<{ name: string; file?: string; value: string }>) => {
+      const b = 'XambiguousBoundary';
+      const body = [{ name: '_csrf', value: session.csrf }, ...parts].map((p) =>
+        `--${b}\r\nContent-Disposition: form-data; name="${p.name}"${p.file ? `; filename="${p.file}"\r\nContent-Type: application/json` : ''}\r\n\r\n${p.value}\r\n`).join('') + `--${b}--\r\n`;
+      return fetch(`${s.url}/dashboard/services/import`, {
+        method: 'POST', redirect: 'manual', body,
+        headers: { cookie: session.cookie, 'content-type': `multipart/form-data; boundary=${b}`, connection: 'close' },
+      });
+    };
+    const both = await post([{ name: 'file', file: 'a.json', value: JSON.stringify([{ slug: 'from-file', name: 'F' }]) }, { name: 'json', value: JSON.stringify([{ slug: 'from-paste', name: 'P' }]) }]);
+    expect(both.status).toBe(400);
+    expect(await both.text()).toContain('choose a JSON file or paste JSON, not both');
+    const elsewhere = await post([{ name: 'other', file: 'a.json', value: JSON.stringify([{ slug: 'from-other', name: 'O' }]) }]);
+    expect(elsewhere.status).toBe(400);
+    expect(await elsewhere.text()).toContain('Unknown form field &quot;other&quot;');
+    expect(await slugs(tenant.orgId)).toEqual([]);
+  });
 });

@@ -341,7 +341,7 @@ describe('policy form: the network-fee ceiling in ETH', () => {
     const id = await createAgent(admin, orgId, 'fee-in-eth');
     const page = await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text();
     expect(page).toMatch(/<input type="text" inputmode="decimal" id="max-fee" name="max_network_fee_eth" value="0\.001"/);
-    for (const [eth, wei] of [['0.002', '2000000000000000'], ['0.000000000000000001', '1'], [' 1.5 ', '1500000000000000000'], ['1000', '1000000000000000000000'], ['0', '0']]) {
+    for (const [eth, wei] of [['0.002', '2000000000000000'], ['0.000000000000000001', '1'], ['1.5', '1500000000000000000'], ['1000', '1000000000000000000000'], ['0', '0']]) {
       const r = await post(id, { max_network_fee_eth: eth! });
       expect([r.status, r.headers.get('location')], eth).toEqual([303, `/dashboard/agents/${id}`]);
       expect(await ceilingOf(id), eth).toBe(wei);
@@ -355,6 +355,7 @@ describe('policy form: the network-fee ceiling in ETH', () => {
   });
 
   test.each([
+    [' 1.5 ', 'Max network fee must be an amount of ETH such as 0.001'],
     ['-0.001', 'Max network fee must be an amount of ETH such as 0.001'],
     ['lots', 'Max network fee must be an amount of ETH such as 0.001'],
     ['1e-3', 'Max network fee must be an amount of ETH such as 0.001'],

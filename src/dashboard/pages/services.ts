@@ -182,10 +182,17 @@ function readServiceForm(ctx: RouteContext): ServiceForm {
   };
 }
 
-function importText(ctx: RouteContext): { text: string; pasted: string } {
+/**
+ * The import's JSON: the chosen file or the pasted text, never both (one would be dropped
+ * unseen), and no file under another part name (it would be ignored).
+ */
+function importText(ctx: RouteContext): string {
+  for (const name of ctx.files.keys()) if (name !== 'file') throw invalidArgument(`Unknown form field "${name.slice(0, 64)}"`);
   const file = ctx.files.get('file');
   const pasted = ctx.form.get('json');
-  return { text: file !== undefined && file.length > 0 ? file.toString('utf8') : pasted, pasted };
+  const chosen = file !== undefined && file.length > 0;
+  if (chosen && pasted.trim() !== '') throw invalidArgument('choose a JSON file or paste JSON, not both');
+  return chosen ? file.toString('utf8') : pasted;
 }
 
 /**
@@ -260,8 +267,9 @@ export const serviceRoutes: Route[] = [
     body: 'multipart',
     fields: ['json'],
     async handle(ctx) {
-      const { text, pasted } = importText(ctx);
+      const pasted = ctx.form.get('json');
       try {
+        const text = importText(ctx);
         if (text.trim() === '') throw invalidArgument('choose a JSON file or paste JSON');
         let value: unknown;
         try {
