@@ -27,7 +27,7 @@ if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`bui
 /** Workers: the file name startWorker() asks for, and their source entry. */
 const WORKERS = {
   'signerWorker.js': 'src/signing/signerWorker.ts',
-  'passwordHashWorker.js': 'src/auth/passwordHashWorker.ts',
+  'passwordHashWorker.js': 'src/app/accounts/auth/passwordHashWorker.ts',
   'checkpointWorker.js': 'src/store/checkpointWorker.ts',
 };
 
@@ -82,7 +82,7 @@ rmSync(out, { recursive: true, force: true });
 rmSync(exe, { force: true });
 mkdirSync(join(out, 'workers'), { recursive: true });
 
-await build({ ...common, format: 'cjs', entryPoints: ['src/sea/entry.ts'], outfile: join(out, 'main.cjs') });
+await build({ ...common, format: 'cjs', entryPoints: ['src/singleExecutable/entry.ts'], outfile: join(out, 'main.cjs') });
 for (const [file, entry] of Object.entries(WORKERS)) {
   // A script, not CommonJS: eval'd code has no module wrapper, and a bundle's top-level
   // `var crypto` would collide with the read-only globalThis.crypto.

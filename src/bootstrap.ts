@@ -1,11 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { createApiKey } from './app/apiKeys.js';
-import { createAgent } from './app/agents.js';
+import { createApiKey } from './app/accounts/apiKeys.js';
+import { createAgent } from './app/organizations/agents.js';
 import type { AppDeps } from './app/deps.js';
-import { createOrganization, provisionTreasury } from './app/organizations.js';
-import { generateAdminToken, hashSecret } from './auth/credentials.js';
+import { createOrganization, provisionTreasury } from './app/organizations/organizations.js';
+import { generateAdminToken, hashSecret } from './app/accounts/auth/credentials.js';
 import { OPERATOR } from './domain/types.js';
 import { MICROS_PER_USD } from './domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from './domain/networkFee.js';

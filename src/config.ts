@@ -2,9 +2,9 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { UsageError } from './cli/errors.js';
 import { parseFlags, type Flags, type FlagSpecs } from './cli/parseFlags.js';
-import { LOG_LEVELS, type LogLevel } from './logger.js';
-import { validateAdminToken } from './auth/credentials.js';
-import { DEFAULT_MAX_QUEUE_MS } from './admission.js';
+import { LOG_LEVELS, type LogLevel } from './observability/logger.js';
+import { validateAdminToken } from './app/accounts/auth/credentials.js';
+import { DEFAULT_MAX_QUEUE_MS } from './overload/admission.js';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export type Config = {
@@ -44,13 +44,13 @@ export type Config = {
   maxInFlightPerOrg?: number;
   /** Payments in the signing stage beyond which a new payment is refused before anything is written (default 256). */
   maxSignQueue?: number;
-  /** The part of maxSignQueue one organization may hold (default three quarters, admission.ts tenantShare). */
+  /** The part of maxSignQueue one organization may hold (default three quarters, overload/admission.ts tenantShare). */
   maxSignQueuePerOrg?: number;
   /** A payment that waited longer than this (ms) in the signing stage is refused before its decision is written (default 1000). */
   maxQueueMs?: number;
   /** Outbound paywall probes in flight beyond which a new one is refused (default 32). */
   maxProbes?: number;
-  /** The part of maxProbes one organization may hold (default three quarters, admission.ts tenantShare). */
+  /** The part of maxProbes one organization may hold (default three quarters, overload/admission.ts tenantShare). */
   maxProbesPerOrg?: number;
   /** Skip the database's integrity check at start (for operators who run it offline). */
   skipIntegrityCheck?: boolean;

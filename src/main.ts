@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, relative } from 'node:path';
 import { runAdminCommand, ADMIN_USAGE } from './cli/admin.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { limitHeapGrowth } from './heapGrowth.js';
-import { isSingleExecutable } from './sea/runtime.js';
+import { limitHeapGrowth } from './server/heapGrowth.js';
+import { isSingleExecutable } from './singleExecutable/runtime.js';
 
 const SERVE_LINE = `serve [--port N] [--host H] [--data-dir DIR] [--log-level L] [--tls-cert F --tls-key F]
         [--signer-threads N] [--dev] [--tempo-rpc-url URL] [--rpc-url CHAIN_ID=URL]… [--confirmations N]
@@ -126,7 +126,7 @@ const FAIL_STOP_EXIT_MS = 1000;
 
 /** `paypolicy serve`: start, print the first-start banner once, stop cleanly on a signal. */
 async function serve(argv: string[]): Promise<number> {
-  // Before anything is loaded: the server's heaps follow its live objects (heapGrowth.ts).
+  // Before anything is loaded: the server's heaps follow its live objects (server/heapGrowth.ts).
   limitHeapGrowth();
   // Loaded here, not at the top: admin commands never need the server and start faster without it.
   const { startPaypolicy } = await import('./paypolicy.js');
@@ -178,7 +178,7 @@ async function serve(argv: string[]): Promise<number> {
   const cli = isSingleExecutable() ? process.execPath : launcherPath();
   // The banner is best effort: a stdout that fails (a full disk, a reader gone) raised an
   // unhandled 'error' here and stopped a server that had just started. Log lines handle their
-  // own write failures (logger.ts).
+  // own write failures (observability/logger.ts).
   serving = true;
   if (running.bootstrap) {
     process.stdout.write(`${bootstrapBanner(running.bootstrap, running.url, config.dataDir, cli)}\n`);

@@ -3,21 +3,21 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DestinationStream, Logger } from 'pino';
 import type { AppDeps } from './app/deps.js';
-import { validateAdminToken } from './auth/credentials.js';
+import { validateAdminToken } from './app/accounts/auth/credentials.js';
 import { adminTokenHash, bootstrapIfEmpty, markBannerShown, unshownBootstrap, type BootstrapFile } from './bootstrap.js';
 import { ConfigError, type Config } from './config.js';
-import { createLogger } from './logger.js';
-import { startServer, type RunningServer } from './server.js';
+import { createLogger } from './observability/logger.js';
+import { startServer, type RunningServer } from './server/server.js';
 import { loadMasterKey } from './signing/masterKey.js';
 import { createSignerPool } from './signing/signerPool.js';
-import { defaultSafeFetchOptions } from './probe/safeFetch.js';
-import { createGate, DEFAULT_MAX_PROBES, DEFAULT_MAX_SIGN_QUEUE, shareOf } from './admission.js';
-import { createOfferCache } from './probe/offerCache.js';
+import { defaultSafeFetchOptions } from './paywalls/safeFetch.js';
+import { createGate, DEFAULT_MAX_PROBES, DEFAULT_MAX_SIGN_QUEUE, shareOf } from './overload/admission.js';
+import { createOfferCache } from './paywalls/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createChainRpc } from './chain/rpc.js';
-import { DEFAULT_TRACKING, startSubmitter } from './app/submit.js';
+import { DEFAULT_TRACKING, startSubmitter } from './app/submission/submit.js';
 import { createTreasuryVault } from './signing/treasury.js';
-import { repairInterrupted, sweepExpiredApprovals } from './app/maintenance.js';
+import { repairInterrupted, sweepExpiredApprovals } from './app/submission/maintenance.js';
 import { openStore, type Store } from './store/store.js';
 import { FRAMES_PER_MB } from './store/checkpointer.js';
 import { writeTxn } from './store/db.js';
@@ -36,7 +36,7 @@ import { createConflictSync } from './store/pg/conflicts.js';
 
 /** How often overdue approvals are expired without anyone reading them. */
 const APPROVAL_SWEEP_MS = 15_000;
-/** How often raw transactions waiting for broadcast are retried (app/submit.ts). */
+/** How often raw transactions waiting for broadcast are retried (app/submission/submit.ts). */
 const SUBMIT_INTERVAL_MS = 5_000;
 
 export type Paypolicy = RunningServer & {
@@ -120,7 +120,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     chainConflicts: new Map(),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
-  // Approved ones become collectable again; the rest fail (app/maintenance.ts repairInterrupted).
+  // Approved ones become collectable again; the rest fail (app/submission/maintenance.ts repairInterrupted).
   // On PostgreSQL other replicas may be signing right now: only rows older than --stale-signing-ms
   // are repaired, by one replica at a time, at start and then periodically (store/pg/cluster.ts).
   const staleSigningMs = config.staleSigningMs ?? DEFAULT_STALE_SIGNING_MS;

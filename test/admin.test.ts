@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, ApiKeyMode, ListApiKeysResponseSchema, TransactionStatus, type Transaction } from '../gen/paypolicy/v1/admin_pb.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { anonymous, bearer, expectRpcError } from './helpers/rpc.js';
-import { PING_RECORD_INTERVAL_MS } from '../src/app/ping.js';
+import { PING_RECORD_INTERVAL_MS } from '../src/app/organizations/ping.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 const T0 = Date.UTC(2026, 0, 1);

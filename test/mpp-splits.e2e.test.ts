@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { decodeFunctionData, getAddress, type Address, type Hex } from 'viem';
 import { Abis, Transaction } from 'viem/tempo';
 import { Decision } from '../gen/paypolicy/v1/admin_pb.js';
-import { approvalStatus } from '../src/contract/enums.js';
+import { approvalStatus } from '../src/protoMapping/enums.js';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
 import { listAllTransactions, postSign, setPolicy } from './helpers/payments.js';
 import { MPP_RECIPIENT, MPP_REALM, carriesPayment, startMppPeer, type MppPeer } from './helpers/peers.js';

@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { evaluatePolicy, type DenyRule, type PolicyFacts } from '../src/domain/policy.js';
 import { outcomeClass, signReasonClass } from '../src/observability/metrics.js';
 import { createReadiness } from '../src/observability/readiness.js';
-import { isLoopbackAddress } from '../src/server.js';
+import { isLoopbackAddress } from '../src/server/server.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { connectClient } from './helpers/clients.js';
 import { postSign, setPolicy } from './helpers/payments.js';

@@ -1,8 +1,8 @@
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../gen/paypolicy/v1/payment_policy_pb.js';
-import { MAX_OFFER_BYTES } from '../src/probe/oversizedOffer.js';
-import { MAX_URL_CHARS } from '../src/probe/safeFetch.js';
+import { MAX_OFFER_BYTES } from '../src/paywalls/oversizedOffer.js';
+import { MAX_URL_CHARS } from '../src/paywalls/safeFetch.js';
 import { adminFor, createAgent } from './helpers/admin.js';
 import { connectClient } from './helpers/clients.js';
 import { listAllTransactions, postSign, recoverAuthorizationSigner, rpcPayload, setPolicy } from './helpers/payments.js';

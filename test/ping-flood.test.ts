@@ -1,7 +1,7 @@
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { TransactionStatus } from '../gen/paypolicy/v1/admin_pb.js';
-import { PING_RECORD_INTERVAL_MS } from '../src/app/ping.js';
+import { PING_RECORD_INTERVAL_MS } from '../src/app/organizations/ping.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 

@@ -10,8 +10,8 @@ import { PaymentPolicyService } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import {
   MAX_ENDPOINT_DESCRIPTION_CHARS, MAX_ENDPOINT_PATH_CHARS, MAX_ENDPOINTS, MAX_LIST_PAGE_BYTES, MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_BYTES, MAX_PRIVATE_RECORDS,
   MAX_RECORD_BYTES, MAX_RESOLVE_BYTES, MAX_URL_CHARS,
-} from '../src/app/registry.js';
-import { importServices } from '../src/app/serviceImport.js';
+} from '../src/app/registry/registry.js';
+import { importServices } from '../src/app/registry/serviceImport.js';
 import { OPERATOR, type ServiceRecord } from '../src/domain/types.js';
 import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from './dashboard/helpers.js';
 import { adminFor, createTenant, type Admin, type Tenant } from './helpers/admin.js';

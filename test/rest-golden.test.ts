@@ -3,7 +3,7 @@ import { TransactionStatus } from '../gen/paypolicy/v1/admin_pb.js';
 import { AgentStatus } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
-import { PING_RECORD_INTERVAL_MS } from '../src/app/ping.js';
+import { PING_RECORD_INTERVAL_MS } from '../src/app/organizations/ping.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 /**

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, test, type TestContext } from 'vitest';
-import { LOG_FLUSH_MS } from '../src/logger.js';
+import { LOG_FLUSH_MS } from '../src/observability/logger.js';
 import { CLI, runCli, spawnCli, type CliProcess } from './helpers/cli.js';
 import { rest, startTestServer } from './helpers/server.js';
 
@@ -131,7 +131,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
   // 3 and 150 lines (~10 KiB) are all still gathered at the exit; 600 (~40 KiB) are partly written already.
   test.for([3, 150, 600])('behavior: %i lines still buffered when the process exits (process.exit, no shutdown) are written, in order', async (count, ctx) => {
     const { expect } = ctx;
-    const logger = fileURLToPath(new URL('../dist/src/logger.js', import.meta.url));
+    const logger = fileURLToPath(new URL('../dist/src/observability/logger.js', import.meta.url));
     const script = `const { createLogger } = await import(${JSON.stringify(logger)});
       const log = createLogger('info');
       for (let i = 0; i < ${count}; i++) log.info({ i }, 'buffered line');
@@ -150,7 +150,7 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
    * lines let writes start (and find the pipe full) meanwhile.
    */
   function backedUp(count: number, then: string, stdout?: number) {
-    const logger = fileURLToPath(new URL('../dist/src/logger.js', import.meta.url));
+    const logger = fileURLToPath(new URL('../dist/src/observability/logger.js', import.meta.url));
     const script = `process.stdout.write('banner\\n');
       const { createLogger } = await import(${JSON.stringify(logger)});
       const log = createLogger('info');

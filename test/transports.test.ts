@@ -149,7 +149,7 @@ describe('PaymentPolicyService.Ping', () => {
   });
 
   test('behavior: a ping over any transport is recorded in the ledger', async () => {
-    // One agent per transport: an agent's pings record at most one row per interval (app/ping.ts).
+    // One agent per transport: an agent's pings record at most one row per interval (app/organizations/ping.ts).
     const agents = await Promise.all(['rest', 'connect', 'grpc', 'grpc-web'].map((t) => createAgent(admin, s.bootstrap.org_id, `multi-transport-${t}`)));
     await rest(s.url, 'POST', '/api/ping', { key: s.bootstrap.api_key, body: { agent_id: agents[0] } });
     await connect.ping({ agentId: agents[1]! }, bearer(s.bootstrap.api_key));

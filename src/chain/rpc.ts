@@ -42,7 +42,7 @@ function isQuantity(v: unknown): v is string {
   return typeof v === 'string' && /^0x[0-9a-fA-F]{1,64}$/.test(v);
 }
 
-/** A mined transaction's receipt, as the tracker uses it (app/submit.ts). */
+/** A mined transaction's receipt, as the tracker uses it (app/submission/submit.ts). */
 export type ChainReceipt = { status: 'success' | 'reverted'; blockNumber: bigint; gasUsed: bigint; effectiveGasPrice: bigint };
 
 /** Largest JSON-RPC answer read: the calls above answer a few hundred bytes. */

@@ -2,7 +2,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
 import { DomainError } from '../domain/errors.js';
 import { serviceFromWireJson } from '../domain/serviceRecordJson.js';
-import { serviceToProto } from '../contract/messages.js';
+import { serviceToProto } from '../protoMapping/messages.js';
 import { UsageError } from './errors.js';
 
 /** A registry record ready for UpsertService. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { NodeRequest, NodeResponse } from '../http/io.js';
 import { send } from '../http/io.js';
-import { readBuiltFile } from '../workerUrl.js';
+import { readBuiltFile } from '../singleExecutable/workerFiles.js';
 import { styles } from './static/styles.js';
 
 /** A static file held in memory, revalidated by its ETag. */

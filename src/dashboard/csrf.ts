@@ -1,4 +1,4 @@
-import { csrfTokenMatches, type SessionContext } from '../app/dashboardSessions.js';
+import { csrfTokenMatches, type SessionContext } from '../app/accounts/dashboardSessions.js';
 import { requestHeader, type NodeRequest } from '../http/io.js';
 import type { FormFields } from './routes.js';
 

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
-import { listApprovals } from '../app/approvals.js';
-import { roleAllows } from '../app/dashboardRoles.js';
-import { authenticateSession, sessionPrincipal, signOut } from '../app/dashboardSessions.js';
+import { listApprovals } from '../app/approvals/approvals.js';
+import { roleAllows } from '../app/accounts/dashboardRoles.js';
+import { authenticateSession, sessionPrincipal, signOut } from '../app/accounts/dashboardSessions.js';
 import type { AppDeps } from '../app/deps.js';
-import { getOrganization } from '../app/organizations.js';
+import { getOrganization } from '../app/organizations/organizations.js';
 import { BodyTooLargeError, RequestClosedError, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam } from '../http/router.js';
 import { loadAssets, sendAsset } from './assets.js';

@@ -1,4 +1,4 @@
-import type { SessionContext } from '../app/dashboardSessions.js';
+import type { SessionContext } from '../app/accounts/dashboardSessions.js';
 import type { Flash } from './layout.js';
 
 /** Flash messages waiting for their page view, at most this many (oldest dropped first). */

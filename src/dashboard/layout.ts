@@ -1,4 +1,4 @@
-import type { SessionContext } from '../app/dashboardSessions.js';
+import type { SessionContext } from '../app/accounts/dashboardSessions.js';
 import { html, type Html, type Renderable } from './html.js';
 
 /** A one-time message shown on the page after a redirect; `secret` is a just-created API key. */

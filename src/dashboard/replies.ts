@@ -1,7 +1,7 @@
-import { listApprovals } from '../app/approvals.js';
+import { listApprovals } from '../app/approvals/approvals.js';
 import type { AppDeps } from '../app/deps.js';
-import { sessionPrincipal, type SessionContext } from '../app/dashboardSessions.js';
-import { getOrganization } from '../app/organizations.js';
+import { sessionPrincipal, type SessionContext } from '../app/accounts/dashboardSessions.js';
+import { getOrganization } from '../app/organizations/organizations.js';
 import { sendJson, type NodeRequest, type NodeResponse } from '../http/io.js';
 import type { Flashes } from './flashes.js';
 import { html } from './html.js';

@@ -40,7 +40,7 @@ export type PolicyFacts = {
   maxAmountMicros?: bigint | null;
 };
 
-/** `treasury_funds` and `treasury_gas` are not decided here: app/treasury.ts denies a raw transaction the treasury cannot pay. */
+/** `treasury_funds` and `treasury_gas` are not decided here: app/organizations/treasury.ts denies a raw transaction the treasury cannot pay. */
 export type DenyRule = 'amount_limit' | 'agent_status' | 'max_amount' | 'allowlist' | 'network_fee' | 'spend_cap' | 'treasury_funds' | 'treasury_gas';
 
 export type Verdict =

@@ -1,12 +1,12 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppDeps } from '../app/deps.js';
-import type { SignResult } from '../app/signResult.js';
+import type { SignResult } from '../app/payments/signResult.js';
 import { toDomainError } from '../domain/errors.js';
 import type { ClockAgreement } from './clockAgreement.js';
 import { createCounterTally, createHistogramTally } from './tally.js';
 
 /**
- * The Prometheus metrics of one running service (served at /metrics, see server.ts). Every label
+ * The Prometheus metrics of one running service (served at /metrics, see server/server.ts). Every label
  * value comes from a closed set written in the source: route templates (never raw paths), outcome
  * classes, payment types, policy rule names, error codes. Nothing that names a caller, a key, an
  * address or an amount is a label, except agent ids when the operator opts in

@@ -1,5 +1,5 @@
 import type { DescMessage } from '@bufbuild/protobuf';
-import { isIntegerField } from '../contract/signPayload.js';
+import { isIntegerField } from '../protoMapping/signPayload.js';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.js';
 import { BodyTooLargeError, readBody, RequestClosedError, type NodeRequest } from '../http/io.js';

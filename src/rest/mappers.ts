@@ -10,12 +10,12 @@ import {
   type ResolveResult as ResolveResultMessage,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ServiceRecord } from '../../gen/paypolicy/v1/registry_pb.js';
-import type { AgentSpendStatus } from '../app/agentSpend.js';
-import type { PingResult } from '../app/ping.js';
-import type { QuoteResult } from '../app/quote.js';
-import type { ResolveResult } from '../app/registry.js';
-import type { SignResult } from '../app/sign.js';
-import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, type EnumCodec } from '../contract/enums.js';
+import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
+import type { PingResult } from '../app/organizations/ping.js';
+import type { QuoteResult } from '../app/payments/quote.js';
+import type { ResolveResult } from '../app/registry/registry.js';
+import type { SignResult } from '../app/payments/sign.js';
+import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, type EnumCodec } from '../protoMapping/enums.js';
 import {
   agentSpendToProto,
   approvalStatusToProto,
@@ -24,11 +24,11 @@ import {
   resolveResultToProto,
   signResultToProto,
   type ApprovalRecord,
-} from '../contract/messages.js';
+} from '../protoMapping/messages.js';
 
 /**
  * REST is a declared mapping of the proto messages. Each use-case result becomes its protobuf
- * message (src/contract/messages.ts, the same one the RPCs send), and each REST body is written
+ * message (src/protoMapping/messages.ts, the same one the RPCs send), and each REST body is written
  * from that message by a table below: one entry per REST key, in the wire protocol's key order,
  * naming the proto field it comes from and how the value is written (nulls, omissions, enum names,
  * USD as a JSON number). test/contract.test.ts holds the tables to the descriptors: every proto

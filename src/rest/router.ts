@@ -1,24 +1,24 @@
 import type { Logger } from 'pino';
-import { authenticateApiKey } from '../app/apiKeys.js';
+import { authenticateApiKey } from '../app/accounts/apiKeys.js';
 import type { AppDeps } from '../app/deps.js';
-import { pingAgent } from '../app/ping.js';
-import { resolveServices } from '../app/registry.js';
+import { pingAgent } from '../app/organizations/ping.js';
+import { resolveServices } from '../app/registry/registry.js';
 import { DomainError, OVERLOADED_RETRY_AFTER_SECONDS } from '../domain/errors.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
 import { requestHeader, sendJson, send, type NodeRequest, type NodeResponse } from '../http/io.js';
 import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js';
 import { holdToMessage, parseJsonObject, readRestBody, stringField, usdField } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
-import { overloaded, type Gate } from '../admission.js';
+import { overloaded, type Gate } from '../overload/admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
-import { getAgentSpend } from '../app/agentSpend.js';
-import { quotePayment } from '../app/quote.js';
-import { signPayment } from '../app/sign.js';
-import { getApprovalStatus } from '../app/approvals.js';
+import { getAgentSpend } from '../app/payments/agentSpend.js';
+import { quotePayment } from '../app/payments/quote.js';
+import { signPayment } from '../app/payments/sign.js';
+import { getApprovalStatus } from '../app/approvals/approvals.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';
 import { SignRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';
-import { signPayloadMessage } from '../contract/signPayload.js';
+import { signPayloadMessage } from '../protoMapping/signPayload.js';
 
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {

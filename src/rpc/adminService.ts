@@ -2,19 +2,19 @@ import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import { AdminService, ApiKeyMode, DashboardRole, Decision, type DashboardUserSchema } from '../../gen/paypolicy/v1/admin_pb.js';
-import { decideApproval, describeApproval, listApprovals } from '../app/approvals.js';
-import { authenticateAdmin } from '../auth/credentials.js';
-import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../app/agents.js';
-import { createApiKey, listApiKeys, revokeApiKey } from '../app/apiKeys.js';
+import { decideApproval, describeApproval, listApprovals } from '../app/approvals/approvals.js';
+import { authenticateAdmin } from '../app/accounts/auth/credentials.js';
+import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../app/organizations/agents.js';
+import { createApiKey, listApiKeys, revokeApiKey } from '../app/accounts/apiKeys.js';
 import {
   createDashboardUser, deleteDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
-} from '../app/dashboardUsers.js';
+} from '../app/accounts/dashboardUsers.js';
 import type { DashboardUser } from '../domain/types.js';
 import type { AppDeps } from '../app/deps.js';
-import { listTransactions } from '../app/ledger.js';
-import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations.js';
-import { deleteService, listServices, MAX_LIST_PAGE_BYTES, recordsWithin, serviceRecords, upsertService, type RegistryScope } from '../app/registry.js';
-import { getTreasuryBalances } from '../app/treasury.js';
+import { listTransactions } from '../app/organizations/ledger.js';
+import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations/organizations.js';
+import { deleteService, listServices, MAX_LIST_PAGE_BYTES, recordsWithin, serviceRecords, upsertService, type RegistryScope } from '../app/registry/registry.js';
+import { getTreasuryBalances } from '../app/organizations/treasury.js';
 import { invalidArgument } from '../domain/errors.js';
 import type { OperatorPrincipal } from '../domain/types.js';
 import {
@@ -26,9 +26,9 @@ import {
   serviceFromProto,
   serviceToProto,
   transactionToProto,
-} from '../contract/messages.js';
-import { treasuryBalancesToProto } from '../contract/treasury.js';
-import { agentStatus, approvalStatus, transactionStatus, type EnumCodec } from '../contract/enums.js';
+} from '../protoMapping/messages.js';
+import { treasuryBalancesToProto } from '../protoMapping/treasury.js';
+import { agentStatus, approvalStatus, transactionStatus, type EnumCodec } from '../protoMapping/enums.js';
 import { pageOf } from './pages.js';
 
 /** The registry scope an operator request names: an organization's private records, or the shared ones. */

@@ -2,7 +2,7 @@ import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import { OVERLOADED_RETRY_AFTER_SECONDS, toDomainError, type ErrorKind } from '../domain/errors.js';
 import { requestLoggerKey } from './context.js';
-import { errorInfo } from '../contract/errors.js';
+import { errorInfo } from '../protoMapping/errors.js';
 import { ErrorInfoSchema } from '../../gen/paypolicy/v1/error_pb.js';
 
 /** DomainError kind → Connect code: the only place the RPC transport decides a code. */

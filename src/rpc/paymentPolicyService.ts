@@ -1,24 +1,24 @@
 import type { ServiceImpl, HandlerContext } from '@connectrpc/connect';
 import { PaymentPolicyService, PaymentType, type SignRequest } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { AppDeps } from '../app/deps.js';
-import { authenticateApiKey } from '../app/apiKeys.js';
-import { pingAgent } from '../app/ping.js';
-import { resolveServices } from '../app/registry.js';
+import { authenticateApiKey } from '../app/accounts/apiKeys.js';
+import { pingAgent } from '../app/organizations/ping.js';
+import { resolveServices } from '../app/registry/registry.js';
 import type { ApiKeyPrincipal } from '../domain/types.js';
-import { agentSpendToProto, approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../contract/messages.js';
-import { paymentType } from '../contract/enums.js';
-import { SIGN_PAYLOAD_MEMBERS } from '../contract/signPayload.js';
+import { agentSpendToProto, approvalStatusToProto, pingResultToProto, quoteResultToProto, resolveResultToProto, signResultToProto } from '../protoMapping/messages.js';
+import { paymentType } from '../protoMapping/enums.js';
+import { SIGN_PAYLOAD_MEMBERS } from '../protoMapping/signPayload.js';
 import { invalidArgument } from '../domain/errors.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
-import { quotePayment } from '../app/quote.js';
-import { signPayment } from '../app/sign.js';
-import { getApprovalStatus } from '../app/approvals.js';
-import { getAgentSpend } from '../app/agentSpend.js';
+import { quotePayment } from '../app/payments/quote.js';
+import { signPayment } from '../app/payments/sign.js';
+import { getApprovalStatus } from '../app/approvals/approvals.js';
+import { getAgentSpend } from '../app/payments/agentSpend.js';
 import { apiKeyPrincipalKey } from './context.js';
 
 /** Agent-facing RPCs: authenticate, call one use case, map the result. Nothing else. */
 export function createPaymentPolicyService(deps: AppDeps): ServiceImpl<typeof PaymentPolicyService> {
-  // Authenticated once per call: admission (server.ts) leaves the principal in the context; a key
+  // Authenticated once per call: admission (server/server.ts) leaves the principal in the context; a key
   // that did not authenticate there is authenticated here again and gets its 401.
   const principal = async (ctx: HandlerContext): Promise<ApiKeyPrincipal> =>
     ctx.values.get(apiKeyPrincipalKey) ?? authenticateApiKey(deps, ctx.requestHeader.get('authorization'));

@@ -1,8 +1,8 @@
 import { Worker } from 'node:worker_threads';
 import type { Hex } from 'viem';
 import type { SignJob, SignOutput, WorkerRequest, WorkerResponse } from './signJobs.js';
-import { startWorker } from '../workerUrl.js';
-import { createGate, DEFAULT_MAX_QUEUE_MS, DEFAULT_MAX_SIGN_QUEUE, tenantShare } from '../admission.js';
+import { startWorker } from '../singleExecutable/workerFiles.js';
+import { createGate, DEFAULT_MAX_QUEUE_MS, DEFAULT_MAX_SIGN_QUEUE, tenantShare } from '../overload/admission.js';
 
 type Pending = { resolve: (o: SignOutput) => void; reject: (e: Error) => void };
 type Slot = {
@@ -39,7 +39,7 @@ export type SignerPool = {
    * Admits one payment of `orgId` into the signing stage (pre-sign, reservation commit, signing
    * thread, settling commit) and returns its release; throws `overloaded` when `maxQueue` payments
    * are already in it, or when the organization holds its share (`maxQueuePerOrg`, by default
-   * three quarters: admission.ts tenantShare), so one tenant's payments stuck on a slow commit or
+   * three quarters: overload/admission.ts tenantShare), so one tenant's payments stuck on a slow commit or
    * its own flood leave room for the others. Sign calls it before anything is signed or written,
    * so a refusal leaves no trace.
    */

@@ -1,6 +1,6 @@
 import { bytesToHex, encodeFunctionData, getAddress, isAddress, isAddressEqual, isHex, keccak256, maxUint256, stringToBytes, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { MppChallengeParams, MppDetails, Offer, PaymentHeader } from '../probe/offer.js';
+import type { MppChallengeParams, MppDetails, Offer, PaymentHeader } from '../paywalls/offer.js';
 import type { SignJob, SignOutput, TempoFields } from './signJobs.js';
 import { tip20TransferAbi } from './tip20Abi.js';
 
@@ -120,7 +120,7 @@ type MppTransfers = {
 /**
  * Refuses an MPP offer no payment can be built from, whatever the treasury and the time: not
  * tempo/charge in pull mode, an amount that is not positive, a split that leaves the primary
- * recipient nothing, fields that disagree with the offer. Quote runs it too (app/paywall.ts
+ * recipient nothing, fields that disagree with the offer. Quote runs it too (app/payments/paywall.ts
  * requirePayableOffer), so that it never reports as allowed a price sign would refuse.
  */
 export function checkMppOffer(offer: Offer): MppTransfers {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { BaseError, encodeFunctionData, type Address } from 'viem';
 import { createBoundedClient, type ChainRpc } from '../chain/rpc.js';
-import type { Offer } from '../probe/offer.js';
+import type { Offer } from '../paywalls/offer.js';
 import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, type TempoFees } from './tempo.js';
 import { tip20TransferAbi } from './tip20Abi.js';
 

@@ -45,7 +45,7 @@ export function createTreasuryVault(
     },
     /**
      * A new key, sealed with the master key for `orgId`: only its address and ciphertext leave; the
-     * caller inserts them in its write transaction (app/organizations.ts provisionTreasury).
+     * caller inserts them in its write transaction (app/organizations/organizations.ts provisionTreasury).
      */
     seal(orgId: string): { address: string; ciphertext: Buffer } {
       const privateKey = generatePrivateKey();

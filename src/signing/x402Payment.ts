@@ -1,7 +1,7 @@
 import { randomHex32 } from './randomNonce.js';
 import { isAddressEqual, type Address, type Hex } from 'viem';
 import { DomainError, invalidArgument } from '../domain/errors.js';
-import type { Offer, PaymentHeader, X402Details } from '../probe/offer.js';
+import type { Offer, PaymentHeader, X402Details } from '../paywalls/offer.js';
 import { MAX_SIGNED_VALIDITY_SECONDS } from './boundedValidity.js';
 import type { SignJob, SignOutput } from './signJobs.js';
 
@@ -50,7 +50,7 @@ function encodeHeaderJson(value: unknown): string {
 /**
  * Refuses an x402 offer no payment can be built from, whatever the treasury and the time: not an
  * `exact` EIP-3009 offer, no token domain, a price that is not positive, an echoed requirement that
- * disagrees. Quote runs it too (app/paywall.ts requirePayableOffer), so that it never reports as
+ * disagrees. Quote runs it too (app/payments/paywall.ts requirePayableOffer), so that it never reports as
  * allowed a price sign would refuse.
  */
 export function checkX402Offer(offer: Offer): X402Details {

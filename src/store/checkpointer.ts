@@ -1,4 +1,4 @@
-import { startWorker } from '../workerUrl.js';
+import { startWorker } from '../singleExecutable/workerFiles.js';
 
 /** What the main thread asks the checkpoint thread (checkpointWorker.ts). */
 export type CheckpointerRequest = { type: 'catchUp'; id: number; retryMs: number } | { type: 'close' } | { type: 'stop' };

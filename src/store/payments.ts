@@ -37,7 +37,7 @@ export type PaymentRow = TransactionRecord & {
   submitStatus?: ChainState | null;
 };
 
-/** A submitted raw transaction the tracker follows (app/submit.ts). */
+/** A submitted raw transaction the tracker follows (app/submission/submit.ts). */
 export type InFlightRow = {
   id: string; orgId: string; agentId: string; nonce: number; result: string; txHash: string | null;
   submitStatus: 'submitted' | 'dropped' | 'replaced'; broadcastAt: number | null; reason: string;

@@ -1,7 +1,7 @@
 /**
  * Most bytes of registry summaries (slugs, names, categories, docs URLs and payment-method JSON)
  * the organizations' scopes may keep in memory together. One organization's scope is at most its
- * registry bound (4 MiB of records, app/registry.ts) and in practice a few KiB, so thousands of
+ * registry bound (4 MiB of records, app/registry/registry.ts) and in practice a few KiB, so thousands of
  * organizations fit, and no number of them, nor any one's registry, grows the process past this.
  */
 export const REGISTRY_CACHE_BYTES = 16 * 1024 * 1024;

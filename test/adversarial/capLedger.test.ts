@@ -1,7 +1,7 @@
 import { getAddress, parseTransaction, recoverTransactionAddress, recoverTypedDataAddress, type Address, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
-import { sweepExpiredApprovals } from '../../src/app/approvals.js';
+import { sweepExpiredApprovals } from '../../src/app/approvals/approvals.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { sqliteBuckets } from '../helpers/capBuckets.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, usdToMicros, type SignBody, type WireAuthorization } from '../helpers/payments.js';

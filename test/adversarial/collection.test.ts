@@ -4,7 +4,7 @@ import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator';
 import { getAddress, type Address } from 'viem';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
-import { sweepExpiredApprovals } from '../../src/app/approvals.js';
+import { sweepExpiredApprovals } from '../../src/app/approvals/approvals.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { listAllTransactions, postSign, recoverAuthorizationSigner, setPolicy, type SignBody } from '../helpers/payments.js';
 import { PAY_TO, mockEvmChain, startFetchPeer, startX402Peer, v1Requirement, type Peer, type X402Peer } from '../helpers/peers.js';

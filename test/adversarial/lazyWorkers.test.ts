@@ -20,14 +20,14 @@ import { afterAll, expect, test } from 'vitest';
  */
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const FILES = ['auth/passwordHasher.js', 'auth/passwordHashWorker.js', 'workerUrl.js', 'sea/runtime.js'];
+const FILES = ['app/accounts/auth/passwordHasher.js', 'app/accounts/auth/passwordHashWorker.js', 'singleExecutable/workerFiles.js', 'singleExecutable/runtime.js'];
 const dir = mkdtempSync(join(tmpdir(), 'paypolicy-lazy-workers-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const SCRIPT = `
 import { copyFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { hashForAccount, hashForSignIn, passwordHasherState } from './src/auth/passwordHasher.js';
+import { hashForAccount, hashForSignIn, passwordHasherState } from './src/app/accounts/auth/passwordHasher.js';
 const params = { N: 1024, r: 8, p: 1 };
 const out = { errors: [], states: [] };
 process.on('uncaughtException', (e) => { out.uncaught = String(e); });
@@ -39,7 +39,7 @@ const burst = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => (i % 
 out.burst = burst.map((r) => r.status === 'fulfilled' ? 'ok' : r.reason.name);
 out.state = passwordHasherState();
 // The file is back: the next hashes start the thread and succeed.
-copyFileSync(process.argv[2], './src/auth/passwordHashWorker.js');
+copyFileSync(process.argv[2], './src/app/accounts/auth/passwordHashWorker.js');
 out.after = (await Promise.allSettled([hashForSignIn('pw', randomBytes(16), params, 32), hashForAccount('pw', randomBytes(16), params, 32)])).map((r) => r.status);
 out.final = passwordHasherState();
 console.log(JSON.stringify(out));
@@ -50,7 +50,7 @@ test('a hashing thread that cannot start fails only its hash: no sign-in slot le
   for (const f of FILES) {
     const from = join(ROOT, 'dist/src', f);
     if (!existsSync(from)) throw new Error(`${from} is missing: run \`npm run build\` (npm test does)`);
-    if (f === 'auth/passwordHashWorker.js') continue;
+    if (f === 'app/accounts/auth/passwordHashWorker.js') continue;
     mkdirSync(join(dir, 'src', f, '..'), { recursive: true });
     copyFileSync(from, join(dir, 'src', f));
   }
@@ -58,7 +58,7 @@ test('a hashing thread that cannot start fails only its hash: no sign-in slot le
   writeFileSync(join(dir, 'run.mjs'), SCRIPT);
   const env = { ...process.env };
   delete env.PAYPOLICY_TEST_WORKERS_DIR;
-  const out = JSON.parse(execFileSync(process.execPath, ['run.mjs', join(ROOT, 'dist/src/auth/passwordHashWorker.js')], { cwd: dir, env, encoding: 'utf8', timeout: 20_000 }));
+  const out = JSON.parse(execFileSync(process.execPath, ['run.mjs', join(ROOT, 'dist/src/app/accounts/auth/passwordHashWorker.js')], { cwd: dir, env, encoding: 'utf8', timeout: 20_000 }));
   expect(out.uncaught).toBeUndefined();
   // Every sign-in failed for the missing thread, none for a full queue.
   expect(out.errors).toEqual(Array(12).fill('Error'));

@@ -5,7 +5,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PaymentPolicyService, PaymentType } from '../../gen/paypolicy/v1/payment_policy_pb.js';
-import { shareOf } from '../../src/admission.js';
+import { shareOf } from '../../src/overload/admission.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createWalSync } from '../../src/store/walSync.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MAX_PRIVATE_BYTES, MAX_RECORD_BYTES, MAX_RESOLVE_BYTES } from '../../src/app/registry.js';
+import { MAX_PRIVATE_BYTES, MAX_RECORD_BYTES, MAX_RESOLVE_BYTES } from '../../src/app/registry/registry.js';
 import type { ServiceRecord } from '../../src/domain/types.js';
 import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from '../dashboard/helpers.js';
 import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { importServices } from '../../src/app/serviceImport.js';
-import { MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_RECORDS } from '../../src/app/registry.js';
+import { importServices } from '../../src/app/registry/serviceImport.js';
+import { MAX_PRIVATE_BASE_URLS, MAX_PRIVATE_RECORDS } from '../../src/app/registry/registry.js';
 import { OPERATOR, type ServiceRecord } from '../../src/domain/types.js';
 import { serviceRecord } from '../helpers/registry.js';
 import { adminFor, createTenant, type Tenant } from '../helpers/admin.js';

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
 import {
   LOCKOUT_MS, LOGIN_FAILURE_PRUNE_MS, MAX_FAILED_SIGN_INS_PER_ADDRESS, signIn, signInAddressKey,
-} from '../../src/app/dashboardSessions.js';
-import { hashForAccount, MAX_WAITING_SIGN_INS, passwordHasherState } from '../../src/auth/passwordHasher.js';
+} from '../../src/app/accounts/dashboardSessions.js';
+import { hashForAccount, MAX_WAITING_SIGN_INS, passwordHasherState } from '../../src/app/accounts/auth/passwordHasher.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { connectClient } from '../helpers/clients.js';
 import { bearer } from '../helpers/rpc.js';

@@ -3,7 +3,7 @@ import { adminFor } from '../helpers/admin.js';
 import { listAllTransactions, postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
-// The sign path's pre-check reads a remembered committed sum (src/app/policyFacts.ts
+// The sign path's pre-check reads a remembered committed sum (src/app/payments/policyFacts.ts
 // advisoryPolicyFacts) to choose whether to sign before the deciding write. That value is stale
 // by design; these payments are built so that it says "allowed" while the ledger says "over the
 // cap": the deciding write must still refuse, with no signature handed out and the cap exact.

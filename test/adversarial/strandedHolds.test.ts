@@ -2,7 +2,7 @@ import { getAddress, parseTransaction, recoverTransactionAddress, type Address, 
 import { ApprovalStatus } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
-import { sweepExpiredApprovals } from '../../src/app/approvals.js';
+import { sweepExpiredApprovals } from '../../src/app/approvals/approvals.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { postSign, recoverAuthorizationSigner, setPolicy, type SignBody, type WireAuthorization } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

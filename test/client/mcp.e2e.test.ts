@@ -9,7 +9,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Decision } from '../../gen/paypolicy/v1/admin_pb.js';
-import { MAX_RECORD_BYTES, MAX_RESOLVE_BYTES } from '../../src/app/registry.js';
+import { MAX_RECORD_BYTES, MAX_RESOLVE_BYTES } from '../../src/app/registry/registry.js';
 import { adminFor, createAgent, upsertService, type Admin } from '../helpers/admin.js';
 import { listAllTransactions, setPolicy } from '../helpers/payments.js';
 import { sizedRecord } from '../helpers/registry.js';

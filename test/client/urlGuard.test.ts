@@ -57,6 +57,6 @@ describe('addressPolicy copy', () => {
   test('behavior: the client package ships the server probe\'s address policy unchanged', () => {
     // The client cannot import server code (it installs alone), so it carries a copy; they must not drift.
     const read = (p: string) => readFileSync(new URL(p, import.meta.url), 'utf8');
-    expect(read('../../clients/typescript/src/mcp/addressPolicy.ts')).toBe(read('../../src/probe/addressPolicy.ts'));
+    expect(read('../../clients/typescript/src/mcp/addressPolicy.ts')).toBe(read('../../src/paywalls/addressPolicy.ts'));
   });
 });

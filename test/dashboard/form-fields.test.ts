@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { approvalStatus as approvalStatusCodec, agentStatus as agentStatusCodec } from '../../src/contract/enums.js';
+import { approvalStatus as approvalStatusCodec, agentStatus as agentStatusCodec } from '../../src/protoMapping/enums.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
 import { postSign, setPolicy } from '../helpers/payments.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { agentStatus as agentStatusCodec, approvalStatus as approvalStatusCodec } from '../../src/contract/enums.js';
+import { agentStatus as agentStatusCodec, approvalStatus as approvalStatusCodec } from '../../src/protoMapping/enums.js';
 import { Code } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService, DashboardRole } from '../../gen/paypolicy/v1/admin_pb.js';

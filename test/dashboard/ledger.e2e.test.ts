@@ -25,7 +25,7 @@ const MIN = 60_000;
 const DAY = 24 * 60 * MIN;
 const PASSWORD = 'ledger-passphrase-42';
 const OWNER = 'olivia@example.com';
-/** Pings record a row at most once per agent per 10 minutes (app/ping.ts); these are further apart. */
+/** Pings record a row at most once per agent per 10 minutes (app/organizations/ping.ts); these are further apart. */
 const PING_GAP = 11 * MIN;
 const LAPTOPS = [{ width: 1280, height: 800 }, { width: 1440, height: 900 }, { width: 1920, height: 1080 }];
 const PHONE = { width: 390, height: 844 };

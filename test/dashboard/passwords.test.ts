@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { hashPassword, validateNewPassword, verifyPassword } from '../../src/app/dashboardPasswords.js';
+import { hashPassword, validateNewPassword, verifyPassword } from '../../src/app/accounts/dashboardPasswords.js';
 import { DomainError } from '../../src/domain/errors.js';
 
 describe('hashPassword', () => {

@@ -3,13 +3,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { ROLE_PERMISSIONS, roleAllows } from '../../src/app/dashboardRoles.js';
+import { ROLE_PERMISSIONS, roleAllows } from '../../src/app/accounts/dashboardRoles.js';
 import {
   LOCKOUT_MS, MAX_FAILED_SIGN_INS, SESSION_TTL_MS, authenticateSession, csrfTokenMatches, signIn, signOut,
-} from '../../src/app/dashboardSessions.js';
-import { createDashboardUser, listDashboardUsers } from '../../src/app/dashboardUsers.js';
+} from '../../src/app/accounts/dashboardSessions.js';
+import { createDashboardUser, listDashboardUsers } from '../../src/app/accounts/dashboardUsers.js';
 import type { AppDeps } from '../../src/app/deps.js';
-import { createOrganization } from '../../src/app/organizations.js';
+import { createOrganization } from '../../src/app/organizations/organizations.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { OPERATOR } from '../../src/domain/types.js';
 import { openStore, type Store } from '../../src/store/store.js';

@@ -1,8 +1,8 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { signIn } from '../../src/app/dashboardSessions.js';
-import { resetDashboardUserPassword } from '../../src/app/dashboardUsers.js';
-import { MAX_ACCOUNT_HASHES_PER_ORG } from '../../src/auth/passwordHasher.js';
+import { signIn } from '../../src/app/accounts/dashboardSessions.js';
+import { resetDashboardUserPassword } from '../../src/app/accounts/dashboardUsers.js';
+import { MAX_ACCOUNT_HASHES_PER_ORG } from '../../src/app/accounts/auth/passwordHasher.js';
 import { toDomainError } from '../../src/domain/errors.js';
 import { OPERATOR, type Principal } from '../../src/domain/types.js';
 import { adminFor, type Admin } from '../helpers/admin.js';

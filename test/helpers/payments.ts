@@ -2,7 +2,7 @@ import { recoverTypedDataAddress, type Address, type Hex } from 'viem';
 import type { Admin } from './admin.js';
 import { rest, type RestResult } from './server.js';
 import type { TransactionState } from '../../src/domain/transactionState.js';
-import { transactionStatus } from '../../src/contract/enums.js';
+import { transactionStatus } from '../../src/protoMapping/enums.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { Transaction } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { SignRequestSchema } from '../../gen/paypolicy/v1/payment_policy_pb.js';

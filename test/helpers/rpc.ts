@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 
 /**
  * Call options carrying the admin token. `connection: close` keeps the test from leaving idle
- * keep-alive sockets behind: server.ts cannot close those on stop() (see test/shutdown.test.ts),
+ * keep-alive sockets behind: server/server.ts cannot close those on stop() (see test/shutdown.test.ts),
  * so each one would add the full grace period plus one second to every close().
  */
 export function bearer(token: string): { headers: Record<string, string> } {

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AppDeps } from '../../src/app/deps.js';
-import { createLogger } from '../../src/logger.js';
-import { createOfferCache } from '../../src/probe/offerCache.js';
-import { defaultSafeFetchOptions } from '../../src/probe/safeFetch.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createOfferCache } from '../../src/paywalls/offerCache.js';
+import { defaultSafeFetchOptions } from '../../src/paywalls/safeFetch.js';
 import type { SignerPool } from '../../src/signing/signerPool.js';
 import { createTempoFeeSource } from '../../src/signing/tempoFees.js';
 import { createTreasuryVault } from '../../src/signing/treasury.js';

@@ -8,7 +8,7 @@ import { tempoModerato } from 'viem/chains';
 import { Abis, Transaction } from 'viem/tempo';
 import { describe, expect, test } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
-import type { MppChallengeParams, MppChargeRequest, Offer } from '../../src/probe/offer.js';
+import type { MppChallengeParams, MppChargeRequest, Offer } from '../../src/paywalls/offer.js';
 import { loadSigningKey, runSignJob } from '../../src/signing/signJob.js';
 import type { SignJob } from '../../src/signing/signJobs.js';
 import { DEFAULT_TEMPO_FEES, MAX_TEMPO_FEE, attributionMemo, prepareMppPayment } from '../../src/signing/tempo.js';

@@ -11,7 +11,7 @@ import { getAddress, verifyTypedData, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
-import type { Offer } from '../../src/probe/offer.js';
+import type { Offer } from '../../src/paywalls/offer.js';
 import { loadSigningKey, runSignJob } from '../../src/signing/signJob.js';
 import { prepareX402Payment } from '../../src/signing/x402Payment.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { MAX_FAILED_SIGN_INS } from '../../src/app/dashboardSessions.js';
+import { MAX_FAILED_SIGN_INS } from '../../src/app/accounts/dashboardSessions.js';
 import { createUser, dashboardFetch, signInForm, type HttpSession } from '../dashboard/helpers.js';
 import { startCluster, type Cluster } from '../helpers/replicas.js';
 

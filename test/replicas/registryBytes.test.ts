@@ -1,7 +1,7 @@
 import { ConnectError } from '@connectrpc/connect';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { MAX_PRIVATE_BYTES, MAX_RECORD_BYTES } from '../../src/app/registry.js';
-import { serviceFromProto } from '../../src/contract/messages.js';
+import { MAX_PRIVATE_BYTES, MAX_RECORD_BYTES } from '../../src/app/registry/registry.js';
+import { serviceFromProto } from '../../src/protoMapping/messages.js';
 import { recordBytes } from '../../src/domain/recordBytes.js';
 import type { ServiceRecord } from '../../src/domain/types.js';
 import { createTenant } from '../helpers/admin.js';

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
-import { generateApiKey } from '../../src/auth/credentials.js';
+import { generateApiKey } from '../../src/app/accounts/auth/credentials.js';
 import { openStore } from '../../src/store/store.js';
 
 /**
- * The deciding write re-reads the paying API key (app/decide.ts, app/replay.ts: `getForUse`) so a
+ * The deciding write re-reads the paying API key (app/payments/decide.ts, app/payments/replay.ts: `getForUse`) so a
  * revocation committed after the request was authenticated binds it. On SQLite that read is
  * answered from the record the authentication cached (store/apiKeys.ts), which holds only while
  * every revocation empties the cache before its UPDATE and nothing refills it from a reader that

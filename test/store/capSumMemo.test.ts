@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
-import { CAP_WINDOW_MS } from '../../src/app/policyFacts.js';
+import { CAP_WINDOW_MS } from '../../src/app/payments/policyFacts.js';
 import { createCapRowsMover } from '../../src/store/capRows.js';
 import { writeTxn } from '../../src/store/db.js';
 import { openStore } from '../../src/store/store.js';

@@ -1,9 +1,9 @@
 import pino from 'pino';
 import { describe, expect, test } from 'vitest';
-import { accessLog, createLogger, type AccessLine } from '../../src/logger.js';
+import { accessLog, createLogger, type AccessLine } from '../../src/observability/logger.js';
 
 /**
- * The access line is built by hand for speed (src/logger.ts); it must stay the line pino writes
+ * The access line is built by hand for speed (src/observability/logger.ts); it must stay the line pino writes
  * for the same fields, and valid JSON for any field the server can hand it.
  */
 function lines(level: 'info' | 'warn' = 'info') {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/observability/logger.js';
 import { watchClockAgreement } from '../../src/observability/clockAgreement.js';
 
 const DAY_MS = 86_400_000;

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { authenticateApiKey } from '../../src/app/apiKeys.js';
+import { authenticateApiKey } from '../../src/app/accounts/apiKeys.js';
 import {
   authenticateAdmin,
   bearerToken,
@@ -11,7 +11,7 @@ import {
   generateApiKey,
   hashSecret,
   validateAdminToken,
-} from '../../src/auth/credentials.js';
+} from '../../src/app/accounts/auth/credentials.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { openStore, type Store } from '../../src/store/store.js';
 import { testDeps } from '../helpers/testDeps.js';

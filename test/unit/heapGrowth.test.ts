@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { transformSync } from 'esbuild';
 import { describe, expect, test } from 'vitest';
-import { HEAP_GROWING_PERCENT, limitHeapGrowth } from '../../src/heapGrowth.js';
+import { HEAP_GROWING_PERCENT, limitHeapGrowth } from '../../src/server/heapGrowth.js';
 
 /**
  * limitHeapGrowth sets a V8 flag after V8 has started; these tests check, in fresh node
@@ -11,9 +11,9 @@ import { HEAP_GROWING_PERCENT, limitHeapGrowth } from '../../src/heapGrowth.js';
  * run time would fail here rather than silently bring back the old resident memory).
  */
 
-/** src/heapGrowth.ts as a module a child process can import (type-stripped, no build needed). */
+/** src/server/heapGrowth.ts as a module a child process can import (type-stripped, no build needed). */
 function moduleUrl(): string {
-  const source = readFileSync(new URL('../../src/heapGrowth.ts', import.meta.url), 'utf8');
+  const source = readFileSync(new URL('../../src/server/heapGrowth.ts', import.meta.url), 'utf8');
   const { code } = transformSync(source, { loader: 'ts', format: 'esm' });
   return `data:text/javascript,${encodeURIComponent(code)}`;
 }

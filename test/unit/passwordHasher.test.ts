@@ -3,7 +3,7 @@ import { threadId } from 'node:worker_threads';
 import { afterAll, describe, expect, test, vi } from 'vitest';
 import {
   hashForAccount, hashForSignIn, MAX_ACCOUNT_HASHES_PER_ORG, PASSWORD_THREAD_IDLE_MS, PasswordHasherBusyError, passwordHasherState, setPasswordThreadIdleMs,
-} from '../../src/auth/passwordHasher.js';
+} from '../../src/app/accounts/auth/passwordHasher.js';
 
 /**
  * The password-hashing thread stops when idle and starts again on the next hash (real worker

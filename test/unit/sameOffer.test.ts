@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import type { Address } from 'viem';
-import { offerPayees, sameOffer } from '../../src/app/paywall.js';
-import type { Offer } from '../../src/probe/offer.js';
+import { offerPayees, sameOffer } from '../../src/app/payments/paywall.js';
+import type { Offer } from '../../src/paywalls/offer.js';
 
 /**
  * sameOffer decides whether an approved paywall payment may be signed against the challenge the

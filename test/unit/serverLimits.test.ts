@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { defaultMaxConnections, headersTimeoutMs, http1Timeouts, resolveServerLimits } from '../../src/serverLimits.js';
+import { defaultMaxConnections, headersTimeoutMs, http1Timeouts, resolveServerLimits } from '../../src/server/limits.js';
 
 describe('resolveServerLimits', () => {
   test('behavior: defaults stay within the bounds the service promises', () => {

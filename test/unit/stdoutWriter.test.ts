@@ -1,6 +1,6 @@
 import { writeSync } from 'node:fs';
 import { describe, test } from 'vitest';
-import { bufferedStdout, MAX_WAITING_BYTES, type StdoutIo } from '../../src/logger.js';
+import { bufferedStdout, MAX_WAITING_BYTES, type StdoutIo } from '../../src/observability/logger.js';
 
 /**
  * The stdout writer under write failures a test cannot make a real disk produce without

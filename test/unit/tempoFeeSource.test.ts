@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
-import { createLogger } from '../../src/logger.js';
-import type { Offer } from '../../src/probe/offer.js';
+import { createLogger } from '../../src/observability/logger.js';
+import type { Offer } from '../../src/paywalls/offer.js';
 import { DEFAULT_TEMPO_FEES } from '../../src/signing/tempo.js';
 import { createTempoFeeSource } from '../../src/signing/tempoFees.js';
 import { createChainRpc } from '../../src/chain/rpc.js';

@@ -1,23 +1,23 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { getAgentSpend } from '../../src/app/agentSpend.js';
-import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../../src/app/agents.js';
-import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/apiKeys.js';
-import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals.js';
+import { getAgentSpend } from '../../src/app/payments/agentSpend.js';
+import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
+import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/accounts/apiKeys.js';
+import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals/approvals.js';
 import {
   createDashboardUser, deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
-} from '../../src/app/dashboardUsers.js';
+} from '../../src/app/accounts/dashboardUsers.js';
 import type { AppDeps } from '../../src/app/deps.js';
-import { listTransactions } from '../../src/app/ledger.js';
-import { createOrganization, getOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../../src/app/organizations.js';
-import { getTreasuryBalances } from '../../src/app/treasury.js';
-import { pingAgent } from '../../src/app/ping.js';
-import { quotePayment } from '../../src/app/quote.js';
-import { deleteService, findVisibleService, listServices, resolveServices, serviceRecords, upsertService, visibleServices } from '../../src/app/registry.js';
-import { importServices } from '../../src/app/serviceImport.js';
-import { signPayment } from '../../src/app/sign.js';
-import { summarizeSpend } from '../../src/app/spend.js';
+import { listTransactions } from '../../src/app/organizations/ledger.js';
+import { createOrganization, getOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../../src/app/organizations/organizations.js';
+import { getTreasuryBalances } from '../../src/app/organizations/treasury.js';
+import { pingAgent } from '../../src/app/organizations/ping.js';
+import { quotePayment } from '../../src/app/payments/quote.js';
+import { deleteService, findVisibleService, listServices, resolveServices, serviceRecords, upsertService, visibleServices } from '../../src/app/registry/registry.js';
+import { importServices } from '../../src/app/registry/serviceImport.js';
+import { signPayment } from '../../src/app/payments/sign.js';
+import { summarizeSpend } from '../../src/app/payments/spend.js';
 import { toDomainError } from '../../src/domain/errors.js';
 import {
   OPERATOR, type ApiKeyPrincipal, type DashboardRole, type DashboardUserPrincipal, type Principal, type ServiceRecord,
@@ -192,7 +192,7 @@ const NOT_USE_CASES: Record<string, string> = {
   saveService: 'helper of upsertService/importServices inside their write (checks the scope itself)',
   requireRegistryRoom: 'helper of upsertService/importServices inside their write',
   registryUsageBefore: 'helper of upsertService/importServices inside their write', recordsWithin: 'pure',
-  // the steps of signPayment (app/sign.ts split by job), each called after its scope check
+  // the steps of signPayment (app/payments/sign.ts split by job), each called after its scope check
   decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
   intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
   recheckProbed: 'helper of signPayment', storedNetworkFee: 'pure',

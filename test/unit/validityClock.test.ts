@@ -1,10 +1,10 @@
 import { getAddress, recoverTypedDataAddress, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { describe, expect, test } from 'vitest';
-import { offerToJson } from '../../src/app/paywall.js';
-import { preparePayment, type ParsedStored, type StoredPaywallRequest } from '../../src/app/preparePayment.js';
-import type { StoredRequest } from '../../src/app/signedPayment.js';
-import type { Offer } from '../../src/probe/offer.js';
+import { offerToJson } from '../../src/app/payments/paywall.js';
+import { preparePayment, type ParsedStored, type StoredPaywallRequest } from '../../src/app/payments/preparePayment.js';
+import type { StoredRequest } from '../../src/app/payments/signedPayment.js';
+import type { Offer } from '../../src/paywalls/offer.js';
 import { assertBoundedValidity } from '../../src/signing/boundedValidity.js';
 import { loadSigningKey, runSignJob } from '../../src/signing/signJob.js';
 import type { SignJob } from '../../src/signing/signJobs.js';

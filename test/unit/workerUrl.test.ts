@@ -2,11 +2,11 @@ import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { once } from 'node:events';
 import { describe, expect, test } from 'vitest';
-import { startWorker, WORKER_YOUNG_GENERATION_MB, workerUrl } from '../../src/workerUrl.js';
+import { startWorker, WORKER_YOUNG_GENERATION_MB, workerUrl } from '../../src/singleExecutable/workerFiles.js';
 
 describe('workerUrl', () => {
   test('behavior: under the tests, workers started by source modules are bundled from src/ by this run, never taken from dist/', () => {
-    for (const [file, dir] of [['signerWorker.js', 'signing'], ['checkpointWorker.js', 'store'], ['passwordHashWorker.js', 'auth']] as const) {
+    for (const [file, dir] of [['signerWorker.js', 'signing'], ['checkpointWorker.js', 'store'], ['passwordHashWorker.js', 'app/accounts/auth']] as const) {
       const from = new URL(`../../src/${dir}/anything.ts`, import.meta.url).href;
       const url = workerUrl(file, from, dir);
       const path = fileURLToPath(url);

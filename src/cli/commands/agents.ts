@@ -13,7 +13,7 @@ import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
-import { agentStatus } from '../../contract/enums.js';
+import { agentStatus } from '../../protoMapping/enums.js';
 import { AGENT_STATUSES } from '../../domain/validate.js';
 import { allPages } from './pages.js';
 

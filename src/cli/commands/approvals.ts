@@ -9,7 +9,7 @@ import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
-import { APPROVAL_STATES, approvalStatus } from '../../contract/enums.js';
+import { APPROVAL_STATES, approvalStatus } from '../../protoMapping/enums.js';
 import { allPages } from './pages.js';
 
 /** The most the payment can cost in network fees on top of its amount, as the server reported it. */

@@ -8,7 +8,7 @@ import {
 import { commandOutput, type Command } from '../command.js';
 import type { Flags } from '../parseFlags.js';
 import { allPages } from './pages.js';
-import { APPROVAL_WINDOW_SECONDS } from '../../app/organizations.js';
+import { APPROVAL_WINDOW_SECONDS } from '../../app/organizations/organizations.js';
 import { UsageError } from '../errors.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';

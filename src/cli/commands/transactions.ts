@@ -1,7 +1,7 @@
 import { ListTransactionsResponseSchema, type Transaction } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { commandOutput, type Command } from '../command.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
-import { chainStatus, transactionStatus } from '../../contract/enums.js';
+import { chainStatus, transactionStatus } from '../../protoMapping/enums.js';
 import { optionalChoice, optionalInteger, optionalTime } from '../flagValues.js';
 import { formatList, formatTime, formatUsdText } from '../render.js';
 

@@ -1,9 +1,9 @@
-import { listAgents } from '../../app/agents.js';
-import { decideApproval, describeApproval, listApprovals, type ApprovalView } from '../../app/approvals.js';
-import { roleAllows } from '../../app/dashboardRoles.js';
+import { listAgents } from '../../app/organizations/agents.js';
+import { decideApproval, describeApproval, listApprovals, type ApprovalView } from '../../app/approvals/approvals.js';
+import { roleAllows } from '../../app/accounts/dashboardRoles.js';
 import type { AppDeps } from '../../app/deps.js';
-import { visibleServices } from '../../app/registry.js';
-import type { SessionContext } from '../../app/dashboardSessions.js';
+import { visibleServices } from '../../app/registry/registry.js';
+import type { SessionContext } from '../../app/accounts/dashboardSessions.js';
 import type { DashboardUserPrincipal } from '../../domain/types.js';
 import { checksum, duration, iso, shortAddress, usd, utc, wei } from '../format.js';
 import { html, type Html } from '../html.js';

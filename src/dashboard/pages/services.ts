@@ -1,7 +1,7 @@
-import { roleAllows } from '../../app/dashboardRoles.js';
+import { roleAllows } from '../../app/accounts/dashboardRoles.js';
 import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
-import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry.js';
-import { importServices } from '../../app/serviceImport.js';
+import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry/registry.js';
+import { importServices } from '../../app/registry/serviceImport.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { RegisteredService, ServiceRecord, ServiceSummary } from '../../domain/types.js';
 import { html, safeHref, type Html } from '../html.js';

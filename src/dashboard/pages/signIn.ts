@@ -1,6 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { signIn, SESSION_TTL_MS } from '../../app/dashboardSessions.js';
+import { signIn, SESSION_TTL_MS } from '../../app/accounts/dashboardSessions.js';
 import { toDomainError } from '../../domain/errors.js';
 import { html, type Html } from '../html.js';
 import { cookie, readCookies, type NodeRequest } from '../http.js';

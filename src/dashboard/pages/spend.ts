@@ -1,5 +1,5 @@
-import { summarizeSpend, type AgentSpend } from '../../app/spend.js';
-import { getTreasuryBalances } from '../../app/treasury.js';
+import { summarizeSpend, type AgentSpend } from '../../app/payments/spend.js';
+import { getTreasuryBalances } from '../../app/organizations/treasury.js';
 import { capBar, capLegend, cumulativeChart, dailyChart } from '../charts.js';
 import { usd } from '../format.js';
 import { html } from '../html.js';

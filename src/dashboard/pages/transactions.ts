@@ -1,6 +1,6 @@
-import { listAgents } from '../../app/agents.js';
-import { listApprovals } from '../../app/approvals.js';
-import { listTransactions, type ListTransactionsInput } from '../../app/ledger.js';
+import { listAgents } from '../../app/organizations/agents.js';
+import { listApprovals } from '../../app/approvals/approvals.js';
+import { listTransactions, type ListTransactionsInput } from '../../app/organizations/ledger.js';
 import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
 import { TRANSACTION_STATES } from '../../domain/transactionState.js';
@@ -21,7 +21,7 @@ const PAGE_SIZE = 50;
 const MAX_EXPORT_ROWS = 100_000;
 /**
  * Ledger rows one page view reads at most while it skips hidden pings. Agents that only ping add
- * up to one row each per 10 minutes (app/ping.ts), so a quiet day can be a long run of them.
+ * up to one row each per 10 minutes (app/organizations/ping.ts), so a quiet day can be a long run of them.
  */
 const MAX_SCANNED = 2_000;
 
@@ -33,7 +33,7 @@ function readFilters(url: URL): Filters {
   return { agent: q('agent'), status: q('status'), from: q('from'), to: q('to'), pings: q('pings') === '1' ? '1' : '' };
 }
 
-/** An agent's health check: a $0.00 `recorded` row (app/ping.ts). */
+/** An agent's health check: a $0.00 `recorded` row (app/organizations/ping.ts). */
 function isPing(t: TransactionRecord): boolean {
   return t.type === 'ping';
 }
@@ -83,7 +83,7 @@ function recipientCell(t: TransactionRecord): Renderable {
   return html`${address}${t.serviceSlug !== '' && html`<div class="service"><span class="hint">service</span> ${t.serviceSlug}</div>`}`;
 }
 
-/** What a person's approval recorded (app/approvals.ts decideApproval). */
+/** What a person's approval recorded (app/approvals/approvals.ts decideApproval). */
 type Approval = { decidedBy: string; decidedAt: number | null; note: string };
 
 /**

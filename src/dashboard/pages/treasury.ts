@@ -1,4 +1,4 @@
-import type { ChainBalance, TreasuryBalances } from '../../app/treasury.js';
+import type { ChainBalance, TreasuryBalances } from '../../app/organizations/treasury.js';
 import { formatEth } from '../../chain/balances.js';
 import { checksum, usd } from '../format.js';
 import { html } from '../html.js';

@@ -1,6 +1,6 @@
-import { roleAllows } from '../../app/dashboardRoles.js';
-import { MIN_PASSWORD_LENGTH } from '../../app/dashboardPasswords.js';
-import { deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser } from '../../app/dashboardUsers.js';
+import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { MIN_PASSWORD_LENGTH } from '../../app/accounts/dashboardPasswords.js';
+import { deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser } from '../../app/accounts/dashboardUsers.js';
 import type { DashboardUser } from '../../domain/types.js';
 import { utc } from '../format.js';
 import { html, type Renderable } from '../html.js';

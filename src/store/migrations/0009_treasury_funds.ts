@@ -1,5 +1,5 @@
 /**
- * The treasury balance check (app/treasury.ts) sums, inside the write that reserves each raw
+ * The treasury balance check (app/organizations/treasury.ts) sums, inside the write that reserves each raw
  * transaction's nonce, the raw transactions of one (organization, chain) whose nonce the chain has
  * not mined yet (store/treasuryFunds.ts). Only raw transactions hold a nonce, so a partial index
  * on them keeps that a short range scan instead of a walk over the organization's whole ledger.

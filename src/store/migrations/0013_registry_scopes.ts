@@ -1,7 +1,7 @@
 /**
  * What one organization's registry holds, countable without reading its records: each record's
  * number of base URLs (payment methods with a base URL) in `base_urls`, written by the store with
- * the record, so the bounds on an organization's private records (app/registry.ts) are checked
+ * the record, so the bounds on an organization's private records (app/registry/registry.ts) are checked
  * inside the write queue by summing one integer per record, not by parsing every record's JSON.
  * PostgreSQL's twin (../pg/migrations/0013_registry_scopes.ts) also adds the per-scope versions its
  * replicas check their cached attribution index against; a SQLite database has one writer, this

@@ -112,7 +112,7 @@ export async function openPgBackend(options: PgStoreOptions) {
  * here misses, starts a read, and the request is refused as `treasury_not_provisioned` until that
  * read lands (milliseconds; also every second in the background). The ciphertext stays sealed
  * here; only the vault opens it. New treasuries are inserted through the write transaction
- * (app/organizations.ts provisionTreasury), never through this object.
+ * (app/organizations/organizations.ts provisionTreasury), never through this object.
  */
 export function createPgTreasuryKeys(pool: pg.Pool, everyMs = 1_000) {
   const keys = new Map<string, { address: string; ciphertext: Buffer }>();

@@ -107,7 +107,7 @@ const DECISION_TIME = `COALESCE((SELECT a.decided_at FROM approvals a WHERE a.id
 const STALE = `status = 'signing' AND updated_at < $1`;
 
 /**
- * The start-up repair of a single process (app/maintenance.ts repairInterrupted), made safe while
+ * The start-up repair of a single process (app/submission/maintenance.ts repairInterrupted), made safe while
  * other replicas are signing: only rows in `signing` last moved before `cutoff` are touched, older
  * than any signature in progress can be (a payment waits at most --max-queue-ms for a signing
  * thread, and signs in milliseconds). Such a row was left by a replica that died (or lost the

@@ -3,7 +3,7 @@ import type pg from 'pg';
 /**
  * Chain conflicts shared by the replicas of one database. A conflict is an (organization, chain)
  * where a transaction paypolicy did not sign used one of the treasury's nonces: another signer holds
- * the key, and nothing more is signed or submitted there as a raw transaction (app/submit.ts,
+ * the key, and nothing more is signed or submitted there as a raw transaction (app/submission/submit.ts,
  * deps.chainConflicts) until an operator stops that signer and restarts paypolicy. On SQLite the
  * one process that saw it refuses; with replicas, the one that saw it (the tracker runs on one
  * replica at a time) must make every other replica refuse too.
@@ -16,7 +16,7 @@ import type pg from 'pg';
  */
 
 const PREFIX = 'chain_conflict:';
-/** A pair key holds a NUL separator (app/submit.ts pairKey), which TEXT cannot store: base64url in the row key. */
+/** A pair key holds a NUL separator (app/submission/submit.ts pairKey), which TEXT cannot store: base64url in the row key. */
 const rowKey = (pair: string) => PREFIX + Buffer.from(pair, 'utf8').toString('base64url');
 const pairOf = (key: string) => Buffer.from(key.slice(PREFIX.length), 'base64url').toString('utf8');
 

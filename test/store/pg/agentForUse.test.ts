@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
 import type { AppDeps } from '../../../src/app/deps.js';
-import { pingAgent } from '../../../src/app/ping.js';
+import { pingAgent } from '../../../src/app/organizations/ping.js';
 import type { Agent, ApiKeyPrincipal } from '../../../src/domain/types.js';
 import type { PaymentRow } from '../../../src/store/payments.js';
 import type { PgTables } from '../../../src/store/pg/asyncTable.js';

@@ -143,7 +143,7 @@ describe('chain conflicts shared by the replicas', () => {
     const maps = pools.map(() => new Map<string, string>());
     const changes: Array<[number, string, string | undefined]> = [];
     const syncs = pools.map((p, i) => createConflictSync(p, maps[i]!, (pair, reason) => changes.push([i, pair, reason])));
-    const pair = 'org_a\u000084532'; // app/submit.ts pairKey: NUL-separated, stored base64url
+    const pair = 'org_a\u000084532'; // app/submission/submit.ts pairKey: NUL-separated, stored base64url
     maps[0]!.set(pair, 'nonce 3 used by a transaction paypolicy did not sign');
     await syncs[0]!.sync();
     await Promise.all(syncs.slice(1).map((x) => x.sync()));

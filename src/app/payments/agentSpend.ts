@@ -1,0 +1,39 @@
+import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
+import type { AppDeps } from '../deps.js';
+import { requireAgentInOrg } from '../organizations/agents.js';
+import { CAP_WINDOW_MS } from './sign.js';
+
+/** What an agent may still spend, counted exactly as the next policy check will count it. */
+export type AgentSpendStatus = {
+  agentId: string;
+  agentName: string;
+  status: Agent['status'];
+  /** The rolling window of the cap, in milliseconds (24 hours). */
+  windowMs: number;
+  spendCapMicros: bigint;
+  /** Signed, being signed, approved and pending payments inside the window. */
+  committedMicros: bigint;
+  /** Cap minus committed, never below zero. */
+  remainingMicros: bigint;
+  approvalThresholdMicros: bigint;
+  /** The instant the window ends at (epoch milliseconds). */
+  asOf: number;
+};
+
+/**
+ * GET /api/agents/{id}/spend (an extension beyond the wire protocol): an agent's own remaining
+ * budget, for the API key of its organization. Another organization's agent is the same 404 as
+ * an unknown id. A snapshot: the deciding check runs again, atomically, when the agent signs.
+ */
+export async function getAgentSpend(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): Promise<AgentSpendStatus> {
+  const agent = await requireAgentInOrg(deps, principal.orgId, agentId);
+  const now = deps.now();
+  // The same sum the policy check uses (overdue approvals no longer hold the cap).
+  const committed = await deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
+  const cap = agent.policy.spendCapMicros;
+  return {
+    agentId: agent.id, agentName: agent.name, status: agent.status, windowMs: CAP_WINDOW_MS,
+    spendCapMicros: cap, committedMicros: committed, remainingMicros: cap > committed ? cap - committed : 0n,
+    approvalThresholdMicros: agent.policy.approvalThresholdMicros, asOf: now,
+  };
+}
