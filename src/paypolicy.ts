@@ -15,9 +15,12 @@ import { createGate, DEFAULT_MAX_PROBES, DEFAULT_MAX_SIGN_QUEUE, shareOf } from 
 import { createOfferCache } from './paywalls/offerCache.js';
 import { createTempoFeeSource } from './signing/tempoFees.js';
 import { createChainRpc } from './chain/rpc.js';
-import { DEFAULT_TRACKING, startSubmitter } from './app/submission/submit.js';
+import { createSubmitter, DEFAULT_TRACKING, startSubmitter } from './app/submission/submit.js';
+import { SignsInFlight } from './app/signsInFlight.js';
+import { StrandedPayments } from './app/strandedPayments.js';
 import { createTreasuryVault } from './signing/treasury.js';
-import { repairInterrupted, sweepExpiredApprovals } from './app/submission/maintenance.js';
+import { sweepExpiredApprovals } from './app/payments/expiry.js';
+import { repairInterrupted } from './app/submission/maintenance.js';
 import { openStore, type Store } from './store/store.js';
 import { FRAMES_PER_MB } from './store/checkpointer.js';
 import { writeTxn } from './store/db.js';
@@ -108,7 +111,9 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   const chains = createChainRpc(config.rpcUrls);
   const maxProbes = config.maxProbes ?? DEFAULT_MAX_PROBES;
   const deps: AppDeps = {
-    store: appStore, uow, vault, signer, now, validityNow: options.now ?? clock.validityNow, log, inflight: new Map(), stranded: new Map(),
+    store: appStore, uow, vault, signer, now, validityNow: options.now ?? clock.validityNow, log,
+    inflight: new SignsInFlight(),
+    stranded: new StrandedPayments({ uow, now, log, failed: () => appStore.failure() !== undefined }),
     probe: {
       ...defaultSafeFetchOptions, allowHttp: config.dev, allowHosts: new Set(config.probeAllowHosts),
       slots: createGate(maxProbes, 'too many paywall probes in flight', shareOf(maxProbes, config.maxProbesPerOrg)),
@@ -116,8 +121,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource({ chains, legacyUrl: config.tempoRpcUrl }, log),
     chains,
-    nonceSynced: new Set(),
-    chainConflicts: new Map(),
+    submitter: createSubmitter({ chains, uow, log, now }),
   };
   // Nothing can be mid-signature at start-up: such rows were cut off by a crash and never answered.
   // Approved ones become collectable again; the rest fail (app/submission/maintenance.ts repairInterrupted).
@@ -202,15 +206,15 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
   }, sweepEveryMs);
   sweep.unref();
   // Raw transactions the first broadcast did not get accepted (node down or slow) are retried here.
-  const submitter = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS, {
+  const background = startSubmitter(deps, options.submitIntervalMs ?? SUBMIT_INTERVAL_MS, {
     confirmations: config.confirmations ?? DEFAULT_TRACKING.confirmations, replaceAfterMs: config.replaceAfterMs ?? DEFAULT_TRACKING.replaceAfterMs,
   }, pgBackend ? async (job, fn) => void await pgBackend.cluster.once(job, fn) : undefined);
   if (config.rpcUrls && config.rpcUrls.size > 0) log.info({ chains: [...config.rpcUrls.keys()] }, 'raw transactions on these chains are submitted on chain');
   // PostgreSQL: a chain conflict one replica saw stops raw transactions on every replica (store/pg/conflicts.ts).
   let conflictTimer: NodeJS.Timeout | undefined;
   if (pgBackend) {
-    const conflicts = createConflictSync(pgBackend.pool, deps.chainConflicts, (pair, reason) => {
-      deps.nonceSynced.delete(pair);
+    const conflicts = createConflictSync(pgBackend.pool, deps.submitter.conflicts.shared, (pair, reason) => {
+      deps.submitter.nonces.forget(pair);
       log.warn({ pair, reason: reason ?? null }, reason ? 'chain conflict reported by another replica: raw transactions refused there' : 'chain conflict cleared by a replica\'s restart');
     });
     await conflicts.clear().catch((err: Error) => log.warn({ reason: err.message }, 'clearing recorded chain conflicts failed'));
@@ -230,7 +234,7 @@ export async function startPaypolicy(config: Config, options: StartOptions = {})
       stopping ??= (async () => {
         clearInterval(sweep);
         clearInterval(conflictTimer);
-        submitter.stop();
+        background.stop();
         await server.close(graceMs);
         await signer.close();
         try {

@@ -7,6 +7,9 @@ import type { SafeFetchOptions } from '../paywalls/safeFetch.js';
 import type { TempoFeeSource } from '../signing/tempoFees.js';
 import type { UnitOfWork } from './unitOfWork.js';
 import type { ChainRpc } from '../chain/rpc.js';
+import type { SignsInFlight } from './signsInFlight.js';
+import type { StrandedPayments } from './strandedPayments.js';
+import type { Submitter } from './submitter.js';
 
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
@@ -28,32 +31,18 @@ export type AppDeps = {
    */
   validityNow: () => number;
   log: Logger;
-  /**
-   * Sign requests in flight per (agent, Idempotency-Key): concurrent duplicates wait for the first
-   * and then replay its stored outcome, so they never race to create a second transaction.
-   */
-  inflight: Map<string, Promise<unknown>>;
-  /**
-   * Payments (id → reason) left in `signing` because the write that should have ended them (settling
-   * the signature, or releasing the reservation) failed, e.g. on a full disk. The sweep and the
-   * next successful settle release them (sign.ts releaseStranded), so they do not hold the cap
-   * until a restart.
-   */
-  stranded: Map<string, string>;
+  /** Sign requests in flight per (agent, Idempotency-Key); see signsInFlight.ts. */
+  inflight: SignsInFlight;
+  /** Payments a failed write left in `signing`, released once writes succeed again; see strandedPayments.ts. */
+  stranded: StrandedPayments;
   /** Outbound probe settings: SSRF rules, timeouts, the test-only host allow-list. */
   probe: SafeFetchOptions;
   /** Parsed offers reused by quote for 60 s per (organization, url, method). */
   offers: OfferCache;
   /** Gas and fee values for MPP payments: a configured Tempo RPC, else documented defaults. */
   tempoFees: TempoFeeSource;
-  /** Configured EVM RPC endpoints (--rpc-url): raw transactions on these chains are submitted (submit.ts). */
+  /** Configured EVM RPC endpoints (--rpc-url): raw transactions on these chains are submitted (submitter). */
   chains: ChainRpc;
-  /** (organization, chain) pairs whose nonce counter was reconciled with the node's pending nonce in this process. */
-  nonceSynced: Set<string>;
-  /**
-   * (organization, chain) pairs where a transaction that is none of ours used a nonce this ledger
-   * gave out: another process signs for the treasury there. Nothing more is submitted or signed as
-   * a raw transaction there until a restart (docs/onchain.md); value: what was seen.
-   */
-  chainConflicts: Map<string, string>;
+  /** The request path's handle on on-chain submission, with its per-(organization, chain) state; see submitter.ts. */
+  submitter: Submitter;
 };

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { listApprovals } from '../app/approvals/approvals.js';
-import { roleAllows } from '../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../app/dashboardRoles.js';
 import { authenticateSession, sessionPrincipal, signOut } from '../app/accounts/dashboardSessions.js';
 import type { AppDeps } from '../app/deps.js';
 import { getOrganization } from '../app/organizations/organizations.js';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AppDeps } from '../app/deps.js';
-import type { DashboardPermission } from '../app/accounts/dashboardRoles.js';
+import type { DashboardPermission } from '../app/dashboardRoles.js';
 import type { SessionContext } from '../app/accounts/dashboardSessions.js';
 import { toDomainError, type ErrorKind } from '../domain/errors.js';
 import type { DashboardUserPrincipal } from '../domain/types.js';

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppDeps } from '../app/deps.js';
-import type { SignResult } from '../app/payments/signResult.js';
+import type { SignResult } from '../app/payments/settle.js';
 import { toDomainError } from '../domain/errors.js';
 import type { ClockAgreement } from './clockAgreement.js';
 import { createCounterTally, createHistogramTally } from './tally.js';

@@ -25,9 +25,9 @@ import type {
 import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
 import type { PingResult } from '../app/organizations/ping.js';
 import type { ResolveResult } from '../app/registry/registry.js';
-import type { SignResult } from '../app/payments/sign.js';
+import type { SignResult } from '../app/payments/pipeline.js';
 import type { QuoteResult } from '../app/payments/quote.js';
-import type { SignedPayment } from '../app/payments/signedPayment.js';
+import type { SignedPayment } from '../app/payments/signatures.js';
 import { agentStatus, approvalStatus, chainStatus, offerStatus, paymentType, signOutcome, transactionStatus, type ApprovalState } from './enums.js';
 
 /**

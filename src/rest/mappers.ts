@@ -14,7 +14,7 @@ import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
 import type { PingResult } from '../app/organizations/ping.js';
 import type { QuoteResult } from '../app/payments/quote.js';
 import type { ResolveResult } from '../app/registry/registry.js';
-import type { SignResult } from '../app/payments/sign.js';
+import type { SignResult } from '../app/payments/pipeline.js';
 import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, type EnumCodec } from '../protoMapping/enums.js';
 import {
   agentSpendToProto,

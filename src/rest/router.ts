@@ -13,7 +13,7 @@ import { overloaded, type Gate } from '../overload/admission.js';
 import { agentSpendJson, approvalStatusJson, pingJson, quoteJson, resolveJson, signJson } from './mappers.js';
 import { getAgentSpend } from '../app/payments/agentSpend.js';
 import { quotePayment } from '../app/payments/quote.js';
-import { signPayment } from '../app/payments/sign.js';
+import { signPayment } from '../app/payments/pipeline.js';
 import { getApprovalStatus } from '../app/approvals/approvals.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { errorCodeOf, signOutcomeOf, type Metrics } from '../observability/metrics.js';

@@ -11,7 +11,7 @@ import { SIGN_PAYLOAD_MEMBERS } from '../protoMapping/signPayload.js';
 import { invalidArgument } from '../domain/errors.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { quotePayment } from '../app/payments/quote.js';
-import { signPayment } from '../app/payments/sign.js';
+import { signPayment } from '../app/payments/pipeline.js';
 import { getApprovalStatus } from '../app/approvals/approvals.js';
 import { getAgentSpend } from '../app/payments/agentSpend.js';
 import { apiKeyPrincipalKey } from './context.js';

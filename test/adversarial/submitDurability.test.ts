@@ -33,7 +33,7 @@ beforeAll(async () => {
   node = await chain.listen();
   s = await startTestServer({ rpcUrls: new Map([[CHAIN, node.url]]), submitIntervalMs: 10, logLevel: 'warn' });
   await chain.rpc('hardhat_setBalance', [s.bootstrap.treasury_address, '0x56bc75e2d63100000']);
-  // USDC too: a raw transaction is signed only when the treasury can pay it (app/organizations/treasury.ts).
+  // USDC too: a raw transaction is signed only when the treasury can pay it (app/payments/funds.ts).
   await installMiniUsdc(chain, USDC_84532, deployerKey, [{ to: s.bootstrap.treasury_address as Address, amount: 100_000_000n }]);
   await setPolicy(adminFor(s), s.bootstrap.agent_id, { allowlist: [RECIPIENT], capUsd: '1000', thresholdUsd: '0.1' });
 }, 30_000);

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { ROLE_PERMISSIONS, roleAllows } from '../../src/app/accounts/dashboardRoles.js';
+import { ROLE_PERMISSIONS, roleAllows } from '../../src/app/dashboardRoles.js';
 import {
   LOCKOUT_MS, MAX_FAILED_SIGN_INS, SESSION_TTL_MS, authenticateSession, csrfTokenMatches, signIn, signOut,
 } from '../../src/app/accounts/dashboardSessions.js';

@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { AppDeps } from '../../src/app/deps.js';
+import { SignsInFlight } from '../../src/app/signsInFlight.js';
+import { StrandedPayments } from '../../src/app/strandedPayments.js';
+import { createSubmitter } from '../../src/app/submission/submit.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createOfferCache } from '../../src/paywalls/offerCache.js';
 import { defaultSafeFetchOptions } from '../../src/paywalls/safeFetch.js';
@@ -27,28 +30,29 @@ const NO_SIGNER: SignerPool = {
 
 /**
  * Every AppDeps field, typed, for use-case tests on a real store: a vault over a fresh master key,
- * a silent logger, empty in-flight and stranded maps, the default probe rules, an offer cache and
+ * a silent logger, no sign requests in flight and no stranded payments, a submitter on the given chains, the default probe rules, an offer cache and
  * the default Tempo fees, all on `now` (default the real clock; signatures' validity too). Override any field.
  */
 export function testDeps(store: Store, overrides: Partial<AppDeps> = {}): AppDeps {
   const now = overrides.now ?? Date.now;
-  const log = createLogger('silent', { write: () => {} });
+  const log = overrides.log ?? createLogger('silent', { write: () => {} });
+  const uow = overrides.uow ?? createUnitOfWork(store);
+  const chains = overrides.chains ?? createChainRpc();
   return {
     store: store.app,
-    uow: createUnitOfWork(store),
+    uow,
     vault: createTreasuryVault(store.treasuryKeys, randomBytes(32)),
     signer: NO_SIGNER,
     now,
     validityNow: now,
     log,
-    inflight: new Map(),
-    stranded: new Map(),
+    inflight: new SignsInFlight(),
+    stranded: new StrandedPayments({ uow, now, log, failed: () => store.app.failure() !== undefined }),
     probe: defaultSafeFetchOptions,
     offers: createOfferCache(now),
     tempoFees: createTempoFeeSource(undefined, log),
-    chains: createChainRpc(),
-    nonceSynced: new Set(),
-    chainConflicts: new Map(),
+    chains,
+    submitter: createSubmitter({ chains, uow, log, now }),
     ...overrides,
   };
 }

@@ -36,7 +36,7 @@ function rawRow(): PaymentRow & { status: 'signing' } {
   };
 }
 
-/** Reserves a nonce the way sign.ts does: insert the `signing` row, then take a nonce for it. */
+/** Reserves a nonce the way payments/decide.ts does: insert the `signing` row, then take a nonce for it. */
 function reserve(db: Db, payments: ReturnType<typeof createPaymentStore>): { id: string; nonce: number } {
   return writeTxn(db, () => {
     const row = rawRow();

@@ -19,8 +19,12 @@ import { describe, expect, test } from 'vitest';
  *      composition root, entries
  *
  * Inside app, capabilities are ordered too, so none reaches back into one that builds on it:
- * accounts < organizations < registry < payments < approvals, submission; app's own root files
- * (deps, unit of work) sit below all of them.
+ * accounts < registry < organizations < payments < approvals, submission. Accounts and the registry
+ * need of organizations only the scope check, which sits with the other access rules at app's
+ * root; an agent's allowlist names registry services, so organizations build on the registry.
+ * Payments hand work to submission only through the Submitter contract (app/submitter.ts), so
+ * the background submitter can build on payments (it re-checks policy before a fee bump). App's
+ * own root files (deps, unit of work, access rules, the owned process-wide objects) sit below all.
  */
 const SRC = resolve(import.meta.dirname, '../../src');
 
@@ -36,8 +40,9 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
 ];
 
 const APP_ORDER: Array<[prefix: string, rank: number]> = [
-  ['app/deps.ts', 0], ['app/unitOfWork.ts', 0], ['app/withinWrite.ts', 0],
-  ['app/accounts/', 1], ['app/organizations/', 2], ['app/registry/', 3], ['app/payments/', 4],
+  ['app/deps.ts', 0], ['app/unitOfWork.ts', 0], ['app/withinWrite.ts', 0], ['app/access.ts', 0], ['app/dashboardRoles.ts', 0],
+  ['app/signsInFlight.ts', 0], ['app/strandedPayments.ts', 0], ['app/submitter.ts', 0],
+  ['app/accounts/', 1], ['app/registry/', 2], ['app/organizations/', 3], ['app/payments/', 4],
   ['app/approvals/', 5], ['app/submission/', 5],
 ];
 

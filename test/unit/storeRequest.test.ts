@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'vitest';
-import { loadRequest, storeRequest } from '../../src/app/payments/signedPayment.js';
+import { loadRequest, storeRequest } from '../../src/app/payments/signatures.js';
 import { parsePaymentRequest, type PaymentRequestInput } from '../../src/domain/paymentRequest.js';
 
 /**
- * The ledger's `request` column of a direct payment (app/payments/signedPayment.ts storeRequest): what an
+ * The ledger's `request` column of a direct payment (app/payments/signatures.ts storeRequest): what an
  * approved payment is signed from later, possibly by a newer build, so its text is pinned byte
  * for byte for every direct type, and reading it back restores the raw transaction's bigints.
  */

@@ -16,7 +16,7 @@ import { pingAgent } from '../../src/app/organizations/ping.js';
 import { quotePayment } from '../../src/app/payments/quote.js';
 import { deleteService, findVisibleService, listServices, resolveServices, serviceRecords, upsertService, visibleServices } from '../../src/app/registry/registry.js';
 import { importServices } from '../../src/app/registry/serviceImport.js';
-import { signPayment } from '../../src/app/payments/sign.js';
+import { signPayment } from '../../src/app/payments/pipeline.js';
 import { summarizeSpend } from '../../src/app/payments/spend.js';
 import { toDomainError } from '../../src/domain/errors.js';
 import {
@@ -181,25 +181,27 @@ const NOT_USE_CASES: Record<string, string> = {
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
-  // on-chain submission: the background submitter and the nonce floor act on rows a use case wrote
-  submitsOnChain: 'helper of signPayment', requireBroadcast: 'guard of signPayment and collection', broadcastSettled: 'helper after a durable settle', submitPending: 'background submitter',
-  startSubmitter: 'background submitter', chainNonceFloor: 'helper of sign/decideApproval', MAX_NONCE_JUMP: 'constant',
-  applyNonceFloor: 'helper of sign/decideApproval', trackChain: 'background submitter', DEFAULT_TRACKING: 'constant',
-  refuseIfConflicted: 'helper of sign/decideApproval',
+  // on-chain submission: the background submitter and the request path's handle on it act on rows a use case wrote
+  requireBroadcast: 'guard of signPayment and collection', submitPending: 'background submitter',
+  startSubmitter: 'background submitter', createSubmitter: 'composition: the app\'s submitter', MAX_NONCE_JUMP: 'constant',
+  trackChain: 'background submitter', DEFAULT_TRACKING: 'constant', pairKey: 'pure',
   readFundsForSigning: 'helper of signPayment', treasuryFundsVerdict: 'helper of signPayment', treasuryRefusal: 'pure',
-  signAndSettle: 'helper of sign/decideApproval', markNonceSynced: 'helper of sign/decideApproval (after the reserving write)',
+  signAndSettle: 'helper of sign/decideApproval',
+  // the owned process-wide objects of AppDeps, created with the app
+  SignsInFlight: 'owned object of AppDeps', StrandedPayments: 'owned object of AppDeps', ChainConflicts: 'owned object of AppDeps',
+  ReconciledNonces: 'owned object of AppDeps',
   withinWrite: 'helper: the deps of a write function', attributeOffer: 'helper of sign/quote', probeOffer: 'helper of sign/quote',
   saveService: 'helper of upsertService/importServices inside their write (checks the scope itself)',
   requireRegistryRoom: 'helper of upsertService/importServices inside their write',
   registryUsageBefore: 'helper of upsertService/importServices inside their write', recordsWithin: 'pure',
-  // the steps of signPayment (app/payments/sign.ts split by job), each called after its scope check
-  decidePayment: 'helper of signPayment', replayPayment: 'helper of signPayment', resolveIntent: 'helper of signPayment',
-  intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
+  // the stages of signPayment (app/payments/pipeline.ts), each called after its scope check
+  decide: 'stage of signPayment', readChain: 'stage of signPayment', answerSigned: 'stage of signPayment', replayPayment: 'helper of signPayment',
+  resolveIntent: 'stage of signPayment', intentFacts: 'helper of signPayment', allowedResult: 'helper of signPayment', signOrFail: 'helper of sign/decideApproval',
   recheckProbed: 'helper of signPayment', storedNetworkFee: 'pure',
   sameSplits: 'pure', offerSplits: 'pure', offerPayees: 'pure', describePayees: 'pure', samePayees: 'pure', sameFeePayer: 'pure', feePayerText: 'pure',
   // the server's own maintenance, acting for no caller
   sweepExpiredApprovals: 'server maintenance', expireIfDue: 'server maintenance', expireCollectionIfDue: 'server maintenance',
-  repairInterrupted: 'server start-up repair', releaseStranded: 'server maintenance',
+  repairInterrupted: 'server start-up repair',
   // pure functions and constants
   denyAllPolicy: 'pure', parsePolicy: 'pure', normalizeService: 'pure', normalizeEmail: 'pure', isDashboardRole: 'pure', DASHBOARD_ROLES: 'constant',
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
@@ -297,7 +299,10 @@ describe('use-case tenancy', () => {
   test('behavior: every export of src/app is either a listed use case or listed with why it takes no principal', async () => {
     const dir = join(import.meta.dirname, '../../src/app');
     const exported: string[] = [];
-    for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
+    // Every module under app, its capability folders included; accounts/auth holds the credential
+    // primitives and the password-hashing thread, which act on secrets, never on a principal's records.
+    const modules = (readdirSync(dir, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.startsWith(join('accounts', 'auth')));
+    for (const file of modules) {
       const mod = (await import(join(dir, file))) as Record<string, unknown>;
       exported.push(...Object.keys(mod));
     }

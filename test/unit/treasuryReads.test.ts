@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import type { AppDeps } from '../../src/app/deps.js';
-import { readFundsForSigning } from '../../src/app/organizations/treasury.js';
+import { readFundsForSigning } from '../../src/app/payments/funds.js';
 import type { TreasuryFunds } from '../../src/chain/balances.js';
 import type { ChainRpc } from '../../src/chain/rpc.js';
 

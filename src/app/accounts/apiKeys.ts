@@ -4,9 +4,9 @@ import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { ApiKeyMode, ApiKeyPrincipal, ApiKeyRecord, Principal } from '../../domain/types.js';
 import { KEY_ID, optionalText } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
-import { requireAccess } from './access.js';
+import { requireAccess } from '../access.js';
 import type { AppDeps } from '../deps.js';
-import { requireOrgAccess } from '../organizations/organizations.js';
+import { requireOrgAccess } from '../access.js';
 import { withinWrite } from '../withinWrite.js';
 
 export async function createApiKey(deps: AppDeps, principal: Principal, input: { orgId: string; mode: ApiKeyMode | undefined; label: string }): Promise<{ key: ApiKeyRecord; plaintext: string }> {

@@ -92,7 +92,7 @@ function nextCount(row: LoginFailures | undefined, key: string, max: number, now
   return { locked: false, row: { email: key, failures, windowStart: fresh ? now : row.windowStart, lockedUntil: 0 }, reachedMax: failures === max };
 }
 
-/** When each running app last pruned, keyed by its in-flight map (shared by every withinWrite view of its deps). */
+/** When each running app last pruned, keyed by its sign requests in flight (signsInFlight.ts, shared by every withinWrite view of its deps). */
 const lastPruned = new WeakMap<object, number>();
 
 /** Prunes old failure rows at most every LOGIN_FAILURE_PRUNE_MS, inside the caller's transaction `tx`. */

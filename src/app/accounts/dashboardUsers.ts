@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { DashboardRole, DashboardUser } from '../../store/dashboardUsers.js';
 import type { Principal } from '../../domain/types.js';
-import { requireAccess, requirePermission } from './access.js';
+import { requireAccess, requirePermission } from '../access.js';
 import type { AppDeps } from '../deps.js';
 import { hashPassword, validateNewPassword } from './dashboardPasswords.js';
-import { requireOrgAccess, requireOrganization } from '../organizations/organizations.js';
+import { requireOrgAccess, requireOrganization } from '../access.js';
 import { withinWrite } from '../withinWrite.js';
 
 export const DASHBOARD_ROLES = ['owner', 'approver', 'viewer'] as const satisfies readonly DashboardRole[];

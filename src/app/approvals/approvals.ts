@@ -5,24 +5,22 @@ import { UUID, optionalText, requireName } from '../../domain/validate.js';
 import type { ApprovalRow } from '../../store/approvals.js';
 import type { PaymentRow } from '../../store/payments.js';
 import type { AppDeps } from '../deps.js';
-import { inScope, requirePermission } from '../accounts/access.js';
-import { requireOrgAccess } from '../organizations/organizations.js';
-import { expireIfDue } from './approvalExpiry.js';
-import { sweepExpiredApprovals } from '../submission/maintenance.js';
+import { inScope, requirePermission } from '../access.js';
+import { requireOrgAccess } from '../access.js';
+import { expireIfDue, sweepExpiredApprovals } from '../payments/expiry.js';
 import { CAP_WINDOW_MS } from '../payments/policyFacts.js';
 import { recheckApproved, storedNetworkFee } from '../payments/recheck.js';
 import { signAndSettle } from '../payments/settle.js';
-import { applyNonceFloor, chainNonceFloor, markNonceSynced } from '../submission/submit.js';
 import { withinWrite } from '../withinWrite.js';
-import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from '../organizations/treasury.js';
-import { isPaywallRequest, type StoredPaywallRequest } from '../payments/preparePayment.js';
+import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from '../payments/funds.js';
+import { isPaywallRequest, type StoredPaywallRequest } from '../payments/signatures.js';
 import { offerFromJson, offerPayees } from '../payments/paywall.js';
 import { atomicToMicros } from '../../domain/money.js';
 import { maxNetworkFeeWei } from '../../domain/networkFee.js';
 import { MAX_TEMPO_FEE } from '../../signing/tempo.js';
 
 // Tests import the sweep from here, where it lived before maintenance.ts.
-export { sweepExpiredApprovals } from '../submission/maintenance.js';
+export { sweepExpiredApprovals } from '../payments/expiry.js';
 
 /** MAX_TEMPO_FEE in micro-USD: Tempo fees are in attodollars, 18 decimals of a dollar. */
 const MAX_TEMPO_FEE_MICROS = atomicToMicros(MAX_TEMPO_FEE, 18).micros;
@@ -65,7 +63,7 @@ export type Decision = 'approve' | 'deny';
  * A human's decision. Approval re-checks agent status, allowlist and cap in the same write
  * transaction that marks it approved (the human overrides only the threshold), then signs; the
  * agent collects the signature by repeating its request. If that signing fails or is cut off, the
- * decision stands: the payment goes back to `approved` and the agent's repeat signs it (sign.ts
+ * decision stands: the payment goes back to `approved` and the agent's repeat signs it (replay.ts
  * collectApproved). Denial releases the reservation.
  * Needs `decide`; an organization-bound principal reaches its own organization's approvals only
  * (another's are the same 404 as unknown ids). A dashboard user is recorded as its email; only
@@ -89,7 +87,7 @@ export async function decideApproval(
   // Its treasury's balances are read beside it and compared in the write, as for a direct payment.
   const [nonceFloor, funds] = pendingTx?.type === 'raw_transaction'
     ? await Promise.all([
-      chainNonceFloor(deps, pendingTx.orgId, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address),
+      deps.submitter.nonceFloor(pendingTx.orgId, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address),
       readFundsForSigning(deps, pendingTx.chainId, deps.vault.address(pendingTx.orgId) as Address),
     ])
     : [undefined, undefined];
@@ -123,18 +121,18 @@ export async function decideApproval(
     // A paywall's challenge may have expired while the human decided: it is probed and signed
     // afresh when the agent collects the payment, not here. A raw transaction paypolicy cannot
     // broadcast is signed at collection too, where the collecting key's mode decides whether it
-    // may be handed out (submit.ts requireBroadcast).
-    if (isPaywallRequest(tx.request) || (tx.type === 'raw_transaction' && !deps.chains.has(tx.chainId))) {
+    // may be handed out (payments/signatures.ts requireBroadcast).
+    if (isPaywallRequest(tx.request) || (tx.type === 'raw_transaction' && !deps.submitter.broadcasts(tx.chainId))) {
       await payments.markApproved(tx.id, now);
       return { kind: 'done' as const };
     }
     await payments.startSigningApproved(tx.id, now);
-    const floored = tx.type === 'raw_transaction' && await applyNonceFloor(inTx, tx.orgId, tx.chainId, nonceFloor);
+    const floored = tx.type === 'raw_transaction' && await deps.submitter.applyNonceFloor(payments, tx.orgId, tx.chainId, nonceFloor);
     const nonce = tx.type === 'raw_transaction' ? await payments.allocateNonce(tx.orgId, tx.chainId, tx.id) : undefined;
     return { kind: 'sign' as const, tx, nonce, floored };
   }, { alone: true });
   // Only once the floor is committed: the pair needs no more asking of the node.
-  if (step.kind === 'sign' && step.floored) markNonceSynced(deps, step.tx.orgId, step.tx.chainId);
+  if (step.kind === 'sign' && step.floored) deps.submitter.markNonceSynced(step.tx.orgId, step.tx.chainId);
 
   switch (step.kind) {
     case 'expired':
@@ -150,7 +148,7 @@ export async function decideApproval(
       try {
         await signAndSettle(deps, step.tx.id, step.tx.orgId, treasury, step.tx.request, step.nonce);
       } catch (err) {
-        // The decision stands: the payment went back to `approved` (or will, see releaseStranded)
+        // The decision stands: the payment went back to `approved` (or will, see deps.stranded)
         // and the agent's repeat signs it within the collection window. Only a stopped store is
         // reported, since nothing is acknowledged then.
         if (deps.store.failure()) throw err;

@@ -4,9 +4,9 @@ import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../../domain
 import type { Agent, Policy, Principal } from '../../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
-import { requireAccess, type Permission } from '../accounts/access.js';
+import { requireAccess, type Permission } from '../access.js';
 import type { AppDeps } from '../deps.js';
-import { requireOrgAccess } from './organizations.js';
+import { requireOrgAccess } from '../access.js';
 import { findVisibleService } from '../registry/registry.js';
 import { withinWrite } from '../withinWrite.js';
 

@@ -1,7 +1,7 @@
 import { invalidArgument } from '../../domain/errors.js';
 import type { Principal, TransactionRecord } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
-import { requireOrgAccess } from './organizations.js';
+import { requireOrgAccess } from '../access.js';
 
 export type ListTransactionsInput = {
   orgId: string;

@@ -1,8 +1,8 @@
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { Organization, Principal } from '../../domain/types.js';
-import { ORG_ID, requireName } from '../../domain/validate.js';
+import { requireName } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
-import { requireAccess, requirePermission, type Permission } from '../accounts/access.js';
+import { requireOrgAccess, requireOrganization, requirePermission } from '../access.js';
 import type { AppDeps } from '../deps.js';
 import { withinWrite } from '../withinWrite.js';
 
@@ -10,25 +10,6 @@ import { withinWrite } from '../withinWrite.js';
 export const DEFAULT_APPROVAL_WINDOW_SECONDS = 3600;
 /** Bounds of an approval window, in seconds: one minute to seven days. */
 export const APPROVAL_WINDOW_SECONDS = { min: 60, max: 7 * 24 * 3600 } as const;
-
-const orgNotFound = () => new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
-
-/** An organization by id, or 404; no scope check: the callers in src/app have made it. */
-export async function requireOrganization(deps: AppDeps, orgId: string): Promise<Organization> {
-  const org = ORG_ID.test(orgId) ? await deps.store.organizations.get(orgId) : undefined;
-  if (!org) throw orgNotFound();
-  return org;
-}
-
-/**
- * Checks that a principal may act with `permission` on an organization, and that it exists: the
- * operator on any, an organization-bound principal on its own only (another one's id is the same
- * 404 as an unknown one).
- */
-export async function requireOrgAccess(deps: AppDeps, principal: Principal, permission: Permission, orgId: string): Promise<Organization> {
-  requireAccess(principal, permission, orgId, orgNotFound);
-  return requireOrganization(deps, orgId);
-}
 
 /** One organization, for its own members and the operator. */
 export function getOrganization(deps: AppDeps, principal: Principal, orgId: string): Promise<Organization> {

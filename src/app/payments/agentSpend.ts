@@ -1,7 +1,7 @@
 import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { requireAgentInOrg } from '../organizations/agents.js';
-import { CAP_WINDOW_MS } from './sign.js';
+import { CAP_WINDOW_MS } from './policyFacts.js';
 
 /** What an agent may still spend, counted exactly as the next policy check will count it. */
 export type AgentSpendStatus = {

@@ -9,46 +9,53 @@ import { newUuid } from '../../store/ids.js';
 import type { InitialState } from '../../domain/transactionState.js';
 import type { PaymentRow } from '../../store/payments.js';
 import type { AppDeps } from '../deps.js';
-import { intentFacts, resolveIntent, type Intent } from './intent.js';
-import { signAndSettle, signOrFail } from './settle.js';
-import type { SignedPayment } from './signedPayment.js';
-import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced, requireBroadcast } from '../submission/submit.js';
+import { intentFacts, type Intent } from './intent.js';
+import { signOrFail } from './settle.js';
+import type { SignedPayment } from './signatures.js';
 import { withinWrite } from '../withinWrite.js';
-import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from '../organizations/treasury.js';
+import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './funds.js';
 
 /**
- * A new payment: resolve what is to be paid, then decide in one serialized write transaction
- * that evaluates the agent's policy and records the outcome with its hold on the cap (the row's
- * first state, domain/transactionState.ts). The signing stage is bounded: beyond it the payment
- * is refused (503 overloaded) before anything is signed or written; the slot is held until the
- * outcome is settled. A payment that waited in the stage longer than `maxQueueMs` (for a signing
- * thread, or for its turn in the write queue) is refused the same way when its decision would be
- * written, so under overload it is shed rather than answered late; a signature made for it is
- * dropped unseen.
+ * The pipeline's decide stage (pipeline.ts): an Intent becomes a Decision in one serialized,
+ * durable write that evaluates the agent's policy and records the outcome with its hold on the cap
+ * (the row's first state, domain/transactionState.ts).
  */
-export async function decidePayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address): Promise<SignResult> {
-  if (req.type === 'raw_transaction') requireBroadcast(deps, principal.mode, req.chainId);
-  const intent = await resolveIntent(deps, principal, agent, req);
-  // A raw transaction's first reservation on a chain with an endpoint starts from the node's
-  // pending nonce; asked before the signing stage, so a slow node is not counted as queueing.
-  // Its treasury's balances are read beside it (treasury.ts), compared inside the reserving write.
-  const [nonceFloor, funds] = intent.needsNonce
-    ? await Promise.all([chainNonceFloor(deps, principal.orgId, intent.chainId, treasury), readFundsForSigning(deps, intent.chainId, treasury)])
-    : [undefined, undefined];
-  const release = deps.signer.admit(principal.orgId);
-  const deadline = performance.now() + deps.signer.maxQueueMs;
-  try {
-    return await decide(deps, principal, agent, req, requestHash, treasury, intent, deadline, nonceFloor, funds);
-  } finally {
-    release();
-  }
+
+/** What the deciding write recorded; `row` is the payment's row as inserted. */
+export type Decision =
+  | { outcome: 'denied'; row: PaymentRow; reason: string }
+  | { outcome: 'pending_approval'; row: PaymentRow; reason: string; approvalId: string }
+  /** Signed before the write and recorded in it as `signed`: the signature may leave now. */
+  | { outcome: 'signed'; row: PaymentRow; signed: SignedPayment }
+  /** Recorded as `signing` (a raw transaction with its nonce): signed and settled after (settle.ts). */
+  | { outcome: 'reserved'; row: PaymentRow; nonce: number | undefined };
+
+/** What the node says before a raw transaction's deciding write: the nonce floor and the treasury's funds. */
+export type ChainReadings = { nonceFloor: number | undefined; funds: FundsReading | undefined };
+
+const NO_READINGS: ChainReadings = { nonceFloor: undefined, funds: undefined };
+
+/**
+ * A raw transaction's first reservation on a chain with an endpoint starts from the node's pending
+ * nonce; asked before the signing stage, so a slow node is not counted as queueing. Its treasury's
+ * balances are read beside it (funds.ts), compared inside the deciding write.
+ */
+export async function readChain(deps: AppDeps, orgId: string, intent: Intent, treasury: Address): Promise<ChainReadings> {
+  if (!intent.needsNonce) return NO_READINGS;
+  const [nonceFloor, funds] = await Promise.all([deps.submitter.nonceFloor(orgId, intent.chainId, treasury), readFundsForSigning(deps, intent.chainId, treasury)]);
+  return { nonceFloor, funds };
 }
 
-async function decide(
-  deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent, deadline: number,
-  nonceFloor: number | undefined, funds: FundsReading | undefined,
-): Promise<SignResult> {
+/**
+ * Decides a new payment, inside the signing stage the caller holds. A payment that waited in the
+ * stage longer than `deadline` (for a signing thread, or for its turn in the write queue) is
+ * refused (503 overloaded) when its decision would be written, so under overload it is shed rather
+ * than answered late; a signature made for it is dropped unseen.
+ */
+export async function decide(
+  deps: AppDeps, principal: ApiKeyPrincipal, agent: Agent, req: PaymentRequest, requestHash: string, treasury: Address, intent: Intent,
+  readings: ChainReadings, deadline: number,
+): Promise<Decision> {
   // Authorizations and paywall payments do not depend on ledger state, so when a read-only check
   // says the payment will pass they are signed first and recorded in the same commit as the
   // decision: one durable write per payment. If the decision changes in between (a concurrent
@@ -59,7 +66,7 @@ async function decide(
     presigned = await signOrFail(deps, principal.orgId, treasury, intent.stored);
   }
 
-  const reserved = await deps.uow.write(async (tx) => {
+  const decided = await deps.uow.write(async (tx): Promise<Decision & { floored?: boolean }> => {
     // Thrown before any insert: the transaction's savepoint rolls back empty.
     shedIfLate(deadline);
     const { payments, approvals, agents, organizations } = tx;
@@ -71,7 +78,9 @@ async function decide(
     const current = (await agents.getForUse(agent.id)) ?? agent;
     const now = deps.now();
     const facts = await intentFacts(inTx, current, intent);
-    const verdict = await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, funds, intent, evaluatePolicy(facts));
+    const policy = evaluatePolicy(facts);
+    // Only a raw transaction on a chain with an endpoint has a funds reading to compare.
+    const verdict = readings.funds ? await treasuryFundsVerdict(inTx, principal.orgId, intent.chainId, readings.funds, intent, policy) : policy;
     const row: Omit<PaymentRow, 'status'> = {
       id: newUuid(), orgId: principal.orgId, agentId: agent.id, type: req.type, chainId: intent.chainId,
       // A price beyond what the ledger records is denied (domain/policy.ts); its row keeps the
@@ -81,8 +90,9 @@ async function decide(
       approvalId: null, createdAt: now,
     };
     if (verdict.outcome === 'denied') {
-      await payments.insert(withState(row, 'denied', verdict.reason, null, null));
-      return { verdict, row };
+      const denied = withState(row, 'denied', verdict.reason, null, null);
+      await payments.insert(denied);
+      return { outcome: 'denied', row: denied, reason: verdict.reason };
     }
     if (verdict.outcome === 'pending_approval') {
       const approvalId = newUuid();
@@ -93,28 +103,22 @@ async function decide(
         id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
         expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
       });
-      return { verdict, row: pending };
+      return { outcome: 'pending_approval', row: pending, reason: verdict.reason, approvalId };
     }
     if (presigned) {
-      await payments.insert(withState(row, 'signed', row.reason, JSON.stringify(presigned), null));
-      return { verdict, row, signed: presigned };
+      const signed = withState(row, 'signed', row.reason, JSON.stringify(presigned), null);
+      await payments.insert(signed);
+      return { outcome: 'signed', row: signed, signed: presigned };
     }
-    await payments.insert(withState(row, 'signing', row.reason, null, null));
-    const floored = intent.needsNonce && await applyNonceFloor(inTx, principal.orgId, intent.chainId, nonceFloor);
+    const signing = withState(row, 'signing', row.reason, null, null);
+    await payments.insert(signing);
+    const floored = intent.needsNonce && await deps.submitter.applyNonceFloor(payments, principal.orgId, intent.chainId, readings.nonceFloor);
     const nonce = intent.needsNonce ? await payments.allocateNonce(principal.orgId, intent.chainId, row.id) : undefined;
-    return { verdict, row, nonce, floored };
+    return { outcome: 'reserved', row: signing, nonce, floored };
   });
   // Only once the floor is committed: the pair needs no more asking of the node.
-  if (reserved.floored) markNonceSynced(deps, principal.orgId, intent.chainId);
-  const { verdict, row } = reserved;
-  if (verdict.outcome === 'denied') return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: verdict.reason, idempotent: false };
-  if (verdict.outcome === 'pending_approval') {
-    return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: row.approvalId!, reason: verdict.reason, idempotent: false };
-  }
-  if (reserved.signed) return allowedResult(row, reserved.signed, false);
-  const signed = await signAndSettle(deps, row.id, principal.orgId, treasury, row.request, reserved.nonce);
-  // After the settling commit is durable, never before: broadcast, bounded by the RPC timeout.
-  return allowedResult(row, signed, false, await broadcastSettled(deps, row.id, signed));
+  if (decided.floored) deps.submitter.markNonceSynced(principal.orgId, intent.chainId);
+  return decided;
 }
 
 /**

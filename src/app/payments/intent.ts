@@ -7,8 +7,8 @@ import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { attributeOffer, offerToJson, probeOffer, requireOfferChain, requirePayableOffer, splitRecipients } from './paywall.js';
 import { advisoryPolicyFacts, policyFacts } from './policyFacts.js';
-import type { StoredPaywallRequest } from './preparePayment.js';
-import { storeRequest } from './signedPayment.js';
+import type { StoredPaywallRequest } from './signatures.js';
+import { storeRequest } from './signatures.js';
 
 /**
  * What a request asks to pay, resolved: for the direct types straight from the request; for x402

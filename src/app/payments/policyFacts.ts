@@ -37,7 +37,7 @@ function factsOf(agent: Agent, recipient: string, amountMicros: bigint, committe
  * the deciding write always reads the ledger itself. Saves one of the two cap queries per payment.
  */
 const snapshots = new WeakMap<object, Map<string, { committed: bigint; at: number }>>();
-/** The key of one running app's snapshots: its in-flight map, which every withinWrite view of its deps shares. */
+/** The key of one running app's snapshots: its sign requests in flight (signsInFlight.ts), which every withinWrite view of its deps shares. */
 const snapshotKey = (deps: AppDeps): object => deps.inflight;
 
 /** How long a remembered committed sum is used for the advisory pre-check. */

@@ -5,8 +5,8 @@ import type { PaymentRow } from '../../store/payments.js';
 import type { AppDeps } from '../deps.js';
 import { attributeOffer, offerFromJson, splitRecipients } from './paywall.js';
 import { policyFacts } from './policyFacts.js';
-import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
-import { loadRequest } from './signedPayment.js';
+import { isPaywallRequest, type StoredPaywallRequest } from './signatures.js';
+import { loadRequest } from './signatures.js';
 import type { Offer } from '../../paywalls/offer.js';
 
 /** Split recipients of a stored paywall request (none for the direct types). */

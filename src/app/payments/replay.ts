@@ -2,17 +2,15 @@ import type { Address } from 'viem';
 import { DomainError } from '../../domain/errors.js';
 import { unauthenticated } from '../accounts/auth/credentials.js';
 import type { PaymentRow } from '../../store/payments.js';
-import { expireCollectionIfDue, expireIfDue } from '../approvals/approvalExpiry.js';
+import { expireCollectionIfDue, expireIfDue } from './expiry.js';
 import type { AppDeps } from '../deps.js';
 import { describePayees, feePayerText, offerFromJson, offerPayees, offerToJson, probeOffer, sameFeePayer, sameOffer, samePayees } from './paywall.js';
-import { isPaywallRequest, type StoredPaywallRequest } from './preparePayment.js';
+import { isPaywallRequest, type StoredPaywallRequest } from './signatures.js';
 import { recheckApproved, recheckProbed, storedNetworkFee } from './recheck.js';
-import { signAndSettle } from './settle.js';
-import type { SignedPayment } from './signedPayment.js';
-import { allowedResult, type SignResult } from './signResult.js';
-import { applyNonceFloor, broadcastSettled, chainNonceFloor, markNonceSynced, requireBroadcast } from '../submission/submit.js';
+import { allowedResult, answerSigned, signAndSettle, type SignResult } from './settle.js';
+import { requireBroadcast, type SignedPayment } from './signatures.js';
 import { withinWrite } from '../withinWrite.js';
-import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from '../organizations/treasury.js';
+import { readFundsForSigning, treasuryFundsVerdict, treasuryRefusal } from './funds.js';
 import type { Offer } from '../../paywalls/offer.js';
 
 /**
@@ -41,7 +39,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   const request = probed?.request ?? row.request;
   // A raw transaction's treasury balances are read beside its nonce floor and compared in the write (treasury.ts).
   const [nonceFloor, funds] = row.type === 'raw_transaction'
-    ? await Promise.all([chainNonceFloor(deps, row.orgId, row.chainId, treasury), readFundsForSigning(deps, row.chainId, treasury)])
+    ? await Promise.all([deps.submitter.nonceFloor(row.orgId, row.chainId, treasury), readFundsForSigning(deps, row.chainId, treasury)])
     : [undefined, undefined];
   const step = await deps.uow.write(async (tx) => {
     const { payments, agents } = tx;
@@ -80,7 +78,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
       if (unfunded) throw unfunded;
     }
     if (!await payments.startSigningFromApproved(row.id, request, now)) return { kind: 'over' as const };
-    const floored = row.type === 'raw_transaction' && await applyNonceFloor(inTx, row.orgId, row.chainId, nonceFloor);
+    const floored = row.type === 'raw_transaction' && await deps.submitter.applyNonceFloor(payments, row.orgId, row.chainId, nonceFloor);
     const nonce = row.type === 'raw_transaction' ? await payments.allocateNonce(row.orgId, row.chainId, row.id) : undefined;
     return { kind: 'sign' as const, nonce, floored };
   });
@@ -88,9 +86,9 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   if (step.kind === 'over') return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury, keyId);
   if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
   // Only once the floor is committed: the pair needs no more asking of the node.
-  if (step.floored) markNonceSynced(deps, row.orgId, row.chainId);
+  if (step.floored) deps.submitter.markNonceSynced(row.orgId, row.chainId);
   const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
-  return allowedResult(row, signed, true, await broadcastSettled(deps, row.id, signed));
+  return answerSigned(deps, { row, signed, idempotent: true });
 }
 
 type Probed = { offer: Offer; chain: readonly string[]; approved: Offer; request: string };

@@ -1,17 +1,35 @@
 import type { Address } from 'viem';
 import { checksumAddress } from '../../domain/address.js';
 import { DomainError } from '../../domain/errors.js';
+import type { PaymentType } from '../../domain/paymentRequest.js';
+import type { Verdict } from '../../domain/policy.js';
+import type { PaymentRow } from '../../store/payments.js';
 import type { AppDeps } from '../deps.js';
-import { parseStored, preparePayment, storedMppOffer } from './preparePayment.js';
-import type { SignedPayment } from './signedPayment.js';
-import { submitsOnChain } from '../submission/submit.js';
+import { parseStored, preparePayment, storedMppOffer, type SignedPayment } from './signatures.js';
 
 /**
- * Signing a stored request and settling the row that accounts for it: the signature leaves only
- * after the settling commit is durable; a reservation that will not be signed now is ended
- * (`failed`, or back to `approved` when a human approved it), and rows a failed write left in
- * `signing` are released once writes succeed again.
+ * The pipeline's sign and settle stages (pipeline.ts): signing a stored request and settling the
+ * row that accounts for it, then the answer. The signature leaves only after the settling commit
+ * is durable; a reservation that will not be signed now is ended (`failed`, or back to `approved`
+ * when a human approved it), and rows a failed write left in `signing` are released once writes
+ * succeed again (strandedPayments.ts).
  */
+
+/** What POST /api/sign and PaymentPolicyService.Sign answer, before a transport maps it. */
+export type SignResult =
+  | {
+      outcome: 'allowed'; agentId: string; transactionId: string; idempotent: boolean; amountMicros: bigint;
+      chainId: number; type: PaymentType; recipient: string; signed: SignedPayment; resourceUrl: string;
+      /** The on-chain transaction hash once a node accepted it (raw transactions the service submits); else null. */
+      txHash: string | null;
+    }
+  | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean }
+  | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean }
+  | { outcome: 'dry_run'; agentId: string; verdict: Verdict; type: PaymentType; chainId: number; recipient: string; amountMicros: bigint };
+
+/** A signature whose row is durably `signed`: the one thing of a payment that may leave the process. */
+export type Signed = { row: Omit<PaymentRow, 'status'>; signed: SignedPayment; idempotent: boolean };
+
 
 /** Signs a stored request; a challenge the builders refuse is the caller's 400, anything else an internal error. */
 export async function signOrFail(deps: AppDeps, orgId: string, treasury: Address, stored: string, nonce?: number): Promise<SignedPayment> {
@@ -66,60 +84,38 @@ export async function signAndSettle(deps: AppDeps, rowId: string, orgId: string,
     });
   }
   // Writes succeed again: release what a failed write left behind.
-  if (deps.stranded.size > 0) await releaseStranded(deps);
+  if (deps.stranded.size > 0) await deps.stranded.release();
   return signed;
 }
 
-/** Ends a `signing` row that will not be signed now; on a failed write, leaves it to releaseStranded. */
+/** Whether a signed payment is a raw transaction the service submits (its chain has an endpoint). */
+function submitsOnChain(deps: AppDeps, signed: SignedPayment): boolean {
+  return signed.type === 'raw_transaction' && deps.submitter.broadcasts(signed.rawTransaction.chainId);
+}
+
+/** Ends a `signing` row that will not be signed now; on a failed write, leaves it to deps.stranded. */
 async function endSigning(deps: AppDeps, rowId: string, reason: string): Promise<void> {
   try {
     await deps.uow.write((tx) => tx.payments.releaseSigning(rowId, reason, deps.now()));
   } catch (err) {
     // After a failed sync the service is stopping: the restart repairs the row.
     if (deps.store.failure()) return;
-    if (deps.stranded.size === 0) {
-      deps.log.error({ err }, 'a write failed, leaving payments in signing; they are released once writes succeed again');
-    }
-    deps.stranded.set(rowId, reason);
+    deps.stranded.add(rowId, reason, err);
   }
 }
 
 /**
- * Releases the rows in deps.stranded (payments.ts releaseSigning) in one write; called by the
- * sweep and after each successful settle. Returns how many it released; on another failed write
- * they stay for the next attempt.
+ * The last stage: a settled raw transaction is broadcast (bounded by the RPC timeout; the
+ * background submitter retries what the node did not take), then the answer is built.
  */
-export function releaseStranded(deps: AppDeps): Promise<number> {
-  if (deps.stranded.size === 0 || deps.store.failure()) return Promise.resolve(0);
-  // One release at a time (the sweep, a dashboard read's sweep and a settle may ask together):
-  // a caller that comes while one runs waits for it rather than releasing the same rows twice.
-  let running = releasing.get(deps.stranded);
-  if (!running) {
-    running = releaseNow(deps).finally(() => releasing.delete(deps.stranded));
-    releasing.set(deps.stranded, running);
-  }
-  return running;
+export async function answerSigned(deps: AppDeps, s: Signed): Promise<SignResult> {
+  const txHash = s.signed.type === 'raw_transaction' ? await deps.submitter.broadcastSettled(s.row.id, s.signed.rawTransaction) : null;
+  return allowedResult(s.row, s.signed, s.idempotent, txHash);
 }
 
-/** The release under way per stranded map (one per running app). */
-const releasing = new WeakMap<object, Promise<number>>();
-
-async function releaseNow(deps: AppDeps): Promise<number> {
-  const rows = [...deps.stranded];
-  let outcomes: Array<'approved' | 'failed' | undefined>;
-  try {
-    outcomes = await deps.uow.write(async (tx) => {
-      const out: Array<'approved' | 'failed' | undefined> = [];
-      for (const [id, reason] of rows) out.push(await tx.payments.releaseSigning(id, reason, deps.now()));
-      return out;
-    }, { alone: true });
-  } catch {
-    return 0;
-  }
-  for (const [id] of rows) deps.stranded.delete(id);
-  deps.log.warn({
-    failed: rows.filter((_, i) => outcomes[i] === 'failed').map(([id]) => id),
-    approved: rows.filter((_, i) => outcomes[i] === 'approved').map(([id]) => id),
-  }, 'released payments a failed write had left in signing');
-  return rows.length;
+export function allowedResult(row: Omit<PaymentRow, 'status'>, signed: SignedPayment, idempotent: boolean, txHash: string | null = row.txHash ?? null): SignResult {
+  return {
+    outcome: 'allowed', agentId: row.agentId, transactionId: row.id, idempotent, amountMicros: row.amountMicros,
+    chainId: row.chainId, type: row.type as PaymentType, recipient: checksumAddress(row.recipient), signed, resourceUrl: row.resourceUrl, txHash,
+  };
 }

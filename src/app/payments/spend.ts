@@ -1,7 +1,7 @@
 import type { Agent, Principal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { listAgents } from '../organizations/agents.js';
-import { sweepExpiredApprovals } from '../submission/maintenance.js';
+import { sweepExpiredApprovals } from './expiry.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 
 const HOUR_MS = 3600_000;

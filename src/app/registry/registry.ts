@@ -5,9 +5,9 @@ import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, Serv
 import { SLUG, optionalText, requireName } from '../../domain/validate.js';
 import { newUuid } from '../../store/ids.js';
 import type { RegistryUsage } from '../../store/services.js';
-import { requireAccess, requirePermission, type Permission } from '../accounts/access.js';
+import { requireAccess, requirePermission, type Permission } from '../access.js';
 import type { AppDeps } from '../deps.js';
-import { requireOrgAccess } from '../organizations/organizations.js';
+import { requireOrgAccess } from '../access.js';
 import { withinWrite } from '../withinWrite.js';
 
 const MAX_RESOLVE_SLUGS = 100;

@@ -1,7 +1,7 @@
 import { DomainError, invalidArgument, toDomainError } from '../../domain/errors.js';
 import type { Principal, RegisteredService, ServiceRecord } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
-import { requirePermission } from '../accounts/access.js';
+import { requirePermission } from '../access.js';
 import { normalizeService, registryUsageBefore, requireRegistryRoom, saveService, scopePermission, type RegistryScope } from './registry.js';
 import { withinWrite } from '../withinWrite.js';
 

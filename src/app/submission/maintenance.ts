@@ -1,23 +1,9 @@
-import { COLLECTION_WINDOW_MS, expireCollectionIfDue, expireIfDue } from '../approvals/approvalExpiry.js';
+import { COLLECTION_WINDOW_MS } from '../payments/expiry.js';
 import type { AppDeps } from '../deps.js';
-import { releaseStranded } from '../payments/settle.js';
 
-/** The server's own upkeep of the ledger, acting for no caller: the periodic sweep and the start-up repair. */
+/** The server's own upkeep of the ledger, acting for no caller: the start-up repair (the periodic sweep is payments/expiry.ts). */
 
 export const INTERRUPTED_EXPIRED_REASON = 'Signing the approved payment was interrupted and it was not collected within 15 minutes of the approval; send a new request';
-
-/**
- * Expires every overdue approval and every approved payment left uncollected past its window;
- * run periodically so holds are released without a read.
- */
-export async function sweepExpiredApprovals(deps: AppDeps): Promise<number> {
-  // Rows a failed write left in signing go first: an approved one may then expire right here.
-  await releaseStranded(deps);
-  let expired = 0;
-  for (const a of await deps.store.approvals.due(deps.now())) if (await expireIfDue(deps, a.id)) expired++;
-  for (const id of await deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (await expireCollectionIfDue(deps, id)) expired++;
-  return expired;
-}
 
 /**
  * Start-up repair of what a crash cut off while signing, in one write transaction. No signature

@@ -1,14 +1,15 @@
 import { BaseError, HttpRequestError, parseTransaction, TimeoutError, type Address, type Hex } from 'viem';
-import { rpcReason, type ChainReceipt } from '../../chain/rpc.js';
-import { DomainError, invalidArgument } from '../../domain/errors.js';
-import type { ApiKeyMode } from '../../domain/types.js';
+import type { Logger } from 'pino';
+import { rpcReason, type ChainReceipt, type ChainRpc } from '../../chain/rpc.js';
 import type { Eip1559Fields } from '../../signing/signJobs.js';
 import type { InFlightRow } from '../../store/payments.js';
 import type { AppDeps } from '../deps.js';
-import type { SignedPayment } from '../payments/signedPayment.js';
+import type { SignedPayment } from '../payments/signatures.js';
 import { CAP_WINDOW_MS } from '../payments/policyFacts.js';
 import { recheckApproved } from '../payments/recheck.js';
 import { withinWrite } from '../withinWrite.js';
+import { ChainConflicts, pairKey, ReconciledNonces, type Submitter } from '../submitter.js';
+import type { UnitOfWork } from '../unitOfWork.js';
 
 /**
  * On-chain submission of raw transactions (docs/onchain.md). A raw transaction whose
@@ -17,44 +18,6 @@ import { withinWrite } from '../withinWrite.js';
  * timeout, then by the background submitter until a node accepts it. Only the stored serialized
  * transaction is ever sent, so a payment never gets a second, different transaction.
  */
-
-/** Whether a signed payment is a raw transaction the service submits (its chain has an endpoint). */
-export function submitsOnChain(deps: AppDeps, signed: SignedPayment): boolean {
-  return signed.type === 'raw_transaction' && deps.chains.has(signed.rawTransaction.chainId);
-}
-
-/**
- * A raw transaction carries no expiry: whoever holds it can broadcast it whenever they like, so a
- * handful signed days apart could all land in one minute, outside every cap window. A live key's
- * raw transaction is therefore signed only where paypolicy broadcasts it itself (an RPC endpoint
- * for its chain). Test keys still receive theirs to broadcast on their own.
- */
-export function requireBroadcast(deps: AppDeps, mode: ApiKeyMode, chainId: number): void {
-  if (mode === 'test' || deps.chains.has(chainId)) return;
-  throw invalidArgument(
-    `raw_transaction is signed for ak_live_ keys only when paypolicy broadcasts it, and this server has no RPC endpoint for chain ${chainId} (start it with --rpc-url ${chainId}=URL)`,
-    'raw_transaction_not_broadcast',
-  );
-}
-
-/**
- * Broadcasts the settled row's transaction and records the hash once a node accepted it. A node
- * that refuses it but already knows it (an earlier broadcast whose answer was lost) counts as
- * accepted. Null when it was not accepted now: the row stays pending for the background submitter.
- */
-export async function broadcastSettled(deps: AppDeps, rowId: string, signed: SignedPayment): Promise<Hex | null> {
-  if (signed.type !== 'raw_transaction' || !deps.chains.has(signed.rawTransaction.chainId)) return null;
-  const { chainId, serialized, hash } = signed.rawTransaction;
-  const refusal = await broadcast(deps, chainId, serialized, hash);
-  if (refusal !== undefined) {
-    deps.log.warn({ transactionId: rowId, chainId, reason: refusal.reason }, 'broadcasting a raw transaction failed; the background submitter retries it');
-    return null;
-  }
-  await deps.uow.write(async (tx) => {
-    if (await tx.payments.markSubmitted(rowId, hash, deps.now())) await tx.payments.startBroadcastTimer(rowId, deps.now());
-  });
-  return hash;
-}
 
 /**
  * Why a node did not take a transaction: `permanent` when resending the same bytes can never work;
@@ -71,12 +34,12 @@ const PERMANENT = /intrinsic gas too low|requires at least \d+ gas|gas limit rea
 const NONCE_TOO_LOW = /nonce too low|nonce has already been used|already used nonce|is lower than the current nonce/i;
 
 /** Sends the stored bytes; undefined when the node has them (now or from an earlier broadcast). */
-async function broadcast(deps: AppDeps, chainId: number, serialized: Hex, hash: Hex): Promise<Refusal | undefined> {
+async function broadcast(chains: ChainRpc, chainId: number, serialized: Hex, hash: Hex): Promise<Refusal | undefined> {
   try {
-    await deps.chains.sendRaw(chainId, serialized);
+    await chains.sendRaw(chainId, serialized);
     return undefined;
   } catch (err) {
-    if (await deps.chains.knows(chainId, hash).catch(() => false)) return undefined;
+    if (await chains.knows(chainId, hash).catch(() => false)) return undefined;
     const reason = rpcReason(err);
     const unreachable = err instanceof BaseError && err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError) !== null;
     return { reason, permanent: PERMANENT.test(reason), nonceTooLow: NONCE_TOO_LOW.test(reason), unreachable };
@@ -106,7 +69,7 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
     const orgId = (await deps.store.payments.get(row.id))?.orgId;
     if (orgId === undefined || held.has(orgId)) continue;
     const versions = await versionsOf(deps, row.id, signed);
-    if (deps.chainConflicts.has(pairKey(orgId, chainId))) {
+    if (deps.submitter.conflicts.has(orgId, chainId)) {
       // Nothing is broadcast on a conflicted pair; a row whose nonce is used on chain keeps being
       // checked until nonceTaken settles it, else it would hold back every later nonce for good.
       const treasury = deps.vault.address(orgId) as Address | undefined;
@@ -119,7 +82,7 @@ export async function submitPending(deps: AppDeps, chainId: number, batch = 100,
     }
     // A row that already has later versions (a filler) broadcasts its newest one.
     const newest = versions[versions.length - 1]!;
-    const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
+    const refusal = await broadcast(deps.chains, chainId, newest.serialized, newest.hash);
     if (refusal === undefined) {
       await deps.uow.write((tx) => tx.payments.markAccepted(row.id, newest.hash, newest.kind !== 'original', deps.now()));
       submitted++;
@@ -155,8 +118,6 @@ async function versionsOf(deps: AppDeps, rowId: string, signed: Extract<SignedPa
   ];
 }
 
-const pairKey = (orgId: string, chainId: number) => `${orgId}\u0000${chainId}`;
-
 /**
  * The node refused a row's transaction for good: its nonce must still be used, or every later
  * transaction of the treasury waits behind it forever. The service signs a no-op in its place,
@@ -175,7 +136,7 @@ async function fillNonce(deps: AppDeps, chainId: number, orgId: string, rowId: s
   }, `The node refused the transaction for good (${refusal}); its nonce is filled by a no-op transfer to the treasury`);
   if (!version) return false;
   deps.log.error({ transactionId: rowId, chainId, reason: refusal, filler: version.hash }, 'the node refused a raw transaction for good; its nonce is filled by a no-op transfer so later ones are not held back');
-  const again = await broadcast(deps, chainId, version.serialized, version.hash);
+  const again = await broadcast(deps.chains, chainId, version.serialized, version.hash);
   if (again !== undefined) {
     deps.log.warn({ transactionId: rowId, chainId, reason: again.reason }, 'broadcasting a nonce filler failed; retried on the next pass');
     return false;
@@ -248,23 +209,11 @@ async function nonceTaken(deps: AppDeps, chainId: number, orgId: string, rowId: 
 }
 
 function markConflict(deps: AppDeps, chainId: number, orgId: string, rowId: string, nonce: number): void {
-  const key = pairKey(orgId, chainId);
-  if (deps.chainConflicts.has(key)) return;
-  deps.chainConflicts.set(key, `nonce ${nonce} used by a transaction paypolicy did not sign (payment ${rowId})`);
-  deps.nonceSynced.delete(key);
+  const { conflicts, nonces } = deps.submitter;
+  if (!conflicts.mark(orgId, chainId, `nonce ${nonce} used by a transaction paypolicy did not sign (payment ${rowId})`)) return;
+  nonces.forget(pairKey(orgId, chainId));
   deps.log.error({ orgId, chainId, nonce, transactionId: rowId },
     'another process uses this treasury on this chain: a nonce paypolicy gave out was used by a transaction it did not sign; submission and raw-transaction signing stop there until paypolicy is restarted (one deployment per treasury per chain)');
-}
-
-/**
- * Refuses a new raw transaction on an (organization, chain) marked conflicted (409
- * treasury_conflict): it could only be given a nonce another process may also use.
- */
-export function refuseIfConflicted(deps: AppDeps, orgId: string, chainId: number): void {
-  if (!deps.chainConflicts.has(pairKey(orgId, chainId))) return;
-  throw new DomainError('conflict',
-    `Another process uses this organization's treasury on chain ${chainId} (a transaction paypolicy did not sign used one of its nonces); raw transactions there are refused until an operator stops the other signer and restarts paypolicy`,
-    { code: 'treasury_conflict' });
 }
 
 /**
@@ -313,7 +262,7 @@ async function trackRow(deps: AppDeps, chainId: number, row: InFlightRow, minedN
     return;
   }
   // On a conflicted pair nothing is sent: no re-broadcast, no fee bump.
-  if (deps.chainConflicts.has(pairKey(row.orgId, chainId))) return;
+  if (deps.submitter.conflicts.has(row.orgId, chainId)) return;
   const known = await Promise.all(versions.map((v) => deps.chains.knows(chainId, v.hash)));
   if (!known.some(Boolean)) {
     await rebroadcastDropped(deps, chainId, row, versions);
@@ -358,7 +307,7 @@ async function rebroadcastDropped(deps: AppDeps, chainId: number, row: InFlightR
     deps.log.warn({ transactionId: row.id, chainId, nonce: row.nonce }, 'the node no longer knows a submitted raw transaction; broadcasting it again');
   }
   const newest = versions[versions.length - 1]!;
-  const refusal = await broadcast(deps, chainId, newest.serialized, newest.hash);
+  const refusal = await broadcast(deps.chains, chainId, newest.serialized, newest.hash);
   if (refusal !== undefined) {
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a dropped raw transaction again failed; retried on the next pass');
     return;
@@ -429,7 +378,7 @@ async function bumpFees(deps: AppDeps, chainId: number, row: InFlightRow, versio
     chainId, nonce: row.nonce, to: tx.to!, data: tx.data ?? '0x', gas, maxFeePerGas: bumpedMax, maxPriorityFeePerGas: bumpedPriority,
   }, undefined, async (inTx) => (await bumpRefusal(inTx, row, gas * bumpedMax, tx.to)) === undefined);
   if (!version) return;
-  const refusal = await broadcast(deps, chainId, version.serialized, version.hash);
+  const refusal = await broadcast(deps.chains, chainId, version.serialized, version.hash);
   if (refusal !== undefined) {
     deps.log.warn({ transactionId: row.id, chainId, reason: refusal.reason }, 'broadcasting a fee bump failed; retried on the next pass');
     return;
@@ -479,48 +428,63 @@ export function startSubmitter(
   return { stop: () => clearInterval(timer) };
 }
 
-/**
- * The node's pending nonce for the treasury, asked once per (organization, chain) and process
- * before the first reservation there: the caller raises the ledger's counter to it in the
- * reserving write (payments.raiseNonceFloor). Undefined when already reconciled, when the chain
- * has no endpoint, or when the node did not answer (the ledger's counter is used and the next
- * reservation asks again).
- */
-export async function chainNonceFloor(deps: AppDeps, orgId: string, chainId: number, treasury: Address): Promise<number | undefined> {
-  const key = pairKey(orgId, chainId);
-  if (!deps.chains.has(chainId)) return undefined;
-  refuseIfConflicted(deps, orgId, chainId);
-  if (deps.nonceSynced.has(key)) return undefined;
-  try {
-    return await deps.chains.pendingNonce(chainId, treasury);
-  } catch (err) {
-    deps.log.warn({ orgId, chainId, reason: rpcReason(err) }, 'reading the treasury nonce from the node failed; using the ledger');
-    return undefined;
-  }
-}
-
 /** How far ahead of the ledger's counter a node's pending nonce is believed (a treasury's own history). */
 export const MAX_NONCE_JUMP = 1_000_000;
 
 /**
- * Applies a floor from chainNonceFloor, inside the write that reserves the nonce (`deps` of that
- * write, withinWrite.ts). True when it was applied: once that write has committed, the caller marks
- * the pair reconciled (markNonceSynced), never inside the write, which may be rolled back or run again.
+ * The submitter of one running app: what the request path hands it (submitter.ts), on the app's
+ * RPC registry and unit of work. The background passes (startSubmitter) read its state through
+ * the app's deps.
  */
-export async function applyNonceFloor(deps: AppDeps, orgId: string, chainId: number, floor: number | undefined): Promise<boolean> {
-  if (floor === undefined) return false;
-  // The counter never goes down, so one wrong answer would make every later transaction of this
-  // treasury unmineable: a floor implausibly far ahead of the ledger is not believed.
-  const counter = await deps.store.payments.nonceCounter(orgId, chainId);
-  if (!Number.isSafeInteger(floor) || floor < 0 || floor > counter + MAX_NONCE_JUMP) {
-    deps.log.warn({ orgId, chainId, nodeNonce: String(floor), ledgerNonce: counter }, 'the node reports a pending nonce implausibly far ahead of the ledger; not trusted, using the ledger');
-    return false;
-  }
-  await deps.store.payments.raiseNonceFloor(orgId, chainId, floor);
-  return true;
-}
-
-/** The (organization, chain) counter is reconciled with the node: later reservations there ask it no more. */
-export function markNonceSynced(deps: AppDeps, orgId: string, chainId: number): void {
-  deps.nonceSynced.add(pairKey(orgId, chainId));
+export function createSubmitter(app: { chains: ChainRpc; uow: UnitOfWork; log: Logger; now: () => number }): Submitter {
+  const { chains, uow, log, now } = app;
+  const conflicts = new ChainConflicts();
+  const nonces = new ReconciledNonces();
+  return {
+    conflicts,
+    nonces,
+    broadcasts: (chainId) => chains.has(chainId),
+    // Undefined when already reconciled, when the chain has no endpoint, or when the node did not
+    // answer (the ledger's counter is used and the next reservation asks again).
+    async nonceFloor(orgId, chainId, treasury) {
+      if (!chains.has(chainId)) return undefined;
+      conflicts.refuse(orgId, chainId);
+      if (nonces.has(orgId, chainId)) return undefined;
+      try {
+        return await chains.pendingNonce(chainId, treasury);
+      } catch (err) {
+        log.warn({ orgId, chainId, reason: rpcReason(err) }, 'reading the treasury nonce from the node failed; using the ledger');
+        return undefined;
+      }
+    },
+    // Marked reconciled only by the caller once the write has committed, never inside it: the
+    // write may be rolled back or run again.
+    async applyNonceFloor(payments, orgId, chainId, floor) {
+      if (floor === undefined) return false;
+      // The counter never goes down, so one wrong answer would make every later transaction of this
+      // treasury unmineable: a floor implausibly far ahead of the ledger is not believed.
+      const counter = await payments.nonceCounter(orgId, chainId);
+      if (!Number.isSafeInteger(floor) || floor < 0 || floor > counter + MAX_NONCE_JUMP) {
+        log.warn({ orgId, chainId, nodeNonce: String(floor), ledgerNonce: counter }, 'the node reports a pending nonce implausibly far ahead of the ledger; not trusted, using the ledger');
+        return false;
+      }
+      await payments.raiseNonceFloor(orgId, chainId, floor);
+      return true;
+    },
+    markNonceSynced: (orgId, chainId) => nonces.add(orgId, chainId),
+    // A node that refuses it but already knows it (an earlier broadcast whose answer was lost)
+    // counts as accepted.
+    async broadcastSettled(rowId, tx) {
+      if (!chains.has(tx.chainId)) return null;
+      const refusal = await broadcast(chains, tx.chainId, tx.serialized, tx.hash);
+      if (refusal !== undefined) {
+        log.warn({ transactionId: rowId, chainId: tx.chainId, reason: refusal.reason }, 'broadcasting a raw transaction failed; the background submitter retries it');
+        return null;
+      }
+      await uow.write(async (w) => {
+        if (await w.payments.markSubmitted(rowId, tx.hash, now())) await w.payments.startBroadcastTimer(rowId, now());
+      });
+      return tx.hash;
+    },
+  };
 }

@@ -1,5 +1,5 @@
 import { createAgent, getAgent, listAgents, parsePolicy, setPolicy, updateAgent } from '../../app/organizations/agents.js';
-import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/accounts/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
 import type { Agent } from '../../domain/types.js';

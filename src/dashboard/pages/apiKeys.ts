@@ -1,5 +1,5 @@
 import { createApiKey, listApiKeys, revokeApiKey } from '../../app/accounts/apiKeys.js';
-import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
 import { utc } from '../format.js';
 import { html } from '../html.js';
 import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';

@@ -1,6 +1,6 @@
 import { listAgents } from '../../app/organizations/agents.js';
 import { decideApproval, describeApproval, listApprovals, type ApprovalView } from '../../app/approvals/approvals.js';
-import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
 import type { AppDeps } from '../../app/deps.js';
 import { visibleServices } from '../../app/registry/registry.js';
 import type { SessionContext } from '../../app/accounts/dashboardSessions.js';

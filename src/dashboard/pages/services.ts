@@ -1,4 +1,4 @@
-import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
 import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
 import { deleteService, findVisibleService, upsertService, visibleServices, type RegistryScope } from '../../app/registry/registry.js';
 import { importServices } from '../../app/registry/serviceImport.js';

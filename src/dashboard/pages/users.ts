@@ -1,4 +1,4 @@
-import { roleAllows } from '../../app/accounts/dashboardRoles.js';
+import { roleAllows } from '../../app/dashboardRoles.js';
 import { MIN_PASSWORD_LENGTH } from '../../app/accounts/dashboardPasswords.js';
 import { deleteDashboardUser, getDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser } from '../../app/accounts/dashboardUsers.js';
 import type { DashboardUser } from '../../domain/types.js';

@@ -1,16 +1,24 @@
 import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
 import { checksumAddress } from '../../domain/address.js';
-import { DomainError } from '../../domain/errors.js';
+import { DomainError, invalidArgument } from '../../domain/errors.js';
 import { microsToAtomic } from '../../domain/money.js';
 import { requestJson, type DirectPayload, type PaymentRequest, type PaymentType } from '../../domain/paymentRequest.js';
+import type { ApiKeyMode } from '../../domain/types.js';
 import type { SignJob, SignOutput } from '../../signing/signJobs.js';
 import type { PaymentHeader } from '../../paywalls/offer.js';
 import { randomHex32 } from '../../signing/randomNonce.js';
 import { PERMIT2_ADDRESS, USDC, X402_EXACT_PERMIT2_PROXY } from '../../signing/tokens.js';
+import type { AppDeps } from '../deps.js';
+import { assertBoundedValidity } from '../../signing/boundedValidity.js';
+import { DEFAULT_TEMPO_FEES, prepareMppPayment, type TempoFees } from '../../signing/tempo.js';
+import { prepareX402Payment } from '../../signing/x402Payment.js';
+import { offerFromJson } from './paywall.js';
 
 /**
- * What is signed for each direct type, and the record of it that callers receive. Built at signing
- * time (after an approval, too), so validity windows start when the signature is made.
+ * What is signed for each payment type, and the record of it that callers receive: the ledger's
+ * `request` column is turned into one signing job (direct types from their fields, x402 and mpp
+ * from the offer of the live challenge). Built at signing time (after an approval, too), so
+ * validity windows start when the signature is made.
  */
 
 export type SignedPayment =
@@ -122,4 +130,83 @@ export function prepareSignature(orgId: string, treasury: Address, r: StoredRequ
 /** The wire's `signature` field: the EIP-3009 or Permit2 signature, null for transactions. */
 export function signatureOf(s: SignedPayment): Hex | null {
   return s.type === 'raw_transaction' || s.type === 'mpp' ? null : s.signature;
+}
+
+/** A paywall payment as kept in the ledger: the request plus the offer it was decided on. */
+export type StoredPaywallRequest = {
+  type: 'x402' | 'mpp';
+  chainId: number;
+  recipient: string;
+  amountMicros: string;
+  payload: { kind: 'paywall'; resourceUrl: string; method: 'GET' | 'POST' };
+  offer: unknown;
+};
+
+/** A ledger `request` column parsed once, for the steps of one signing that each read it. */
+export type ParsedStored = StoredPaywallRequest | StoredRequest;
+
+export function parseStored(stored: string): ParsedStored {
+  return JSON.parse(stored) as ParsedStored;
+}
+
+/** The offer of a stored MPP request, whose Tempo fees must be looked up before signing. */
+export function storedMppOffer(parsed: ParsedStored) {
+  return parsed.payload.kind === 'paywall' && parsed.type === 'mpp' ? offerFromJson((parsed as StoredPaywallRequest).offer) : undefined;
+}
+
+export function isPaywallRequest(stored: string): boolean {
+  return (JSON.parse(stored) as { payload: { kind: string } }).payload.kind === 'paywall';
+}
+
+/**
+ * Builds the signing job for any stored request: the direct types from their fields, x402 and
+ * mpp from the offer parsed out of the live challenge. Every job's validity window is checked
+ * against the one bound (MAX_SIGNED_VALIDITY_SECONDS) before it can reach the signer.
+ */
+export function preparePayment(deps: Pick<AppDeps, 'validityNow'>, orgId: string, treasury: Address, stored: ParsedStored, nonce?: number, fees: TempoFees = DEFAULT_TEMPO_FEES): PreparedSignature {
+  // One reading of the validity clock (the earlier of wall and ledger) anchors every window and its check.
+  const nowMs = deps.validityNow();
+  const prepared = buildPayment(orgId, treasury, stored, nowMs, nonce, fees);
+  assertBoundedValidity(prepared.job, Math.floor(nowMs / 1000));
+  return prepared;
+}
+
+function buildPayment(orgId: string, treasury: Address, parsed: ParsedStored, nowMs: number, nonce: number | undefined, fees: TempoFees): PreparedSignature {
+  if (parsed.payload.kind !== 'paywall') return prepareSignature(orgId, treasury, storedRequestOf(parsed as StoredRequest), Math.floor(nowMs / 1000), nonce);
+  const offer = offerFromJson((parsed as StoredPaywallRequest).offer);
+  if (parsed.type === 'x402') {
+    const p = prepareX402Payment(orgId, treasury, offer, Math.floor(nowMs / 1000));
+    return {
+      job: p.job,
+      finish: (out) => {
+        const r = p.finish(out);
+        return { type: 'x402', signature: out.signature, authorization: r.authorization, paymentHeader: r.header };
+      },
+    };
+  }
+  if (parsed.type === 'mpp') {
+    const p = prepareMppPayment(orgId, treasury, offer, nowMs, fees);
+    return {
+      job: p.job,
+      finish: (out) => {
+        const r = p.finish(out);
+        return { type: 'mpp', transactionHash: r.transactionHash, paymentHeader: r.header };
+      },
+    };
+  }
+  throw new DomainError('internal', `cannot prepare a ${parsed.type} payment`);
+}
+
+/**
+ * A raw transaction carries no expiry: whoever holds it can broadcast it whenever they like, so a
+ * handful signed days apart could all land in one minute, outside every cap window. A live key's
+ * raw transaction is therefore signed only where paypolicy broadcasts it itself (an RPC endpoint
+ * for its chain). Test keys still receive theirs to broadcast on their own.
+ */
+export function requireBroadcast(deps: Pick<AppDeps, 'submitter'>, mode: ApiKeyMode, chainId: number): void {
+  if (mode === 'test' || deps.submitter.broadcasts(chainId)) return;
+  throw invalidArgument(
+    `raw_transaction is signed for ak_live_ keys only when paypolicy broadcasts it, and this server has no RPC endpoint for chain ${chainId} (start it with --rpc-url ${chainId}=URL)`,
+    'raw_transaction_not_broadcast',
+  );
 }

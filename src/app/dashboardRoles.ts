@@ -1,4 +1,4 @@
-import type { DashboardRole } from '../../domain/types.js';
+import type { DashboardRole } from '../domain/types.js';
 
 /**
  * What a dashboard request may do: `read` anything of its organization, `decide` approval

@@ -5,7 +5,9 @@ import type { AppDeps } from '../deps.js';
  * When approvals and approved payments run out, written once: a pending approval past its window
  * expires and releases its payment's hold; an approved paywall payment not collected within
  * COLLECTION_WINDOW_MS of the decision expires and releases its hold. Each runs in its own write
- * transaction, or joins the caller's when called with a write's deps (withinWrite.ts).
+ * transaction, or joins the caller's when called with a write's deps (withinWrite.ts). Reads that
+ * replay a payment expire it on the spot; the periodic sweep (sweepExpiredApprovals) releases the
+ * holds nobody reads.
  */
 
 export const EXPIRED_REASON = 'Approval request expired before a human decided';
@@ -52,4 +54,17 @@ export function expireCollectionIfDue(deps: AppDeps, transactionId: string): Pro
     const now = deps.now();
     return tx.payments.expireApproved(transactionId, now - COLLECTION_WINDOW_MS, COLLECTION_EXPIRED_REASON, now);
   }, { alone: true });
+}
+
+/**
+ * Expires every overdue approval and every approved payment left uncollected past its window;
+ * run periodically so holds are released without a read.
+ */
+export async function sweepExpiredApprovals(deps: AppDeps): Promise<number> {
+  // Rows a failed write left in signing go first: an approved one may then expire right here.
+  await deps.stranded.release();
+  let expired = 0;
+  for (const a of await deps.store.approvals.due(deps.now())) if (await expireIfDue(deps, a.id)) expired++;
+  for (const id of await deps.store.payments.overdueApproved(deps.now() - COLLECTION_WINDOW_MS)) if (await expireCollectionIfDue(deps, id)) expired++;
+  return expired;
 }

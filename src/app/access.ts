@@ -1,5 +1,7 @@
-import { DomainError } from '../../domain/errors.js';
-import type { Principal } from '../../domain/types.js';
+import { DomainError } from '../domain/errors.js';
+import type { Organization, Principal } from '../domain/types.js';
+import { ORG_ID } from '../domain/validate.js';
+import type { AppDeps } from './deps.js';
 import { roleAllows, type DashboardPermission } from './dashboardRoles.js';
 
 /**
@@ -30,4 +32,23 @@ export function inScope(principal: Principal, orgId: string): boolean {
 export function requireAccess(principal: Principal, permission: Permission, orgId: string, notFound: () => DomainError): void {
   requirePermission(principal, permission);
   if (!inScope(principal, orgId)) throw notFound();
+}
+
+const orgNotFound = () => new DomainError('not_found', 'Organization not found', { code: 'organization_not_found' });
+
+/** An organization by id, or 404; no scope check: the callers in src/app have made it. */
+export async function requireOrganization(deps: AppDeps, orgId: string): Promise<Organization> {
+  const org = ORG_ID.test(orgId) ? await deps.store.organizations.get(orgId) : undefined;
+  if (!org) throw orgNotFound();
+  return org;
+}
+
+/**
+ * Checks that a principal may act with `permission` on an organization, and that it exists: the
+ * operator on any, an organization-bound principal on its own only (another one's id is the same
+ * 404 as an unknown one).
+ */
+export async function requireOrgAccess(deps: AppDeps, principal: Principal, permission: Permission, orgId: string): Promise<Organization> {
+  requireAccess(principal, permission, orgId, orgNotFound);
+  return requireOrganization(deps, orgId);
 }
