@@ -1,11 +1,10 @@
 import type { Logger } from 'pino';
 import type { SignerPool } from '../signing/signerPool.js';
 import type { TreasuryVault } from '../signing/treasury.js';
-import type { AppStore } from '../store/asyncStore.js';
+import type { AppStore, UnitOfWork } from '../store/port.js';
 import type { OfferCache } from '../paywalls/offerCache.js';
 import type { SafeFetchOptions } from '../paywalls/safeFetch.js';
 import type { TempoFeeSource } from '../signing/tempoFees.js';
-import type { UnitOfWork } from './unitOfWork.js';
 import type { ChainRpc } from '../chain/rpc.js';
 import type { SignsInFlight } from './signsInFlight.js';
 import type { StrandedPayments } from './strandedPayments.js';
@@ -14,11 +13,11 @@ import type { Submitter } from './submitter.js';
 /** What every use case may touch. `now` is injected so tests can move the clock. */
 export type AppDeps = {
   /**
-   * The table groups for reads of committed data outside a write (asyncStore.ts); every write,
+   * The table groups for reads of committed data outside a write (store/port.ts); every write,
    * and every read a write depends on, goes through `uow` and its `tx`.
    */
   store: AppStore;
-  /** Atomic, durable writes and read snapshots; see unitOfWork.ts. */
+  /** Atomic, durable writes and read snapshots; see store/port.ts. */
   uow: UnitOfWork;
   vault: TreasuryVault;
   signer: SignerPool;

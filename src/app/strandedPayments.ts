@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { UnitOfWork } from './unitOfWork.js';
+import type { UnitOfWork } from '../store/port.js';
 
 /**
  * Payments (id → reason) left in `signing` because the write that should have ended them (settling

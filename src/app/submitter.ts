@@ -1,6 +1,6 @@
 import type { Address, Hex } from 'viem';
 import { DomainError } from '../domain/errors.js';
-import type { StoreTables } from '../store/asyncStore.js';
+import type { StoreTables } from '../store/port.js';
 
 /**
  * What the request path hands to on-chain submission (docs/onchain.md), and the state about each

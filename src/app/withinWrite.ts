@@ -1,4 +1,4 @@
-import type { StoreTables } from '../store/asyncStore.js';
+import type { StoreTables } from '../store/port.js';
 import type { AppDeps } from './deps.js';
 
 /** One view per (deps, tx): both live as long as the app and its store connection. */

@@ -1,6 +1,8 @@
 import type { Db } from './db.js';
 import type { Agent, Policy } from '../domain/types.js';
 import type { AgentStatus } from '../domain/validate.js';
+import type { AgentIdentity, AgentRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 /**
  * A cache two table-group instances share: the writer connection's and the reader connection's
@@ -40,10 +42,7 @@ function toAgent(r: AgentRow): Agent {
  * which drops the cached record in the same call, so a cached read is never older than the row.
  * Callers treat the returned records as read-only.
  */
-/** Who an agent is, without its policy. */
-export type AgentIdentity = Pick<Agent, 'id' | 'orgId' | 'name' | 'status' | 'lastPingAt'>;
-
-export function createAgentStore(db: Db, shared?: SharedCache<Agent>) {
+export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchronous<AgentRepository> {
   // A reader connection's store (store.ts) shares the writer's cache, so a write's drop reaches it,
   // and fills it only when no write transaction is open (see SharedCache).
   const cache = shared?.records ?? new Map<string, Agent>();

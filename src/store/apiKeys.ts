@@ -1,6 +1,8 @@
 import type { Db } from './db.js';
 import type { ApiKeyMode, ApiKeyRecord } from '../domain/types.js';
 import type { SharedCache } from './agents.js';
+import type { ApiKeyRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type CachedKey = ApiKeyRecord & { hash: Buffer };
 
@@ -23,7 +25,7 @@ const COLUMNS = 'id, org_id, mode, prefix, label, created_at, revoked_at';
  * write goes through this module and clears the cache in the same call, so a revocation is seen
  * by the very next request.
  */
-export function createApiKeyStore(db: Db, shared?: ApiKeyCache) {
+export function createApiKeyStore(db: Db, shared?: ApiKeyCache): Synchronous<ApiKeyRepository> {
   // Shared with the reader connection's instance (store.ts; agents.ts SharedCache).
   const byHashCache = shared?.records ?? new Map<string, CachedKey>();
   const byIdCache = shared?.byId ?? new Map<string, CachedKey>();

@@ -1,19 +1,6 @@
 import type { Db } from './db.js';
-
-export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired';
-
-export type ApprovalRow = {
-  id: string;
-  orgId: string;
-  agentId: string;
-  transactionId: string;
-  status: ApprovalStatus;
-  createdAt: number;
-  expiresAt: number;
-  decidedAt: number | null;
-  decidedBy: string;
-  note: string;
-};
+import type { ApprovalRepository, ApprovalRow, ApprovalStatus } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type Raw = {
   id: string; org_id: string; agent_id: string; transaction_id: string; status: ApprovalStatus; created_at: number;
@@ -30,7 +17,7 @@ function toRow(r: Raw): ApprovalRow {
 }
 
 /** Approval requests. Decisions are guarded by `status = 'pending'` so each happens once. */
-export function createApprovalStore(db: Db) {
+export function createApprovalStore(db: Db): Synchronous<ApprovalRepository> {
   const insert = db.prepare(`INSERT INTO approvals (${COLUMNS}) VALUES (@id, @orgId, @agentId, @transactionId, @status, @createdAt,
     @expiresAt, @decidedAt, @decidedBy, @note)`);
   const byId = db.prepare(`SELECT ${COLUMNS} FROM approvals WHERE id = ?`);

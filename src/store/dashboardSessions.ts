@@ -1,13 +1,6 @@
 import type { Db } from './db.js';
-
-export type DashboardSession = {
-  /** SHA-256 of the cookie's token; the token itself is never stored. */
-  tokenHash: Buffer;
-  userId: string;
-  csrfToken: string;
-  createdAt: number;
-  expiresAt: number;
-};
+import type { DashboardSession, DashboardSessionRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type Raw = { token_hash: Buffer; user_id: string; csrf_token: string; created_at: number; expires_at: number };
 
@@ -16,7 +9,7 @@ function toSession(r: Raw): DashboardSession {
 }
 
 /** Dashboard sign-in sessions, keyed by the hash of their token. */
-export function createDashboardSessionStore(db: Db) {
+export function createDashboardSessionStore(db: Db): Synchronous<DashboardSessionRepository> {
   const insert = db.prepare('INSERT INTO dashboard_sessions (token_hash, user_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)');
   const byHash = db.prepare('SELECT token_hash, user_id, csrf_token, created_at, expires_at FROM dashboard_sessions WHERE token_hash = ?');
   const remove = db.prepare('DELETE FROM dashboard_sessions WHERE token_hash = ?');

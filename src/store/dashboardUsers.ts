@@ -1,11 +1,7 @@
 import type { DashboardRole, DashboardUser } from '../domain/types.js';
 import type { Db } from './db.js';
-
-export type { DashboardRole, DashboardUser };
-
-
-/** What a password check needs; read only by the sign-in use case. */
-export type PasswordRecord = { salt: Buffer; hash: Buffer; params: string };
+import type { DashboardUserRepository, PasswordRecord } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type Raw = {
   id: string; org_id: string; email: string; role: DashboardRole; created_at: number; disabled: number;
@@ -19,7 +15,7 @@ function toUser(r: Raw): DashboardUser {
 const COLUMNS = 'id, org_id, email, role, created_at, disabled, password_salt, password_hash, password_params';
 
 /** Dashboard users. Emails are stored lower-cased, so the UNIQUE constraint ignores case. */
-export function createDashboardUserStore(db: Db) {
+export function createDashboardUserStore(db: Db): Synchronous<DashboardUserRepository> {
   const insert = db.prepare(`INSERT INTO dashboard_users (id, org_id, email, role, password_salt, password_hash, password_params, created_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const byEmail = db.prepare(`SELECT ${COLUMNS} FROM dashboard_users WHERE email = ?`);

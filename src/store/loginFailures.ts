@@ -1,6 +1,6 @@
 import type { Db } from './db.js';
-
-export type LoginFailures = { email: string; failures: number; windowStart: number; lockedUntil: number };
+import type { LoginFailureRepository, LoginFailures } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type Raw = { email: string; failures: number; window_start: number; locked_until: number };
 
@@ -9,7 +9,7 @@ type Raw = { email: string; failures: number; window_start: number; locked_until
  * client address. Address rows are keyed `address <ip>`; that key has no '@', so it can never be
  * an email (normalizeEmail requires one).
  */
-export function createLoginFailureStore(db: Db) {
+export function createLoginFailureStore(db: Db): Synchronous<LoginFailureRepository> {
   const byEmail = db.prepare('SELECT email, failures, window_start, locked_until FROM dashboard_login_failures WHERE email = ?');
   const upsert = db.prepare(`INSERT INTO dashboard_login_failures (email, failures, window_start, locked_until) VALUES (?, ?, ?, ?)
     ON CONFLICT (email) DO UPDATE SET failures = excluded.failures, window_start = excluded.window_start, locked_until = excluded.locked_until`);

@@ -1,5 +1,7 @@
 import type { Db } from './db.js';
 import type { Organization } from '../domain/types.js';
+import type { OrganizationRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type OrgRow = { id: string; name: string; approval_window_s: number; created_at: number; address: string | null };
 
@@ -11,7 +13,7 @@ function toOrg(r: OrgRow): Organization {
 }
 
 /** Organizations and their treasuries (the encrypted key is read only by the signer). */
-export function createOrganizationStore(db: Db) {
+export function createOrganizationStore(db: Db): Synchronous<OrganizationRepository> {
   const insert = db.prepare('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)');
   const byId = db.prepare(`${SELECT} WHERE o.id = ?`);
   const all = db.prepare(`${SELECT} ORDER BY o.created_at, o.id`);

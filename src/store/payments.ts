@@ -1,7 +1,9 @@
 import type { Db } from './db.js';
-import type { ChainState, TransactionRecord } from '../domain/types.js';
+import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
+import type { ChainAttempt, InFlightRow, MinedVersion, PaymentRepository, PaymentRow } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 /**
  * Ledger rows of payment requests. Every state change is an UPDATE guarded by the state it
@@ -22,31 +24,6 @@ import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
 function move<From extends TransactionState>(from: From, to: NextState<From>, set: string, where: string): string {
   return `UPDATE transactions SET status = '${to}', holds_cap = ${holdsCap(to) ? 1 : 0}, ${set} WHERE ${where} AND status = '${from}'`;
 }
-
-export type PaymentRow = TransactionRecord & {
-  resourceUrl: string;
-  idempotencyKey: string | null;
-  requestHash: string;
-  /** JSON of the normalized request, needed to sign after an approval. */
-  request: string;
-  /** JSON of the signed result, replayed to idempotent repeats. */
-  result: string | null;
-  /** The hash a node accepted (raw transactions submitted by the service, migration 0007). */
-  txHash?: string | null;
-  /** Where the submitted raw transaction is on chain (migration 0008); null when the service does not submit it. */
-  submitStatus?: ChainState | null;
-};
-
-/** A submitted raw transaction the tracker follows (app/submission/submit.ts). */
-export type InFlightRow = {
-  id: string; orgId: string; agentId: string; nonce: number; result: string; txHash: string | null;
-  submitStatus: 'submitted' | 'dropped' | 'replaced'; broadcastAt: number | null; reason: string;
-};
-
-/** A version of a raw transaction after the original (a fee bump or a nonce filler), migration 0008. */
-export type ChainAttempt = {
-  hash: string; kind: 'bump' | 'filler'; serialized: string; gas: bigint; maxFeePerGas: bigint; maxPriorityFeePerGas: bigint; createdAt: number;
-};
 
 type Raw = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
@@ -110,7 +87,7 @@ export type CapSumMemo = { version: () => number | undefined };
 /** Agents whose sums are remembered at most (then forgotten all at once: a bound on memory, nothing more). */
 const CAP_MEMO_AGENTS = 100_000;
 
-export function createPaymentStore(db: Db, memo?: CapSumMemo) {
+export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
   const remembered = new Map<string, { version: number; window: number; from: number; until: number; sum: bigint }>();
@@ -418,6 +395,3 @@ export function capHourOf(since: number): { bucket: number; end: number } {
   const bucket = Math.floor(since / CAP_BUCKET_MS);
   return { bucket, end: (bucket + 1) * CAP_BUCKET_MS };
 }
-
-/** A mined version of a tracked row (all null but the hash for a row whose nonce someone else used). */
-export type MinedVersion = { hash: string; blockNumber: number | null; confirmations: number | null; networkFeeWei: string | null };

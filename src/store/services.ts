@@ -2,6 +2,8 @@ import type { Db } from './db.js';
 import { indexRegistry, joinRegistryIndexes, type RegistryIndex } from '../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord, ServiceSummary } from '../domain/types.js';
 import { ScopeCache, SHARED_SCOPE } from './registryCache.js';
+import type { RegistryUsage, ServiceRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type ServiceRow = {
   id: string; org_id: string | null; slug: string; name: string; description: string; category: string; logo_url: string;
@@ -70,9 +72,6 @@ export type RegistryCache = {
   inSnapshot: () => boolean;
 };
 
-/** Records, base URLs (payment methods with a base URL) and stored bytes of one organization's own records, for its limits. */
-export type RegistryUsage = { records: number; baseUrls: number; bytes: number };
-
 const USAGE_SQL = `SELECT count(*) AS records, coalesce(sum(base_urls), 0) AS base_urls, coalesce(sum(${recordBytesSql()}), 0) AS bytes
   FROM services WHERE org_id = ?`;
 
@@ -99,7 +98,7 @@ export function registryScope(rows: readonly SummaryRow[]): RegistryScopeCache {
  * organization's registry changes never make another's attribution rebuild anything but the
  * shared index, and a rebuild reads the summaries, not the records.
  */
-export function createServiceStore(db: Db, shared?: RegistryCache) {
+export function createServiceStore(db: Db, shared?: RegistryCache): Synchronous<ServiceRepository> {
   // Shared with the reader connection's instance (store.ts): key '' holds the shared records, an
   // organization's id its own.
   const cache: RegistryCache = shared ?? { scopes: new ScopeCache(), dirty: new Set(), writing: () => db.inTransaction, inSnapshot: () => false };

@@ -1,4 +1,6 @@
 import type { Db } from './db.js';
+import type { SpendRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 /**
  * The rows up to the cap horizon from cap_rows (by agent and time), those above it (the last few
@@ -17,7 +19,7 @@ export const SPEND_BUCKETS_SQL = `SELECT (cap_at - @since - 1) / @size AS bucket
  * per time bucket. It uses the same column and the same comparison (`cap_at > since`) as the cap
  * check in payments.ts, so the dashboard shows exactly what the policy sees.
  */
-export function createSpendStore(db: Db) {
+export function createSpendStore(db: Db): Synchronous<SpendRepository> {
   const buckets = db.prepare(SPEND_BUCKETS_SQL).safeIntegers(true);
   return {
     /** Micro-USD per bucket of `sizeMs` since `since`; index k of the result is bucket k, `count` buckets. */

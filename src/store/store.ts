@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { Agent, ApiKeyRecord } from '../domain/types.js';
-import { asyncTables, type AppStore, type StoreTables, type SyncTables } from './asyncStore.js';
+import type { AppStore, StoreTables } from './port.js';
+import { asyncTables, type SyncTables } from './syncTables.js';
 import type { SharedCache } from './agents.js';
 import { failStop, onStorageFailure, openDatabase, storageFailure, type Db, type OpenOptions } from './db.js';
 import { createAgentStore } from './agents.js';
@@ -66,7 +67,7 @@ function openReader(file: string): Db {
 /**
  * All table groups over the single writer connection every write transaction goes through, and a
  * read-only connection for reads outside a write. A write function is asynchronous (the store
- * interface, asyncStore.ts), so the group commit's transaction stays open across awaits on the
+ * port, port.ts), so the group commit's transaction stays open across awaits on the
  * writer; reads outside it go to the reader, which in WAL mode sees only committed data, never
  * another request's open transaction. Read snapshots (unitOfWork.ts read) get a third connection,
  * opened on first use, so an open snapshot never holds back what the plain reads see.

@@ -1,6 +1,8 @@
 import type { Db } from './db.js';
 import type { ChainState, TransactionRecord } from '../domain/types.js';
 import { holdsCap, type InitialState, type TransactionState } from '../domain/transactionState.js';
+import type { TransactionFilter, TransactionRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 type TxRow = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
@@ -27,19 +29,8 @@ function toTx(r: TxRow): TransactionRecord {
   };
 }
 
-export type TransactionFilter = {
-  orgId: string;
-  agentId?: string;
-  status?: string;
-  from?: number;
-  to?: number;
-  /** Keyset cursor: rows strictly older than (createdAt, id). */
-  before?: { createdAt: number; id: string };
-  limit: number;
-};
-
 /** The ledger: every payment request, decision and ping. */
-export function createTransactionStore(db: Db) {
+export function createTransactionStore(db: Db): Synchronous<TransactionRepository> {
   const insertRecord = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient,
     amount_micros, holds_cap, cap_at, reason, service_slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const listCache = new Map<string, ReturnType<Db['prepare']>>();

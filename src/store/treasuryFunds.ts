@@ -1,4 +1,6 @@
 import type { Db } from './db.js';
+import type { TreasuryFundsRepository } from './port.js';
+import type { Synchronous } from './syncTables.js';
 
 /**
  * The ledger's side of a treasury's funds on one chain: the raw transactions it has signed (or is
@@ -7,7 +9,7 @@ import type { Db } from './db.js';
  * exactly these are still to be paid out of the balances read at that block; a mined one
  * (succeeded or reverted) has already been paid for.
  */
-export function createTreasuryFundsStore(db: Db) {
+export function createTreasuryFundsStore(db: Db): Synchronous<TreasuryFundsRepository> {
   const unmined = db.prepare(`SELECT amount_micros, request FROM transactions
     WHERE org_id = ? AND chain_id = ? AND type = 'raw_transaction' AND nonce >= ? AND status IN ('signing', 'signed')`).safeIntegers(true);
   return {

@@ -1,9 +1,9 @@
-import type { StoreTables } from './asyncStore.js';
+import type { StoreTables, UnitOfWork, WriteOptions } from './port.js';
 import type { Db } from './db.js';
-import type { WriteOptions, WriteQueue } from './writeQueue.js';
+import type { WriteQueue } from './writeQueue.js';
 
 /**
- * The app's unit of work (src/app/unitOfWork.ts has the contract) over SQLite: `write` is the
+ * The port's unit of work (port.ts states the contract) over SQLite: `write` is the
  * group commit on the writer connection (writeQueue.ts: one fsync shared by the writes of one
  * event-loop turn, each in its own savepoint, each awaited before the next starts), or with
  * `alone` a transaction of its own committed with synchronous=FULL; `read` a
@@ -11,7 +11,7 @@ import type { WriteOptions, WriteQueue } from './writeQueue.js';
  * so the plain reads on the reader connection never see an old snapshot. `store.writes` is looked
  * up on every call, so a queue swapped in later (tests hold its syncs) is the one used.
  */
-export function createUnitOfWork(store: { writes: WriteQueue<StoreTables>; snapshot(): { db: Db; tables: StoreTables } }) {
+export function createUnitOfWork(store: { writes: WriteQueue<StoreTables>; snapshot(): { db: Db; tables: StoreTables } }): UnitOfWork {
   let reading: Promise<unknown> = Promise.resolve();
   return {
     write: <T>(fn: (tx: StoreTables) => Promise<T>, options?: WriteOptions): Promise<T> => store.writes.run(fn, options),

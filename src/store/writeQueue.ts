@@ -1,11 +1,9 @@
 import { assertWritable, failStop, isIoError, storageFullOr, type Db } from './db.js';
+import type { WriteOptions } from './port.js';
 import type { WalSync } from './walSync.js';
 
 /** A write (grouped, or `alone`), or a `pause`: a function run in its turn with no transaction open. */
 type Item<X> = { fn: (tx: X) => unknown; kind: 'group' | 'alone' | 'pause'; resolve: (v: unknown) => void; reject: (e: unknown) => void };
-
-/** How one write is committed; see UnitOfWork.write (src/app/unitOfWork.ts). */
-export type WriteOptions = { alone?: boolean };
 
 export type WriteQueue<X = unknown> = {
   /**

@@ -7,7 +7,8 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { createApprovalStore } from '../../src/store/approvals.js';
 import { openDatabase, type Db } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
-import { createPaymentStore, type PaymentRow } from '../../src/store/payments.js';
+import { createPaymentStore } from '../../src/store/payments.js';
+import type { PaymentRow, StoreTables } from '../../src/store/port.js';
 import { repairStaleSigning } from '../../src/store/pg/cluster.js';
 import { migratePg } from '../../src/store/pg/migrate.js';
 import { migrateStore } from '../../src/store/pg/migrateStore.js';
@@ -18,10 +19,6 @@ import { createTransactionStore } from '../../src/store/transactions.js';
 import { createCapRowsMover } from '../../src/store/capRows.js';
 import { CAP_BUCKETS_UNION } from '../../src/store/migrations/0012_cap_buckets_hot.js';
 import { createSpendStore } from '../../src/store/spend.js';
-import type { AsyncTable } from '../../src/store/asyncStore.js';
-import type { ApprovalStore } from '../../src/store/approvals.js';
-import type { PaymentStore } from '../../src/store/payments.js';
-import type { TransactionStore } from '../../src/store/transactions.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pgDatabase.js';
 
 /**
@@ -40,7 +37,9 @@ const BIG = 9_007_199_254_740_993n; // 2^53 + 1
 const ORG = 'org_cap';
 const AGENTS = ['agt_a', 'agt_b', 'agt_c'];
 
-type Tables = { payments: AsyncTable<PaymentStore>; approvals: AsyncTable<ApprovalStore>; transactions: AsyncTable<TransactionStore> };
+type Tables = Pick<StoreTables, 'payments' | 'approvals' | 'transactions'>;
+/** A SQLite repository with each method made async, as the store's own wrapper makes it (syncTables.ts). */
+type AsyncOf<T> = { [K in keyof T]: T[K] extends (...a: infer A) => infer R ? (...a: A) => Promise<R> : never };
 type Harness = {
   name: 'sqlite' | 'pg';
   t: Tables;
@@ -60,12 +59,12 @@ type Harness = {
   close(): Promise<void>;
 };
 
-function wrap<T extends object>(table: T): AsyncTable<T> {
+function wrap<T extends object>(table: T): AsyncOf<T> {
   const out: Record<string, unknown> = {};
   for (const [name, fn] of Object.entries(table)) {
     if (typeof fn === 'function') out[name] = async (...a: unknown[]) => (fn as (...a: unknown[]) => unknown)(...a);
   }
-  return out as AsyncTable<T>;
+  return out as AsyncOf<T>;
 }
 
 const dirs: string[] = [];

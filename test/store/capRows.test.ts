@@ -6,7 +6,8 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { CAP_ROWS_PER_MOVE } from '../../src/store/capRows.js';
 import { openDatabase } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
-import { CAP_SUM_SQL, createPaymentStore, type PaymentRow } from '../../src/store/payments.js';
+import { CAP_SUM_SQL, createPaymentStore } from '../../src/store/payments.js';
+import type { PaymentRow } from '../../src/store/port.js';
 import { createSpendStore, SPEND_BUCKETS_SQL } from '../../src/store/spend.js';
 import { openStore } from '../../src/store/store.js';
 

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { openDatabase, writeTxn, type Db } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
-import { createPaymentStore, type PaymentRow } from '../../src/store/payments.js';
+import { createPaymentStore } from '../../src/store/payments.js';
+import type { PaymentRow } from '../../src/store/port.js';
 
 const dirs: string[] = [];
 function tempDb(): string {

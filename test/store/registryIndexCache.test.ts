@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
 import { attributeResource } from '../../src/domain/attribution.js';
-import type { StoreTables } from '../../src/store/asyncStore.js';
+import type { StoreTables } from '../../src/store/port.js';
 import { openStore } from '../../src/store/store.js';
 import { serviceRecord } from '../helpers/registry.js';
 

@@ -40,7 +40,7 @@ const LAYERS: Array<[prefix: string, rank: number]> = [
 ];
 
 const APP_ORDER: Array<[prefix: string, rank: number]> = [
-  ['app/deps.ts', 0], ['app/unitOfWork.ts', 0], ['app/withinWrite.ts', 0], ['app/access.ts', 0], ['app/dashboardRoles.ts', 0],
+  ['app/deps.ts', 0], ['app/withinWrite.ts', 0], ['app/access.ts', 0], ['app/dashboardRoles.ts', 0],
   ['app/signsInFlight.ts', 0], ['app/strandedPayments.ts', 0], ['app/submitter.ts', 0],
   ['app/accounts/', 1], ['app/registry/', 2], ['app/organizations/', 3], ['app/payments/', 4],
   ['app/approvals/', 5], ['app/submission/', 5],

@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { overloaded } from '../../overload/admission.js';
 import { hashForAccount, hashForSignIn, PasswordHasherBusyError, type ScryptParams } from './auth/passwordHasher.js';
 import { invalidArgument } from '../../domain/errors.js';
-import type { PasswordRecord } from '../../store/dashboardUsers.js';
+import type { PasswordRecord } from '../../store/port.js';
 
 /** Shortest password accepted; people choose these, so length is what buys resistance. */
 export const MIN_PASSWORD_LENGTH = 12;

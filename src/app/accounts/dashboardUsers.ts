@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
-import type { DashboardRole, DashboardUser } from '../../store/dashboardUsers.js';
-import type { Principal } from '../../domain/types.js';
+import type { DashboardRole, DashboardUser, Principal } from '../../domain/types.js';
 import { requireAccess, requirePermission } from '../access.js';
 import type { AppDeps } from '../deps.js';
 import { hashPassword, validateNewPassword } from './dashboardPasswords.js';

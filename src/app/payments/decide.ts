@@ -7,7 +7,7 @@ import { shedIfLate } from '../../overload/admission.js';
 import { unauthenticated } from '../accounts/auth/credentials.js';
 import { newUuid } from '../../store/ids.js';
 import type { InitialState } from '../../domain/transactionState.js';
-import type { PaymentRow } from '../../store/payments.js';
+import type { PaymentRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { intentFacts, type Intent } from './intent.js';
 import { signOrFail } from './settle.js';

@@ -1,4 +1,4 @@
-import type { ApprovalRow } from '../../store/approvals.js';
+import type { ApprovalRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 
 /**

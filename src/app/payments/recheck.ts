@@ -1,7 +1,7 @@
 import { evaluatePolicy, type Verdict } from '../../domain/policy.js';
 import type { NetworkFee } from '../../domain/networkFee.js';
 import type { Agent } from '../../domain/types.js';
-import type { PaymentRow } from '../../store/payments.js';
+import type { PaymentRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { attributeOffer, offerFromJson, splitRecipients } from './paywall.js';
 import { policyFacts } from './policyFacts.js';

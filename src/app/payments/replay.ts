@@ -1,7 +1,7 @@
 import type { Address } from 'viem';
 import { DomainError } from '../../domain/errors.js';
 import { unauthenticated } from '../accounts/auth/credentials.js';
-import type { PaymentRow } from '../../store/payments.js';
+import type { PaymentRow } from '../../store/port.js';
 import { expireCollectionIfDue, expireIfDue } from './expiry.js';
 import type { AppDeps } from '../deps.js';
 import { describePayees, feePayerText, offerFromJson, offerPayees, offerToJson, probeOffer, sameFeePayer, sameOffer, samePayees } from './paywall.js';

@@ -3,7 +3,7 @@ import { checksumAddress } from '../../domain/address.js';
 import { DomainError } from '../../domain/errors.js';
 import type { PaymentType } from '../../domain/paymentRequest.js';
 import type { Verdict } from '../../domain/policy.js';
-import type { PaymentRow } from '../../store/payments.js';
+import type { PaymentRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { parseStored, preparePayment, storedMppOffer, type SignedPayment } from './signatures.js';
 

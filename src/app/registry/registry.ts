@@ -4,7 +4,7 @@ import { recordBytes } from '../../domain/recordBytes.js';
 import type { ApiKeyPrincipal, PaymentMethod, Principal, RegisteredService, ServiceEndpoint, ServiceRecord, ServiceSummary } from '../../domain/types.js';
 import { SLUG, optionalText, requireName } from '../../domain/validate.js';
 import { newUuid } from '../../store/ids.js';
-import type { RegistryUsage } from '../../store/services.js';
+import type { RegistryUsage } from '../../store/port.js';
 import { requireAccess, requirePermission, type Permission } from '../access.js';
 import type { AppDeps } from '../deps.js';
 import { requireOrgAccess } from '../access.js';

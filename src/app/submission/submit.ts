@@ -2,14 +2,13 @@ import { BaseError, HttpRequestError, parseTransaction, TimeoutError, type Addre
 import type { Logger } from 'pino';
 import { rpcReason, type ChainReceipt, type ChainRpc } from '../../chain/rpc.js';
 import type { Eip1559Fields } from '../../signing/signJobs.js';
-import type { InFlightRow } from '../../store/payments.js';
+import type { InFlightRow, UnitOfWork } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import type { SignedPayment } from '../payments/signatures.js';
 import { CAP_WINDOW_MS } from '../payments/policyFacts.js';
 import { recheckApproved } from '../payments/recheck.js';
 import { withinWrite } from '../withinWrite.js';
 import { ChainConflicts, pairKey, ReconciledNonces, type Submitter } from '../submitter.js';
-import type { UnitOfWork } from '../unitOfWork.js';
 
 /**
  * On-chain submission of raw transactions (docs/onchain.md). A raw transaction whose

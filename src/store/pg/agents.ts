@@ -1,8 +1,7 @@
 import type { Agent, Policy } from '../../domain/types.js';
 import type { AgentStatus } from '../../domain/validate.js';
-import type { AgentStore } from '../agents.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
+import type { AgentRepository } from '../port.js';
 
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: bigint; updated_at: bigint;
@@ -55,7 +54,7 @@ function toAgent(r: AgentRow): Agent {
  * a revocation or a policy change made on another replica must hold on the next request here, and
  * there is no cross-process invalidation yet. Money columns are BIGINT read as bigint.
  */
-export function createPgAgentStore(sql: Sql): AsyncTable<AgentStore> {
+export function createPgAgentStore(sql: Sql): AgentRepository {
   const setPolicy = async (agentId: string, p: Policy): Promise<void> => {
     await sql.run(UPSERT_POLICY, [agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.updatedAt]);
   };

@@ -1,7 +1,6 @@
 import type { ApiKeyMode, ApiKeyRecord } from '../../domain/types.js';
-import type { ApiKeyStore } from '../apiKeys.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
+import type { ApiKeyRepository } from '../port.js';
 
 type KeyRow = { id: string; org_id: string; mode: ApiKeyMode; prefix: string; label: string; created_at: bigint; revoked_at: bigint | null };
 
@@ -29,7 +28,7 @@ function toKey(r: KeyRow): ApiKeyRecord {
  * invalidated across processes every lookup reads the row, so a revocation is seen by the very
  * next request on every replica.
  */
-export function createPgApiKeyStore(sql: Sql): AsyncTable<ApiKeyStore> {
+export function createPgApiKeyStore(sql: Sql): ApiKeyRepository {
   return {
     async insert(key, hash) {
       await sql.run(INSERT, [key.id, key.orgId, key.mode, key.prefix, hash, key.label, key.createdAt]);

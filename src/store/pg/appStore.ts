@@ -1,7 +1,6 @@
 import pg from 'pg';
-import type { UnitOfWork } from '../../app/unitOfWork.js';
 import type { Organization } from '../../domain/types.js';
-import type { AppStore, StoreTables } from '../asyncStore.js';
+import type { AppStore, StoreTables, UnitOfWork } from '../port.js';
 import { parseAnchor, startLedgerClock, systemClockSources, type ClockSources, type LedgerClock } from '../ledgerClock.js';
 import type { OrganizationStore } from '../organizations.js';
 import { createClusterJobs, type ClusterJobs } from './cluster.js';

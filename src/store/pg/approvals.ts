@@ -1,6 +1,5 @@
-import type { ApprovalRow, ApprovalStatus, ApprovalStore } from '../approvals.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
+import type { ApprovalRepository, ApprovalRow, ApprovalStatus } from '../port.js';
 
 type Raw = {
   id: string; org_id: string; agent_id: string; transaction_id: string; status: ApprovalStatus; created_at: bigint;
@@ -37,7 +36,7 @@ export type ApprovalHooks = { onDecided?: (status: 'approved' | 'denied', waited
  * after the deciding transaction commits (SQLite calls it inside), so a transaction that rolls
  * back or is retried after a serialization failure is not counted.
  */
-export function createPgApprovalStore(sql: Sql, hooks: ApprovalHooks = {}): AsyncTable<ApprovalStore> {
+export function createPgApprovalStore(sql: Sql, hooks: ApprovalHooks = {}): ApprovalRepository {
   return {
     async insert(a) {
       await sql.run(INSERT, [a.id, a.orgId, a.agentId, a.transactionId, a.status, a.createdAt, a.expiresAt, a.decidedAt, a.decidedBy, a.note]);

@@ -1,6 +1,5 @@
-import type { DashboardSession, DashboardSessionStore } from '../dashboardSessions.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, statement, type Sql } from './sql.js';
+import type { DashboardSession, DashboardSessionRepository } from '../port.js';
 
 type Raw = { token_hash: Buffer; user_id: string; csrf_token: string; created_at: bigint; expires_at: bigint };
 
@@ -15,7 +14,7 @@ function toSession(r: Raw): DashboardSession {
 }
 
 /** Dashboard sign-in sessions, keyed by their token's hash (PostgreSQL twin of ../dashboardSessions.ts). */
-export function createPgDashboardSessionStore(sql: Sql): AsyncTable<DashboardSessionStore> {
+export function createPgDashboardSessionStore(sql: Sql): DashboardSessionRepository {
   return {
     async insert(s) {
       await sql.run(INSERT, [s.tokenHash, s.userId, s.csrfToken, s.createdAt, s.expiresAt]);

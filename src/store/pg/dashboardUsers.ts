@@ -1,7 +1,6 @@
-import type { DashboardRole } from '../../domain/types.js';
-import type { DashboardUser, DashboardUserStore } from '../dashboardUsers.js';
-import type { AsyncTable } from './asyncTable.js';
+import type { DashboardRole, DashboardUser } from '../../domain/types.js';
 import { num, statement, type Sql } from './sql.js';
+import type { DashboardUserRepository } from '../port.js';
 
 type Raw = {
   id: string; org_id: string; email: string; role: DashboardRole; created_at: bigint; disabled: bigint;
@@ -25,7 +24,7 @@ function toUser(r: Raw): DashboardUser {
 }
 
 /** Dashboard users (PostgreSQL twin of ../dashboardUsers.ts); emails stored lower-cased. */
-export function createPgDashboardUserStore(sql: Sql): AsyncTable<DashboardUserStore> {
+export function createPgDashboardUserStore(sql: Sql): DashboardUserRepository {
   return {
     async insert(user, password) {
       await sql.run(INSERT, [user.id, user.orgId, user.email, user.role, password.salt, password.hash, password.params, user.createdAt]);

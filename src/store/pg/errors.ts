@@ -1,4 +1,4 @@
-import { DomainError } from '../../domain/errors.js';
+import { DomainError, IDEMPOTENCY_KEY_TAKEN } from '../../domain/errors.js';
 
 /** SQLSTATEs after which the whole transaction may simply run again: serialization_failure, deadlock_detected. */
 const RETRYABLE = new Set(['40001', '40P01']);
@@ -61,5 +61,5 @@ function isIdempotencyKeyTaken(err: unknown): boolean {
 /** The driver's error as the domain's: a lost Idempotency-Key race is a conflict the caller resolves; anything else as thrown. */
 export function domainErrorOf(err: unknown, cause: unknown): unknown {
   if (!isIdempotencyKeyTaken(cause) && !isIdempotencyKeyTaken(err)) return err;
-  return new DomainError('conflict', 'Idempotency-Key already used by another request', { code: 'idempotency_key_taken', cause });
+  return new DomainError('conflict', 'Idempotency-Key already used by another request', { code: IDEMPOTENCY_KEY_TAKEN, cause });
 }

@@ -1,6 +1,5 @@
-import type { LoginFailureStore } from '../loginFailures.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, statement, type Sql } from './sql.js';
+import type { LoginFailureRepository } from '../port.js';
 
 type Raw = { email: string; failures: bigint; window_start: bigint; locked_until: bigint };
 
@@ -14,7 +13,7 @@ const TRIM_OLDEST = statement('fail.trimOldest', `DELETE FROM dashboard_login_fa
   SELECT email FROM dashboard_login_failures WHERE locked_until < $1 ORDER BY window_start LIMIT $2)`);
 
 /** Recent failed dashboard sign-ins, per email and per client address (PostgreSQL twin of ../loginFailures.ts). */
-export function createPgLoginFailureStore(sql: Sql): AsyncTable<LoginFailureStore> {
+export function createPgLoginFailureStore(sql: Sql): LoginFailureRepository {
   return {
     async get(email) {
       const r = await sql.one<Raw>(BY_EMAIL, [email]);

@@ -1,7 +1,6 @@
 import type { Organization } from '../../domain/types.js';
-import type { OrganizationStore } from '../organizations.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, statement, type Sql } from './sql.js';
+import type { OrganizationRepository } from '../port.js';
 
 type OrgRow = { id: string; name: string; approval_window_s: bigint; created_at: bigint; address: string | null };
 
@@ -21,7 +20,7 @@ function toOrg(r: OrgRow): Organization {
 }
 
 /** Organizations and their treasuries (PostgreSQL twin of ../organizations.ts). */
-export function createPgOrganizationStore(sql: Sql): AsyncTable<OrganizationStore> {
+export function createPgOrganizationStore(sql: Sql): OrganizationRepository {
   return {
     async insert(org) {
       await sql.run(INSERT, [org.id, org.name, org.approvalWindowSeconds, org.createdAt]);

@@ -1,8 +1,8 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
-import { capHourOf, type ChainAttempt, type InFlightRow, type PaymentRow, type PaymentStore } from '../payments.js';
-import type { AsyncTable } from './asyncTable.js';
+import { capHourOf } from '../payments.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
+import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
 /**
  * Ledger rows of payment requests (PostgreSQL twin of ../payments.ts; its header states the rules:
@@ -133,7 +133,7 @@ const LOWEST_RELEASED = statement('pay.lowestReleased', `DELETE FROM released_no
   SELECT org_id, chain_id, nonce FROM released_nonces WHERE org_id = $1 AND chain_id = $2 ORDER BY nonce LIMIT 1) RETURNING nonce`);
 const RECORD_NONCE = statement('pay.recordNonce', `UPDATE transactions SET nonce = $1 WHERE id = $2 AND status = 'signing'`);
 
-export function createPgPaymentStore(sql: Sql): AsyncTable<PaymentStore> {
+export function createPgPaymentStore(sql: Sql): PaymentRepository {
   const releaseNonceOf = (id: string) => sql.run(RELEASE_NONCE_OF, [id]);
   return {
     async newestTime() {

@@ -2,9 +2,9 @@ import { joinRegistryIndexes } from '../../domain/indexRegistry.js';
 import type { RegisteredService, ServiceRecord } from '../../domain/types.js';
 import { ADDRESS } from '../../domain/validate.js';
 import { ScopeCache, SHARED_SCOPE } from '../registryCache.js';
-import { countBaseUrls, recordBytesSql, registryScope, summaryColumns, type RegistryScopeCache, type ServiceStore, type SummaryRow } from '../services.js';
-import type { AsyncTable } from './asyncTable.js';
+import { countBaseUrls, recordBytesSql, registryScope, summaryColumns, type RegistryScopeCache, type SummaryRow } from '../services.js';
 import { num, statement, type Sql } from './sql.js';
+import type { ServiceRepository } from '../port.js';
 
 type ServiceRow = {
   id: string; org_id: string | null; slug: string; name: string; description: string; category: string; logo_url: string;
@@ -72,7 +72,7 @@ export type PgRegistryCache = ScopeCache<RegistryScopeCache & { version: string 
  * version moved. Inside a transaction the versions are read in its snapshot, so a decision is
  * judged by the registry as its own write sees it.
  */
-export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new ScopeCache()): AsyncTable<ServiceStore> {
+export function createPgServiceStore(sql: Sql, cache: PgRegistryCache = new ScopeCache()): ServiceRepository {
   const read = (orgId: string | null, slug: string) =>
     orgId === null ? sql.one<ServiceRow>(SHARED_BY_SLUG, [slug]) : sql.one<ServiceRow>(PRIVATE_BY_SLUG, [orgId, slug]);
   // This binding lives for one transaction (tables.ts): the scopes whose agents it already touched.

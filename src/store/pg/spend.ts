@@ -1,6 +1,5 @@
-import type { SpendStore } from '../spend.js';
-import type { AsyncTable } from './asyncTable.js';
 import { statement, type Sql } from './sql.js';
+import type { SpendRepository } from '../port.js';
 
 // Bucket k holds cap_at in (since + k·size, since + (k+1)·size]; BIGINT division truncates toward
 // zero like SQLite's integer division, and the sum is cast back from NUMERIC.
@@ -8,7 +7,7 @@ const BUCKETS = statement('spend.buckets', `SELECT (cap_at - $2::bigint - 1) / $
   FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $2::bigint GROUP BY bucket`);
 
 /** What counts against an agent's cap, per time bucket (PostgreSQL twin of ../spend.ts). */
-export function createPgSpendStore(sql: Sql): AsyncTable<SpendStore> {
+export function createPgSpendStore(sql: Sql): SpendRepository {
   return {
     async bucketsSince(agentId, since, sizeMs, count) {
       const out: bigint[] = Array.from({ length: count }, () => 0n);

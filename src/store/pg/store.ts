@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { PgTables } from './asyncTable.js';
+import type { StoreTables, UnitOfWork } from '../port.js';
 import { databaseBusy, databaseUnavailable, domainErrorOf, isRetryable, isUnavailable } from './errors.js';
 import { migratePg } from './migrate.js';
 import { createSql, TYPES } from './sql.js';
@@ -26,7 +26,7 @@ export type PgStoreOptions = {
 
 /**
  * The PostgreSQL store: every table group bound to a connection pool for reads of committed data,
- * and a unit of work (the contract is src/app/unitOfWork.ts):
+ * and a unit of work (the contract is ../port.ts):
  *
  * - `write(fn)` runs `fn(tx)` in BEGIN ISOLATION LEVEL SERIALIZABLE on one pooled connection and
  *   COMMITs. PostgreSQL's serializable isolation makes concurrent writes behave as if run one at a
@@ -92,7 +92,7 @@ export async function createPgStore(options: PgStoreOptions) {
   const hooks: TableHooks = { approvals: {}, registry: new ScopeCache() };
   const tables = createPgTables(createSql(pool, { mapError: (e) => (isUnavailable(e) ? databaseUnavailable(e) : e) }), hooks);
 
-  async function transaction<T>(mode: 'write' | 'read', fn: (tx: PgTables) => Promise<T>): Promise<T> {
+  async function transaction<T>(mode: 'write' | 'read', fn: (tx: StoreTables) => Promise<T>): Promise<T> {
     const begin = mode === 'write' ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
     let client: pg.PoolClient;
     try {
@@ -180,11 +180,11 @@ export async function createPgStore(options: PgStoreOptions) {
     ...tables,
     pool,
     uow: {
-      write: <T>(fn: (tx: PgTables) => Promise<T>): Promise<T> => transaction('write', fn),
-      read: <T>(fn: (tx: PgTables) => Promise<T>): Promise<T> => transaction('read', fn),
+      write: <T>(fn: (tx: StoreTables) => Promise<T>): Promise<T> => transaction('write', fn),
+      read: <T>(fn: (tx: StoreTables) => Promise<T>): Promise<T> => transaction('read', fn),
       /** A COMMIT that returned is already durable (synchronous_commit). */
       durable: (): Promise<void> => Promise.resolve(),
-    },
+    } satisfies UnitOfWork,
     /** PostgreSQL has no fail-stop state of its own: a failed commit is reported to its caller. */
     failure: (): Error | undefined => undefined,
     onFailure: (_listener: (err: Error) => void): void => {},

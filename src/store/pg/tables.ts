@@ -1,4 +1,4 @@
-import type { PgTables } from './asyncTable.js';
+import type { StoreTables } from '../port.js';
 import { createPgAgentStore } from './agents.js';
 import { createPgApiKeyStore } from './apiKeys.js';
 import { createPgApprovalStore, type ApprovalHooks } from './approvals.js';
@@ -21,7 +21,7 @@ export type TableHooks = { approvals: ApprovalHooks; registry?: PgRegistryCache 
  * Every table group bound to one connection (a transaction's client) or to the pool. Cheap: the
  * statements are module constants and only closures are made, so a transaction builds its own.
  */
-export function createPgTables(sql: Sql, hooks: TableHooks = { approvals: {} }): PgTables {
+export function createPgTables(sql: Sql, hooks: TableHooks = { approvals: {} }): StoreTables {
   return {
     organizations: createPgOrganizationStore(sql),
     apiKeys: createPgApiKeyStore(sql),

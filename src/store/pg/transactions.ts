@@ -1,8 +1,7 @@
 import type { ChainState, TransactionRecord } from '../../domain/types.js';
 import { holdsCap, type TransactionState } from '../../domain/transactionState.js';
-import type { TransactionStore } from '../transactions.js';
-import type { AsyncTable } from './asyncTable.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
+import type { TransactionRepository } from '../port.js';
 
 type TxRow = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
@@ -34,7 +33,7 @@ function toTx(r: TxRow): TransactionRecord {
 }
 
 /** The ledger's listing and pings (PostgreSQL twin of ../transactions.ts). */
-export function createPgTransactionStore(sql: Sql): AsyncTable<TransactionStore> {
+export function createPgTransactionStore(sql: Sql): TransactionRepository {
   return {
     async hasPingBetween(orgId, agentId, after, upTo) {
       return (await sql.one(PING_IN_RANGE, [orgId, after, upTo, agentId])) !== undefined;

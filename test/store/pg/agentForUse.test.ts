@@ -3,8 +3,7 @@ import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
 import type { AppDeps } from '../../../src/app/deps.js';
 import { pingAgent } from '../../../src/app/organizations/ping.js';
 import type { Agent, ApiKeyPrincipal } from '../../../src/domain/types.js';
-import type { PaymentRow } from '../../../src/store/payments.js';
-import type { PgTables } from '../../../src/store/pg/asyncTable.js';
+import type { PaymentRow, StoreTables } from '../../../src/store/port.js';
 import { createSql } from '../../../src/store/pg/sql.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
 import { createPgTables } from '../../../src/store/pg/tables.js';
@@ -125,7 +124,7 @@ const allowSlug = (slug: string) => a.uow.write(async (tx) => {
 });
 
 /** The slugs of the records covering https://paid.example, as a deciding write on A reads them (after the agent). */
-const coveringAsDecided = (tx: PgTables) => async () => {
+const coveringAsDecided = (tx: StoreTables) => async () => {
   await tx.agents.getForUse(agentId);
   const visible = await tx.services.visibleSummaries(ORG);
   return visible.filter((s) => s.paymentMethods.some((m) => m.baseUrl === 'https://paid.example')).map((s) => s.slug);

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { PaymentRow } from '../../../src/store/payments.js';
+import type { PaymentRow } from '../../../src/store/port.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 

@@ -13,40 +13,32 @@ import { openDatabase, type Db } from '../../../src/store/db.js';
 import { createLoginFailureStore } from '../../../src/store/loginFailures.js';
 import { CAP_BUCKETS_UNION, SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
 import { createOrganizationStore } from '../../../src/store/organizations.js';
-import { createPaymentStore, type PaymentRow } from '../../../src/store/payments.js';
+import { createPaymentStore } from '../../../src/store/payments.js';
+import type { PaymentRow, StoreTables } from '../../../src/store/port.js';
+import { asyncTables } from '../../../src/store/syncTables.js';
 import { createServiceStore } from '../../../src/store/services.js';
 import { createSettingsStore } from '../../../src/store/settings.js';
 import { createSpendStore } from '../../../src/store/spend.js';
 import { createTransactionStore } from '../../../src/store/transactions.js';
 import { createTreasuryFundsStore } from '../../../src/store/treasuryFunds.js';
-import type { AsyncTable, PgTables } from '../../../src/store/pg/asyncTable.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
 import { attributeResource } from '../../../src/domain/attribution.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
 /**
  * Conformance: one script of operations over every table group, run against the SQLite modules
- * (through a tiny async wrapper) and the PostgreSQL ones; every result must be equal, types
+ * (through the store's async wrapper, syncTables.ts) and the PostgreSQL ones; every result must be equal, types
  * included (bigint stays bigint, number stays number), and so must every table's rows afterwards.
  */
 
-/** The SQLite table group with each method made async (a synchronous throw becomes a rejection). */
-function wrap<T extends object>(table: T): AsyncTable<T> {
-  const out: Record<string, unknown> = {};
-  for (const [name, fn] of Object.entries(table)) {
-    if (typeof fn === 'function') out[name] = async (...a: unknown[]) => (fn as (...a: unknown[]) => unknown)(...a);
-  }
-  return out as AsyncTable<T>;
-}
-
-function sqliteTables(db: Db): PgTables {
-  return {
-    organizations: wrap(createOrganizationStore(db)), apiKeys: wrap(createApiKeyStore(db)), agents: wrap(createAgentStore(db)),
-    services: wrap(createServiceStore(db)), transactions: wrap(createTransactionStore(db)), payments: wrap(createPaymentStore(db)),
-    approvals: wrap(createApprovalStore(db)), settings: wrap(createSettingsStore(db)), spend: wrap(createSpendStore(db)),
-    dashboardUsers: wrap(createDashboardUserStore(db)), dashboardSessions: wrap(createDashboardSessionStore(db)),
-    loginFailures: wrap(createLoginFailureStore(db)), treasuryFunds: wrap(createTreasuryFundsStore(db)),
-  };
+function sqliteTables(db: Db): StoreTables {
+  return asyncTables({
+    organizations: createOrganizationStore(db), apiKeys: createApiKeyStore(db), agents: createAgentStore(db),
+    services: createServiceStore(db), transactions: createTransactionStore(db), payments: createPaymentStore(db),
+    approvals: createApprovalStore(db), settings: createSettingsStore(db), spend: createSpendStore(db),
+    dashboardUsers: createDashboardUserStore(db), dashboardSessions: createDashboardSessionStore(db),
+    loginFailures: createLoginFailureStore(db), treasuryFunds: createTreasuryFundsStore(db),
+  });
 }
 
 const A = 'org_a';
@@ -69,7 +61,7 @@ function payment(n: number, over: Partial<PaymentRow> & { status: 'signing' | 's
 }
 
 /** The script: every method of every table group, with the edge cases that differ most easily between engines. */
-async function script(t: PgTables): Promise<Array<[string, unknown]>> {
+async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   const log: Array<[string, unknown]> = [];
   const rec = async (label: string, p: Promise<unknown>) => {
     try {

@@ -2,7 +2,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DomainError } from '../../../src/domain/errors.js';
-import type { PaymentRow } from '../../../src/store/payments.js';
+import type { PaymentRow } from '../../../src/store/port.js';
 import { createPgStore, type PgStore } from '../../../src/store/pg/store.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
