@@ -127,7 +127,7 @@ function migrate(db: Db): void {
   for (const m of MIGRATIONS) {
     if (applied.has(m.version)) continue;
     writeTxn(db, () => {
-      db.exec(m.sql);
+      db.exec(m.sqlite);
       db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
     });
   }

@@ -12,7 +12,6 @@ import type { PaymentRow, StoreTables } from '../../src/store/port.js';
 import { repairStaleSigning } from '../../src/store/pg/cluster.js';
 import { migratePg } from '../../src/store/pg/migrate.js';
 import { migrateStore } from '../../src/store/pg/migrateStore.js';
-import { PG_MIGRATIONS } from '../../src/store/pg/migrations/index.js';
 import { TYPES } from '../../src/store/pg/sql.js';
 import { createPgStore } from '../../src/store/pg/store.js';
 import { createTransactionStore } from '../../src/store/transactions.js';
@@ -507,7 +506,7 @@ describe('migration 0010 (cap_buckets)', () => {
     const old = new Database(file);
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
     for (const m of MIGRATIONS.filter((x) => x.version <= 9)) {
-      old.exec(m.sql);
+      old.exec(m.sqlite);
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     old.pragma('foreign_keys = ON');
@@ -533,7 +532,7 @@ describe('migration 0010 (cap_buckets)', () => {
     const c = new pg.Client({ connectionString: d.url, types: TYPES });
     await c.connect();
     try {
-      await migratePg(c, PG_MIGRATIONS.filter((m) => m.version <= 9));
+      await migratePg(c, MIGRATIONS.filter((m) => m.version <= 9));
       await fillAt0009(pgRaw((text, values) => c.query(text, values)));
       expect((await c.query("SELECT 1 FROM information_schema.tables WHERE table_name = 'cap_buckets'")).rowCount).toBe(0);
     } finally {

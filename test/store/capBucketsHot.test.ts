@@ -66,7 +66,7 @@ function databaseAt0011(file: string): Database.Database {
   const db = new Database(file);
   db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
   for (const m of MIGRATIONS.filter((x) => x.version <= 11)) {
-    db.exec(m.sql);
+    db.exec(m.sqlite);
     db.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
   }
   return db;

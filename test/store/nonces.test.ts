@@ -111,7 +111,7 @@ describe('migration nonce_reuse', () => {
     const old = new Database(file);
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
     for (const m of MIGRATIONS.filter((x) => x.version <= 2)) {
-      old.exec(m.sql);
+      old.exec(m.sqlite);
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     seed(old);

@@ -43,7 +43,7 @@ describe('migration 0003_private_services', () => {
     const old = new Database(file);
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
     for (const m of MIGRATIONS.filter((x) => x.version < 3)) {
-      old.exec(m.sql);
+      old.exec(m.sqlite);
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     old.prepare(`INSERT INTO services (id, slug, name, description, category, logo_url, docs_url, payment_methods, endpoints, created_at, updated_at)
@@ -64,7 +64,7 @@ describe('migration 0013_registry_scopes', () => {
     const old = new Database(file);
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
     for (const m of MIGRATIONS.filter((x) => x.version < 13)) {
-      old.exec(m.sql);
+      old.exec(m.sqlite);
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     old.prepare("INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_a', 'org_a', 3600, 0)").run();
@@ -86,7 +86,7 @@ describe('migration 0014_registry_endpoint_counts', () => {
     const old = new Database(file);
     old.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
     for (const m of MIGRATIONS.filter((x) => x.version < 14)) {
-      old.exec(m.sql);
+      old.exec(m.sqlite);
       old.prepare('INSERT INTO schema_migrations VALUES (?, ?, 0)').run(m.version, m.name);
     }
     old.prepare("INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_a', 'org_a', 3600, 0)").run();

@@ -1,3 +1,5 @@
+import type { Migration } from './migration.js';
+
 /**
  * Per-agent running spend sums. Summing every row the agent has in the rolling 24 hours on each
  * payment and quote would be a range scan that grows with the agent's rate.
@@ -20,9 +22,18 @@
  *
  * No foreign key to agents: the rows come only from transactions, which have one, and an FK check
  * per trigger run would cost a lookup on every payment. Buckets are never pruned (one row per
- * agent-hour with activity). The existing rows are summed in here. Never edit once landed.
+ * agent-hour with activity). The existing rows are summed in here.
+ *
+ * PostgreSQL: the same table, backfill and bucket expression, the triggers as one PL/pgSQL
+ * function. The trigger's WHEN runs before any function call, so an UPDATE that changes none of
+ * holds_cap, cap_at, amount_micros, agent_id (the settle) costs only the comparison. Under
+ * SERIALIZABLE the bucket row is also where concurrent payments of one agent meet: both read it
+ * (the cap check) and both UPSERT it, so the second fails with serialization_failure and the unit
+ * of work runs it again (queued on the agent's `cap:` hot spot, payments.committedSince). Other
+ * agents' buckets are other rows. Background moves of the agent's rows (approval expiry, the
+ * tracker's revert, the stale-signing repair) write the same bucket and are retried the same way.
+ * Never edit once landed: add the next migration.
  */
-
 /** Width of one cap bucket, ms: one hour. */
 export const CAP_BUCKET_MS = 3_600_000;
 
@@ -41,8 +52,11 @@ const add = (row: 'NEW' | 'OLD', sign: '' | '-', ifHeld = false) => {
     ${ifHeld ? `SELECT ${values} WHERE ${row}.holds_cap = 1` : `VALUES (${values})`}
     ON CONFLICT (agent_id, bucket) DO UPDATE SET total = total + excluded.total;`;
 };
+const addPostgres = (row: 'NEW' | 'OLD', sign: '' | '-') => `INSERT INTO cap_buckets (agent_id, bucket, total)
+      VALUES (${row}.agent_id, ${capBucketOf(`${row}.cap_at`)}, ${sign}${row}.amount_micros)
+      ON CONFLICT (agent_id, bucket) DO UPDATE SET total = cap_buckets.total + excluded.total;`;
 
-export const sql = `
+const sqlite = `
 CREATE TABLE cap_buckets (
   agent_id TEXT NOT NULL,
   bucket   INTEGER NOT NULL,
@@ -72,3 +86,42 @@ BEGIN
   ${add('OLD', '-')}
 END;
 `;
+
+const postgres = `
+CREATE TABLE cap_buckets (
+  agent_id TEXT COLLATE "C" NOT NULL,
+  bucket   BIGINT NOT NULL,
+  total    BIGINT NOT NULL,
+  PRIMARY KEY (agent_id, bucket)
+);
+
+INSERT INTO cap_buckets (agent_id, bucket, total)
+  SELECT agent_id, ${capBucketOf('cap_at')}, SUM(amount_micros)::bigint FROM transactions WHERE holds_cap = 1
+  GROUP BY agent_id, ${capBucketOf('cap_at')};
+
+CREATE FUNCTION transactions_cap_buckets() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF TG_OP <> 'INSERT' THEN
+    IF OLD.holds_cap = 1 THEN
+      ${addPostgres('OLD', '-')}
+    END IF;
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    IF NEW.holds_cap = 1 THEN
+      ${addPostgres('NEW', '')}
+    END IF;
+  END IF;
+  RETURN NULL;
+END $fn$;
+
+CREATE TRIGGER transactions_cap_insert AFTER INSERT ON transactions
+  FOR EACH ROW WHEN (NEW.holds_cap = 1) EXECUTE FUNCTION transactions_cap_buckets();
+CREATE TRIGGER transactions_cap_update AFTER UPDATE OF holds_cap, cap_at, amount_micros, agent_id ON transactions
+  FOR EACH ROW WHEN ((OLD.holds_cap = 1 OR NEW.holds_cap = 1) AND (OLD.holds_cap IS DISTINCT FROM NEW.holds_cap
+    OR OLD.cap_at IS DISTINCT FROM NEW.cap_at OR OLD.amount_micros IS DISTINCT FROM NEW.amount_micros OR OLD.agent_id IS DISTINCT FROM NEW.agent_id))
+  EXECUTE FUNCTION transactions_cap_buckets();
+CREATE TRIGGER transactions_cap_delete AFTER DELETE ON transactions
+  FOR EACH ROW WHEN (OLD.holds_cap = 1) EXECUTE FUNCTION transactions_cap_buckets();
+`;
+
+export const migration: Migration = { version: 10, name: 'cap_buckets', sqlite, postgres };

@@ -1,3 +1,5 @@
+import type { Migration } from './migration.js';
+
 /**
  * The cap sum's rows for the partial hour, indexed late (SQLite only, PostgreSQL keeps its
  * per-row index). committedSince reads whole hours from cap_buckets (0010) and the rows of the one
@@ -18,7 +20,12 @@
  * exact whatever the horizon is: a stopped mover or a clock jump makes it slower, never wrong.
  *
  * The horizon starts at the newest cap_at in the ledger (or now, if a row is dated in the future),
- * and every holding row up to it is copied here. Never edit once landed.
+ * and every holding row up to it is copied here.
+ *
+ * PostgreSQL: nothing changes (the version is kept so both stores' lists stay equal, which
+ * migrate-store requires). It keeps transactions_cap: its commits are not bound by SQLite's
+ * one-writer WAL frames, and a replica's reads must see the other replicas' rows at once, which a
+ * horizon kept by one process would not. Never edit once landed: add the next migration.
  */
 /** Tables only SQLite has, derived from transactions by the triggers below (migrate-store skips them). */
 export const SQLITE_ONLY_TABLES: readonly string[] = ['cap_horizon', 'cap_rows'];
@@ -26,7 +33,7 @@ export const SQLITE_ONLY_TABLES: readonly string[] = ['cap_horizon', 'cap_rows']
 export const SQLITE_ONLY_INDEXES: readonly string[] = ['transactions_cap_time'];
 export const PG_ONLY_INDEXES: readonly string[] = ['transactions_cap'];
 
-export const sql = `
+const sqlite = `
 CREATE TABLE cap_rows (
   agent_id      TEXT NOT NULL,
   cap_at        INTEGER NOT NULL,
@@ -68,3 +75,7 @@ BEGIN
   DELETE FROM cap_rows WHERE agent_id = OLD.agent_id AND cap_at = OLD.cap_at AND id = OLD.id;
 END;
 `;
+
+const postgres = `SELECT 1;`;
+
+export const migration: Migration = { version: 11, name: 'cap_rows', sqlite, postgres };

@@ -1,5 +1,6 @@
 import { capBucketOf } from './0010_cap_buckets.js';
 import { SQLITE_ONLY_TABLES as CAP_ROWS_TABLES } from './0011_cap_rows.js';
+import type { Migration } from './migration.js';
 
 /**
  * The current hours' cap buckets in a table of their own (SQLite only). cap_buckets
@@ -23,10 +24,12 @@ import { SQLITE_ONLY_TABLES as CAP_ROWS_TABLES } from './0011_cap_rows.js';
  *
  * The line starts at the hour before now (SQLite's clock), and existing buckets at or above it
  * move to the hot table. migrate-store and the stores' comparisons read cap_buckets as the union
- * of the two (CAP_BUCKETS_UNION). PostgreSQL keeps one table (its 0012 is a no-op). Never edit
- * once landed.
+ * of the two (CAP_BUCKETS_UNION).
+ *
+ * PostgreSQL: nothing changes (the version is kept so both stores' lists stay equal). It keeps one
+ * cap_buckets: its bucket rows are updated in place on heap pages filled in the order the
+ * agent-hours began, not rewritten in key order. Never edit once landed: add the next migration.
  */
-
 /** Tables only SQLite has, derived from transactions by triggers (migrate-store skips them). */
 export const SQLITE_ONLY_TABLES: readonly string[] = [...CAP_ROWS_TABLES, 'cap_buckets_hot', 'cap_hot_from'];
 
@@ -51,7 +54,7 @@ const add = (row: 'NEW' | 'OLD', sign: '' | '-', ifHeld = false) => {
   return `${into('cap_buckets_hot', '>=')}\n  ${into('cap_buckets', '<')}`;
 };
 
-export const sql = `
+const sqlite = `
 CREATE TABLE cap_buckets_hot (
   agent_id TEXT NOT NULL,
   bucket   INTEGER NOT NULL,
@@ -91,3 +94,7 @@ BEGIN
   ${add('OLD', '-')}
 END;
 `;
+
+const postgres = `SELECT 1;`;
+
+export const migration: Migration = { version: 12, name: 'cap_buckets_hot', sqlite, postgres };

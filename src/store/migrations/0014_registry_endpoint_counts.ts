@@ -1,3 +1,5 @@
+import type { Migration } from './migration.js';
+
 /**
  * Each record's number of endpoints in `endpoint_count`, written by the store with the record, so
  * the registry's summaries (what listings show and attribution reads, store/services.ts) are
@@ -8,9 +10,14 @@
  * organization's base URLs for its bounds, or reading its summaries, read every page of its
  * records. Before them, those columns are on the row's own page; the values' lengths (their
  * stored bytes, octet_length) are in the row's header either way. The indexes and triggers are
- * 0003's. Never edit once landed.
+ * 0003's.
+ *
+ * PostgreSQL: the same column; the table is not rebuilt, since PostgreSQL keeps long values out of
+ * line (TOAST), so no column's place makes reading another one cost more. Never edit once landed:
+ * add the next migration.
  */
-export const sql = `
+
+const sqlite = `
 CREATE TABLE services_ordered (
   id              TEXT PRIMARY KEY,
   org_id          TEXT REFERENCES organizations(id),
@@ -45,3 +52,10 @@ CREATE TRIGGER services_scope_fixed BEFORE UPDATE OF slug, org_id ON services
   WHEN NEW.slug IS NOT OLD.slug OR NEW.org_id IS NOT OLD.org_id
   BEGIN SELECT RAISE(ABORT, 'a registry record keeps its slug and organization'); END;
 `;
+
+const postgres = `
+ALTER TABLE services ADD COLUMN endpoint_count BIGINT NOT NULL DEFAULT 0;
+UPDATE services SET endpoint_count = json_array_length(endpoints::json);
+`;
+
+export const migration: Migration = { version: 14, name: 'registry_endpoint_counts', sqlite, postgres };

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { PG_MIGRATIONS } from './migrations/index.js';
+import { MIGRATIONS } from '../migrations/index.js';
 import { assertSameMigrations } from '../migrationNames.js';
 
 /**
@@ -12,11 +12,11 @@ export const MIGRATION_LOCK_KEY = 0x7061797000000001n;
 export type MigrateResult = { applied: number[] };
 
 /**
- * Applies pending migrations forward, in version order, each in its own transaction with its
- * schema_migrations row, while holding the migration advisory lock on this connection. Refuses a
+ * Applies pending migrations forward, in version order (the `postgres` side of the one list both
+ * stores read), each in its own transaction with its schema_migrations row, while holding the migration advisory lock on this connection. Refuses a
  * database whose schema is newer than this build knows.
  */
-export async function migratePg(client: pg.ClientBase, migrations = PG_MIGRATIONS): Promise<MigrateResult> {
+export async function migratePg(client: pg.ClientBase, migrations = MIGRATIONS): Promise<MigrateResult> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
   try {
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -34,7 +34,7 @@ export async function migratePg(client: pg.ClientBase, migrations = PG_MIGRATION
       if (done.has(m.version)) continue;
       await client.query('BEGIN');
       try {
-        await client.query(m.sql);
+        await client.query(m.postgres);
         await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
         await client.query('COMMIT');
       } catch (err) {

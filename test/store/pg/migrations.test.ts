@@ -7,9 +7,8 @@ import { openDatabase } from '../../../src/store/db.js';
 import { MIGRATIONS } from '../../../src/store/migrations/index.js';
 import { PG_ONLY_INDEXES, SQLITE_ONLY_INDEXES } from '../../../src/store/migrations/0011_cap_rows.js';
 import { SQLITE_ONLY_TABLES } from '../../../src/store/migrations/0012_cap_buckets_hot.js';
-import { PG_ONLY_TABLES } from '../../../src/store/pg/migrations/0013_registry_scopes.js';
+import { PG_ONLY_TABLES } from '../../../src/store/migrations/0013_registry_scopes.js';
 import { migratePg } from '../../../src/store/pg/migrate.js';
-import { PG_MIGRATIONS } from '../../../src/store/pg/migrations/index.js';
 import { createPgStore } from '../../../src/store/pg/store.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
 
@@ -31,12 +30,6 @@ async function query<R extends pg.QueryResultRow>(url: string, text: string, val
     await c.end();
   }
 }
-
-describe('PG_MIGRATIONS', () => {
-  test('behavior: numbered and named exactly like the SQLite migrations', () => {
-    expect(PG_MIGRATIONS.map((m) => [m.version, m.name])).toEqual(MIGRATIONS.map((m) => [m.version, m.name]));
-  });
-});
 
 describe('migratePg', () => {
   test('behavior: a fresh database gets every migration once, in order, each recorded; a second start applies nothing', async () => {
@@ -84,7 +77,7 @@ describe('migratePg', () => {
     const c = new pg.Client(d.url);
     await c.connect();
     try {
-      const broken = [...PG_MIGRATIONS.slice(0, 2), { version: 3, name: 'broken', sql: 'CREATE TABLE half (x INT); SELECT 1/0;' }];
+      const broken = [...MIGRATIONS.slice(0, 2), { version: 3, name: 'broken', sqlite: '', postgres: 'CREATE TABLE half (x INT); SELECT 1/0;' }];
       await expect(migratePg(c, broken)).rejects.toThrow(/migration 3 \(broken\) failed: division by zero/);
       const tables = await c.query(`SELECT 1 FROM information_schema.tables WHERE table_name = 'half'`);
       expect(tables.rowCount).toBe(0);
