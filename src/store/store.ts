@@ -66,9 +66,9 @@ function openReader(file: string): Db {
 
 /**
  * All table groups over the single writer connection every write transaction goes through, and a
- * read-only connection for reads outside a write. A write function is asynchronous (the store
- * port, port.ts), so the group commit's transaction stays open across awaits on the
- * writer; reads outside it go to the reader, which in WAL mode sees only committed data, never
+ * read-only connection for reads outside a write. A write function is asynchronous (the port,
+ * port.ts), so the group commit's transaction stays open across awaits on the writer; reads
+ * outside it go to the reader, which in WAL mode sees only committed data, never
  * another request's open transaction. Read snapshots (unitOfWork.ts read) get a third connection,
  * opened on first use, so an open snapshot never holds back what the plain reads see.
  *

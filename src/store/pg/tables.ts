@@ -18,8 +18,9 @@ import type { Sql } from './sql.js';
 export type TableHooks = { approvals: ApprovalHooks; registry?: PgRegistryCache };
 
 /**
- * Every table group bound to one connection (a transaction's client) or to the pool. Cheap: the
- * statements are module constants and only closures are made, so a transaction builds its own.
+ * Every repository of the port (../port.ts) bound to one connection (a transaction's client) or
+ * to the pool. Cheap: the statements are module constants and only closures are made, so a
+ * transaction builds its own.
  */
 export function createPgTables(sql: Sql, hooks: TableHooks = { approvals: {} }): StoreTables {
   return {
