@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { interleave } from './interleave.js';
-import { cpuMeter, createBenchAgents, drained, keepLog, load, loadWrk, memoryOf, signSpecFor, stop, toAutocannon, waitForLine, WRK, type Boot } from './harness.js';
+import { connectSignSpecFor, cpuMeter, createBenchAgents, drained, keepLog, load, loadWrk, memoryOf, signSpecFor, stop, toAutocannon, waitForLine, WRK, type Boot } from './harness.js';
 
 /**
  * `node dist/bench/ab.js`: an A/B of the sign path, for a change too small to see across two
@@ -15,7 +15,8 @@ import { cpuMeter, createBenchAgents, drained, keepLog, load, loadWrk, memoryOf,
  *
  * Options: --a-root / --b-root, a checkout with its own dist/ (e.g. a `git worktree` of the
  * baseline, built), default this one; --a-flags / --b-flags, node flags for that side's server;
- * --rounds (default 6) and --slice seconds (default 3). Write a flag with `=`: `--b-flags=--max-semi-space-size=32`.
+ * --line, the load: `sign` (default), POST /api/sign, or `connect`, the same payments as Connect JSON
+ * Sign calls; --rounds (default 6) and --slice seconds (default 3). Write a flag with `=`: `--b-flags=--max-semi-space-size=32`.
  * Prints each side's rate, latencies, CPU per payment by thread and memory, and B's rate and CPU over A's.
  */
 const here = fileURLToPath(new URL('../..', import.meta.url));
@@ -25,10 +26,14 @@ const { values } = parseArgs({
     'b-root': { type: 'string', default: here },
     'a-flags': { type: 'string', default: '' },
     'b-flags': { type: 'string', default: '' },
+    line: { type: 'string', default: 'sign' },
     rounds: { type: 'string', default: '6' },
     slice: { type: 'string', default: '3' },
   },
 });
+
+const specFor = ({ sign: signSpecFor, connect: connectSignSpecFor } as Record<string, typeof signSpecFor | undefined>)[values.line];
+if (!specFor) throw new Error(`--line is sign or connect, not ${values.line}`);
 
 type Side = { name: 'A' | 'B'; root: string; flags: string[] };
 const sides: Side[] = [
@@ -45,14 +50,14 @@ try {
     const [, base] = await waitForLine(servers[i]!, /(http:\/\/127\.0\.0\.1:\d+)/);
     keepLog(servers[i]!);
     const boot = JSON.parse(readFileSync(join(dirs[i]!, 'bootstrap.json'), 'utf8')) as Boot;
-    return { base: base!, spec: signSpecFor(boot, await createBenchAgents(base!, boot)) };
+    return { base: base!, spec: specFor(boot, await createBenchAgents(base!, boot)) };
   }));
   const run = (i: number, seconds: number) => (WRK ? loadWrk(ready[i]!.base, ready[i]!.spec, seconds, dirs[i]!) : load(ready[i]!.base, [toAutocannon(ready[i]!.spec)], seconds));
   for (let i = 0; i < sides.length; i++) await run(i, 3);
   const meters = new Map(sides.map((side, i) => [side.name, cpuMeter(servers[i]!.pid!)] as const));
   const rounds = Number(values.rounds);
   const slice = Number(values.slice);
-  process.stderr.write(`A/B: ${rounds} interleaved rounds of ${slice} s slices each…\n`);
+  process.stderr.write(`A/B (${values.line}): ${rounds} interleaved rounds of ${slice} s slices each…\n`);
   const measured = await interleave(sides.map((side, i) => ({ name: side.name, slice: (t: number) => run(i, t) })), rounds, slice,
     (name, work) => meters.get(name as 'A' | 'B')!.measure(work), async () => {
       await Promise.all(ready.map((r) => drained(r.base)));

@@ -63,6 +63,15 @@ export function signSpecFor(boot: Boot, agents: readonly string[]): Spec {
   };
 }
 
+/** The same payments as Connect JSON calls of PaymentPolicyService.Sign (unary POST, HTTP/1.1). */
+export function connectSignSpecFor(boot: Boot, agents: readonly string[]): Spec {
+  return {
+    method: 'POST', path: '/paypolicy.v1.PaymentPolicyService/Sign',
+    headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json', 'connect-protocol-version': '1' },
+    bodies: agents.map((id) => JSON.stringify({ agentId: id, type: 'PAYMENT_TYPE_EIP3009', recipientAddress: RECIPIENT, amountUsd: '0.01' })),
+  };
+}
+
 export function waitForLine(child: ChildProcess, pattern: RegExp): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     let buf = '';

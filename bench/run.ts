@@ -11,7 +11,7 @@ import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { interleave, type Load, type Slicer } from './interleave.js';
 import {
-  CONNECTIONS, cpuMeter, createBenchAgents, drained, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
+  CONNECTIONS, connectSignSpecFor, cpuMeter, createBenchAgents, drained, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
   waitForLine, WRK, type Boot, type Memory, type Spec,
 } from './harness.js';
 
@@ -328,11 +328,7 @@ async function main(): Promise<void> {
     const phase = (name: string) => !only || only === name;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
     const grpcSpec = { apiKey: boot.api_key, agents, recipient: RECIPIENT };
-    const connectSpec: Spec = {
-      method: 'POST', path: '/paypolicy.v1.PaymentPolicyService/Sign',
-      headers: { authorization: `Bearer ${boot.api_key}`, 'content-type': 'application/json', 'connect-protocol-version': '1' },
-      bodies: agents.map((id) => JSON.stringify({ agentId: id, type: 'PAYMENT_TYPE_EIP3009', recipientAddress: RECIPIENT, amountUsd: '0.01' })),
-    };
+    const connectSpec = connectSignSpecFor(boot, agents);
     const floorUrl = `http://127.0.0.1:${floorPort}`;
     process.stderr.write('warming up…\n');
     await run(base!, signSpec, 3);

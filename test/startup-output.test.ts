@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, test, type TestContext } from 'vitest';
-import { LOG_FLUSH_MS } from '../src/observability/logger.js';
+import { LOG_FLUSH_MS, MAX_WAITING_BYTES } from '../src/observability/logger.js';
 import { CLI, runCli, spawnCli, type CliProcess } from './helpers/cli.js';
 import { rest, startTestServer } from './helpers/server.js';
 
@@ -267,6 +267,53 @@ describe.concurrent('log lines reach stdout promptly and on exit', { timeout: 60
     const end = await p.closed;
     expect(end).toEqual({ code: null, signal: 'SIGINT' });
     expect(performance.now() - sent).toBeLessThan(2_000);
+  });
+
+  // A stdout nobody reads (a hung log collector): what waits in memory would grow at the log rate
+  // until the kernel killed the server. It stops at MAX_WAITING_BYTES; the lines past it are dropped
+  // whole and counted in a warning line that comes out once stdout is read again.
+  test('behavior: lines waiting for an unread stdout stop at the bound; the dropped ones are counted in a line of their own', async ({ expect }) => {
+    // ~170 bytes a line: three bounds' worth.
+    const total = Math.ceil((3 * MAX_WAITING_BYTES) / 170);
+    // The lines still waiting are what the heap holds beyond its garbage, once that is collected.
+    const p = backedUp(total, `(await import('node:v8')).setFlagsFromString('--expose-gc');
+      (await import('node:vm')).runInNewContext('gc')();
+      process.stderr.write('heap ' + process.memoryUsage().heapUsed + '\\n');
+      process.exit(3);`);
+    let stderr = '';
+    const measured = new Promise<void>((resolve) => p.child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()).includes('heap ') && resolve()));
+    await measured;
+    p.child.stdout!.resume();
+    expect(await p.closed).toEqual({ code: 3, signal: null });
+    const lines = p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { i?: number; dropped?: number; level: number; msg: string });
+    const kept = lines.filter((l) => l.i !== undefined).map((l) => l.i);
+    expect(kept).toEqual([...Array(kept.length).keys()]);
+    expect(kept.length * 170).toBeLessThan(MAX_WAITING_BYTES + 1024 * 1024);
+    const notices = lines.filter((l) => l.dropped !== undefined);
+    expect(notices.length).toBeGreaterThan(0);
+    expect(notices[0]).toMatchObject({ level: 40, msg: 'log lines dropped: stdout was not read' });
+    expect(kept.length + notices.reduce((sum, n) => sum + n.dropped!, 0)).toBe(total);
+    // Three bounds' worth was logged; one stayed in memory, beside the heap's own ~10 MB.
+    expect(Number(/heap (\d+)/.exec(stderr)?.[1])).toBeLessThan(16 * 1024 * 1024 + 1.5 * MAX_WAITING_BYTES);
+  }, 60_000);
+
+  // sonic-boom's flushSync retries a write that failed with anything but EAGAIN forever: a process
+  // whose stdout is a full disk would never finish exiting.
+  test('behavior: a process whose stdout fails every write (a full disk) exits at once, even with lines still gathered', async ({ expect }) => {
+    const logger = fileURLToPath(new URL('../dist/src/observability/logger.js', import.meta.url));
+    const script = `const { createLogger } = await import(${JSON.stringify(logger)});
+      const log = createLogger('info');
+      for (let i = 0; i < 3; i++) log.info({ i }, 'line');
+      process.exit(3);`;
+    const full = openSync('/dev/full', 'w');
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', full, 'pipe'] });
+    closeSync(full);
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const started = performance.now();
+    const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+    expect({ code, stderr }).toEqual({ code: 3, stderr: '' });
+    expect(performance.now() - started).toBeLessThan(5_000);
   });
 
   // A terminal that stops reading (Ctrl-S, a slow link) is blocking, and a synchronous write to it

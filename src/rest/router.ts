@@ -181,7 +181,8 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
   // Built once: a refusal under overload costs no allocation of an error and its stack.
   const refusal = admission && errorResponse(overloaded(admission.what), undefined);
   const tenantRefusal = admission && errorResponse(overloaded(`${admission.what} for this organization`), undefined);
-  return async (req: NodeRequest, res: NodeResponse, requestLog: () => Logger): Promise<void> => {
+  // `matched` hears the route template the request matched ('unmatched' for none), its metrics label.
+  return async (req: NodeRequest, res: NodeResponse, requestLog: () => Logger, matched?: (route: string) => void): Promise<void> => {
     let result: RestResponse;
     let release: (() => void) | undefined;
     let early = false;
@@ -193,6 +194,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
       let url: URL | undefined;
       const parsedUrl = () => (url ??= new URL(target, 'http://localhost'));
       const match = router.match(req.method, plain ? target : parsedUrl().pathname);
+      matched?.(match.kind === 'found' ? match.route.path : 'unmatched');
       if (match.kind === 'not_found') {
         result = { status: 404, body: { error: 'Not found', code: 'not_found' } };
       } else if (match.kind === 'method_not_allowed') {

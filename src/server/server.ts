@@ -11,14 +11,13 @@ import { createGate, type Gate } from '../overload/admission.js';
 import { authenticateApiKey } from '../app/accounts/apiKeys.js';
 import { parseBearer } from '../app/accounts/auth/credentials.js';
 import { requestHeader, send, sendJson, type NodeRequest, type NodeResponse } from '../http/io.js';
-import { createRouter } from '../http/router.js';
 import { DomainError } from '../domain/errors.js';
 import { PaymentPolicyService, PaymentType, SignOutcome, type QuoteResponse, type SignRequest, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
 import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } from '../observability/metrics.js';
 import { createReadiness, type ReadinessOptions } from '../observability/readiness.js';
 import { OPENAPI_DOCUMENT } from '../rest/openapi.js';
-import { createRestHandler, createRestRoutes, PLAIN_PATH } from '../rest/router.js';
+import { createRestHandler, createRestRoutes } from '../rest/router.js';
 import { apiKeyPrincipalKey, requestLoggerKey } from '../rpc/context.js';
 import { domainErrorInterceptor } from '../rpc/errors.js';
 import { createRoutes, createServices } from '../rpc/routes.js';
@@ -61,8 +60,6 @@ const FIXED_ROUTES = new Set(['/', '/healthz', '/readyz', '/metrics', '/api/open
 /** Every Connect procedure path (gRPC, gRPC-Web and Connect JSON alike): a closed set of labels. */
 const RPC_PATHS = new Set([PaymentPolicyService, AdminService].flatMap((s) => s.methods.map((m) => `/${s.typeName}/${m.name}`)));
 const OPENAPI_JSON = JSON.stringify(OPENAPI_DOCUMENT);
-/** Distinct /api/* method and path pairs whose metrics label is remembered. */
-const API_LABEL_CACHE = 1024;
 
 export type RunningServer = { port: number; url: string; close: (graceMs?: number) => Promise<void> };
 
@@ -84,30 +81,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   metrics?.countAdmitted(admission.inFlight, limits.maxInFlight);
   const restRoutes = createRestRoutes(deps, metrics);
   const restHandler = createRestHandler(deps, restRoutes, admission);
-  const restRouter = createRouter(restRoutes);
   const readiness = createReadiness(deps, opts.readiness);
   /** The context values of a request handed to connect-node (its contextValues hook gets only the request). */
   const rpcValues = new WeakMap<object, ContextValues>();
   const access = accessLog(log);
-  const apiLabels = new Map<string, string>();
-  /** A request's route as a metrics label: a template or a fixed path, never the raw path. */
-  const routeLabel = (method: string | undefined, path: string): string => {
+  /**
+   * A request's route as a metrics label: a template or a fixed path, never the raw path. An /api/*
+   * request is labelled by the REST handler with the route it matched (`route`), so its path is
+   * matched once; one answered before it ran (storage failed) counts as unmatched.
+   */
+  const routeLabel = (path: string, route: string | undefined): string => {
+    if (route !== undefined) return route;
     if (FIXED_ROUTES.has(path) || RPC_PATHS.has(path)) return path;
-    if (path.startsWith('/api/')) {
-      // Matched once per distinct method and path (the router's regexes ran for every request's
-      // metrics, after the REST handler had already run them); bounded, since paths carry ids.
-      const key = `${method} ${path}`;
-      let label = apiLabels.get(key);
-      if (label === undefined) {
-        // The path the REST handler matched: one it would not take as written, normalized as it
-        // does it (router.ts), so `/api/x/../sign` counts under the `/api/sign` that answered it.
-        const m = restRouter.match(method, PLAIN_PATH.test(path) ? path : new URL(path, 'http://localhost').pathname);
-        label = m.kind === 'found' ? m.route.path : 'unmatched';
-        if (apiLabels.size >= API_LABEL_CACHE) apiLabels.clear();
-        apiLabels.set(key, label);
-      }
-      return label;
-    }
     if (path === '/dashboard' || path.startsWith('/dashboard/')) return '/dashboard/*';
     return 'unmatched';
   };
@@ -156,11 +141,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     let reqLog: Logger | undefined;
     const requestLog = () => (reqLog ??= log.child({ reqId }));
     res.setHeader('x-request-id', reqId);
+    let route: string | undefined;
     // Path only: query strings and headers never reach the log.
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       access({ reqId, method: req.method, path, status: res.statusCode, ms: Math.round(ms * 100) / 100, httpVersion: req.httpVersion });
-      metrics?.observeRequest(routeLabel(req.method, path), res.statusCode, ms / 1000);
+      metrics?.observeRequest(routeLabel(path, route), res.statusCode, ms / 1000);
     });
     if (draining && 'setHeader' in res && req.httpVersion === '1.1') res.setHeader('connection', 'close');
     // Fail-stop after a failed sync: nothing is answered from a state that may not be on disk.
@@ -178,7 +164,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return send(res, 303, { location: '/dashboard', 'cache-control': 'no-store' });
     }
     if (path.startsWith('/api/')) {
-      void restHandler(req, res, requestLog);
+      void restHandler(req, res, requestLog, (matched) => (route = matched));
       return;
     }
     const values = createContextValues().set(requestLoggerKey, requestLog);
