@@ -53,8 +53,8 @@ export type JsonShape = {
   const?: unknown;
   /** A list whose items are written by this table. */
   items?: () => readonly RestField[];
-  /** An object keyed by each item's `key`, its value written by this table or null. */
-  keyedBy?: { key: string; value: () => readonly RestField[] };
+  /** An object keyed by each list item's `key` field, the value its `value` field written by `fields`, or null when unset. */
+  keyedBy?: { key: string; value: string; fields: () => readonly RestField[] };
 };
 
 const shapes = new WeakMap<(value: unknown) => unknown, JsonShape>();
@@ -131,7 +131,7 @@ export const RESOLVE_FIELDS: readonly RestField[] = [
   field('results', 'results', shaped((v) =>
     // fromEntries defines own properties, so a slug such as "__proto__" stays plain data.
     Object.fromEntries((v as ResolveResultMessage[]).map((r) => [r.slug, r.service ? writeRest(SERVICE_FIELDS, r.service) : null])),
-  { keyedBy: { key: 'slug', value: () => SERVICE_FIELDS } })),
+  { keyedBy: { key: 'slug', value: 'service', fields: () => SERVICE_FIELDS } })),
   field('resolvedCount', 'resolved_count'), field('unresolvedCount', 'unresolved_count'),
 ];
 
