@@ -52,10 +52,10 @@ export type RestRoute<I extends DescMessage = DescMessage, O extends DescMessage
   /** The place of every request field, by proto field name, in the order the body keys are listed to a client. */
   request: Readonly<Record<string, FieldPlace>>;
   /**
-   * Refuses the values the request message cannot hold (a JSON type its field does not take, a
-   * number out of its range, a name its enum lacks) with the error the use case answers for them,
-   * in its order, before the message is built. A value it lets through that still cannot be held
-   * is one the use case ignores, and stays unset.
+   * Refuses the values the request message cannot carry as sent (a JSON type its field does not
+   * take, a number out of its range, a name its enum lacks, an empty string) with the error the use
+   * case answers for them, in its order; it runs only for such a request (decode.ts). A value it
+   * lets through that still cannot be held is one the use case ignores, and stays unset.
    */
   check?: (values: RestValues, principal: ApiKeyPrincipal) => void;
   /** Writes the REST answer from the response message. */
@@ -142,7 +142,7 @@ export const REST_ROUTES: readonly RestRoute[] = [
     },
     // The sign use case's own validation, on the values as sent: a null, a string chain id or a
     // made-up type is refused with the same text and in the same order as the use case refuses
-    // them, and only then is the request held to SignRequest. It is pure and costs about a µs.
+    // them, though SignRequest cannot carry them to it.
     check: (v, principal) => void parsePaymentRequest({
       agentId: v.agent_id, type: v.type, chainId: v.chain_id, recipientAddress: v.recipient_address, amountUsd: v.amount_usd,
       payload: v.payload, dryRun: v.dry_run, idempotencyKey: v.idempotency_key,
