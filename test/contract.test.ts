@@ -21,11 +21,11 @@ import {
   QUOTE_FIELDS,
   RESOLVE_FIELDS,
   REST_ONLY,
-  REST_REQUEST_FIELDS,
   SERVICE_FIELDS,
   SIGN_FIELDS,
   type RestField,
 } from '../src/rest/mappers.js';
+import { REST_ROUTES } from '../src/rest/routes.js';
 import { postSign } from './helpers/payments.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 
@@ -108,10 +108,10 @@ describe('REST ↔ proto field mapping (responses)', () => {
 describe('REST ↔ proto field mapping (requests)', () => {
   test('behavior: every request field of PaymentPolicyService has a declared REST place, and only those', () => {
     const requests = file_paypolicy_v1_payment_policy.messages.filter((m) => m.name.endsWith('Request'));
-    expect(requests.map((m) => m.typeName).sort()).toEqual(Object.keys(REST_REQUEST_FIELDS).sort());
+    const places = Object.fromEntries(REST_ROUTES.map((r) => [r.rpc.input.typeName, r.request]));
+    expect(requests.map((m) => m.typeName).sort()).toEqual(Object.keys(places).sort());
     for (const m of requests) {
-      expect(Object.keys(REST_REQUEST_FIELDS[m.typeName as keyof typeof REST_REQUEST_FIELDS]).sort(), m.typeName)
-        .toEqual(m.fields.map((f) => f.name).sort());
+      expect(Object.keys(places[m.typeName]!).sort(), m.typeName).toEqual(m.fields.map((f) => f.name).sort());
     }
   });
 

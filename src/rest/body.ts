@@ -1,4 +1,4 @@
-import type { DescMessage } from '@bufbuild/protobuf';
+import type { DescField, DescMessage } from '@bufbuild/protobuf';
 import { isIntegerField } from '../protoMapping/signPayload.js';
 import { DomainError, invalidArgument } from '../domain/errors.js';
 import { JsonDuplicateKeyError, numberText, parseJson } from '../http/parseJson.js';
@@ -64,11 +64,19 @@ export function holdToMessage(obj: Record<string, unknown>, desc: DescMessage, p
       if (closed) throw invalidArgument(`Unknown field "${prefix}${cut(key)}" (${closed.what} takes ${desc.fields.map((f) => f.name).join(', ')})`);
       continue;
     }
-    // A value with a fraction is left to the use case, which refuses it with the field's range.
-    if (!isIntegerField(field) || !Number.isInteger(obj[key])) continue;
-    const text = numberText(obj, key)!;
-    if (!/^-?\d+$/.test(text)) throw invalidArgument(`${prefix}${key} must be an integer written in digits, without a fraction or an exponent (not ${cut(text, 40)})`);
+    requireIntegerText(obj, key, field, prefix);
   }
+}
+
+/**
+ * Refuses an integer field's JSON number that is not written as an integer (digits, an optional
+ * minus): JSON.parse reads 84530e-1 as 8453. A value with a fraction is left to the use case,
+ * which refuses it with the field's range.
+ */
+export function requireIntegerText(obj: Record<string, unknown>, key: string, field: DescField, prefix: string): void {
+  if (!isIntegerField(field) || !Number.isInteger(obj[key])) return;
+  const text = numberText(obj, key)!;
+  if (!/^-?\d+$/.test(text)) throw invalidArgument(`${prefix}${key} must be an integer written in digits, without a fraction or an exponent (not ${cut(text, 40)})`);
 }
 
 /**

@@ -1,35 +1,21 @@
-import { create, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
 import { timestampMs, type Timestamp } from '@bufbuild/protobuf/wkt';
-import {
-  GetAgentSpendResponseSchema,
-  GetApprovalStatusResponseSchema,
-  PingResponseSchema,
-  QuoteResponseSchema,
-  ResolveResponseSchema,
-  SignResponseSchema,
-  type ResolveResult as ResolveResultMessage,
+import type {
+  GetAgentSpendResponse,
+  GetApprovalStatusResponse,
+  PingResponse,
+  QuoteResponse,
+  ResolveResponse,
+  SignResponse,
+  ResolveResult as ResolveResultMessage,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ServiceRecord } from '../../gen/paypolicy/v1/registry_pb.js';
-import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
-import type { PingResult } from '../app/organizations/ping.js';
-import type { QuoteResult } from '../app/payments/quote.js';
-import type { ResolveResult } from '../app/registry/registry.js';
-import type { SignResult } from '../app/payments/pipeline.js';
 import { agentStatus, approvalStatus, offerStatus, paymentType, signOutcome, type EnumCodec } from '../protoMapping/enums.js';
-import {
-  agentSpendToProto,
-  approvalStatusToProto,
-  pingResultToProto,
-  quoteResultToProto,
-  resolveResultToProto,
-  signResultToProto,
-  type ApprovalRecord,
-} from '../protoMapping/messages.js';
+import type { RestResponse } from './errors.js';
 
 /**
- * REST is a declared mapping of the proto messages. Each use-case result becomes its protobuf
- * message (src/protoMapping/messages.ts, the same one the RPCs send), and each REST body is written
- * from that message by a table below: one entry per REST key, in the wire protocol's key order,
+ * REST is a declared mapping of the proto messages. Each route is answered by its RPC's response
+ * message (routes.ts; the service implementation the Connect server runs), and each REST body is
+ * written from that message by a table below: one entry per REST key, in the wire protocol's key order,
  * naming the proto field it comes from and how the value is written (nulls, omissions, enum names,
  * USD as a JSON number). test/contract.test.ts holds the tables to the descriptors: every proto
  * field has a REST counterpart and every REST key a proto field, except the lists at the end.
@@ -48,18 +34,54 @@ export type RestField = {
   fields?: readonly RestField[];
 };
 
+/**
+ * What a writer makes of its field's JSON value, beyond the proto field's own type: read by the
+ * OpenAPI generator (openapi.ts), never by the writing itself.
+ */
+export type JsonShape = {
+  /** Written as null when unset. */
+  nullable?: boolean;
+  /** Left out of the body when unset or empty. */
+  optional?: boolean;
+  /** A USD decimal string written as a JSON number. */
+  usdNumber?: boolean;
+  /** A Timestamp written as an RFC 3339 date-time. */
+  dateTime?: boolean;
+  /** An enum written by the names of these values. */
+  enum?: readonly string[];
+  /** Always this value (no proto field). */
+  const?: unknown;
+  /** A list whose items are written by this table. */
+  items?: () => readonly RestField[];
+  /** An object keyed by each list item's `key` field, the value its `value` field written by `fields`, or null when unset. */
+  keyedBy?: { key: string; value: string; fields: () => readonly RestField[] };
+};
+
+const shapes = new WeakMap<(value: unknown) => unknown, JsonShape>();
+
+/** A writer with its JSON shape recorded. */
+function shaped<W extends (value: unknown) => unknown>(write: W, shape: JsonShape): W {
+  shapes.set(write, shape);
+  return write;
+}
+
+/** The JSON shape of a table entry's writer; undefined when it writes the proto value as it is. */
+export function jsonShape(f: RestField): JsonShape | undefined {
+  return f.write ? shapes.get(f.write) : undefined;
+}
+
 const field = (rest: string, proto = rest, write?: RestField['write']): RestField => ({ rest, proto, write });
 const object = (rest: string, proto: string, fields: readonly RestField[]): RestField => ({ rest, proto, fields });
-const constant = (rest: string, value: unknown): RestField => ({ rest, write: () => value });
+const constant = (rest: string, value: unknown): RestField => ({ rest, write: shaped(() => value, { const: value }) });
 
-const orNull = (v: unknown) => v ?? null;
-const omitUnset = (v: unknown) => (v === undefined ? OMIT : v);
-const omitEmpty = (v: unknown) => (v === '' ? OMIT : v);
+const orNull = shaped((v: unknown) => v ?? null, { nullable: true });
+const omitUnset = shaped((v: unknown) => (v === undefined ? OMIT : v), { optional: true });
+const omitEmpty = shaped((v: unknown) => (v === '' ? OMIT : v), { optional: true });
 /** A USD decimal string as a JSON number (the wire protocol's amount_usd and thresholds). */
-const usdNumber = (v: unknown) => (v === undefined ? OMIT : Number(v as string));
-const isoTime = (v: unknown) => (v === undefined ? null : new Date(timestampMs(v as Timestamp)).toISOString());
+const usdNumber = shaped((v: unknown) => (v === undefined ? OMIT : Number(v as string)), { usdNumber: true, optional: true });
+const isoTime = shaped((v: unknown) => (v === undefined ? null : new Date(timestampMs(v as Timestamp)).toISOString()), { dateTime: true, nullable: true });
 /** An enum value as REST names it: AGENT_STATUS_ACTIVE is `active`. */
-const enumName = (codec: EnumCodec<string, number>) => (v: unknown) => codec.fromProto(v as number) ?? null;
+const enumName = (codec: EnumCodec<string, number>) => shaped((v: unknown) => codec.fromProto(v as number) ?? null, { enum: codec.names });
 
 /** Each table path as the message's property names (proto snake_case → protobuf-es camelCase), derived once. */
 const propertyPaths = new Map<string, string[]>();
@@ -95,8 +117,8 @@ export const PING_FIELDS: readonly RestField[] = [
 /** ServiceRecord keeps the registry's camelCase keys on REST (the proto's JSON names). */
 export const SERVICE_FIELDS: readonly RestField[] = [
   field('id'), field('slug'), field('name'), field('description'), field('category'), field('logoUrl', 'logo_url'), field('docsUrl', 'docs_url'),
-  field('paymentMethods', 'payment_methods', (v) => (v as ServiceRecord['paymentMethods']).map((m) => writeRest(PAYMENT_METHOD_FIELDS, m))),
-  field('endpoints', 'endpoints', (v) => (v as ServiceRecord['endpoints']).map((e) => writeRest(ENDPOINT_FIELDS, e))),
+  field('paymentMethods', 'payment_methods', shaped((v) => (v as ServiceRecord['paymentMethods']).map((m) => writeRest(PAYMENT_METHOD_FIELDS, m)), { items: () => PAYMENT_METHOD_FIELDS })),
+  field('endpoints', 'endpoints', shaped((v) => (v as ServiceRecord['endpoints']).map((e) => writeRest(ENDPOINT_FIELDS, e)), { items: () => ENDPOINT_FIELDS })),
 ];
 export const PAYMENT_METHOD_FIELDS: readonly RestField[] = [field('realm'), field('baseUrl', 'base_url'), field('protocol')];
 export const ENDPOINT_FIELDS: readonly RestField[] = [
@@ -106,9 +128,10 @@ export const ENDPOINT_FIELDS: readonly RestField[] = [
 
 /** ResolveResponse.results is an object keyed by slug on REST (ResolveResult.slug), each value the record or null. */
 export const RESOLVE_FIELDS: readonly RestField[] = [
-  field('results', 'results', (v) =>
+  field('results', 'results', shaped((v) =>
     // fromEntries defines own properties, so a slug such as "__proto__" stays plain data.
-    Object.fromEntries((v as ResolveResultMessage[]).map((r) => [r.slug, r.service ? writeRest(SERVICE_FIELDS, r.service) : null]))),
+    Object.fromEntries((v as ResolveResultMessage[]).map((r) => [r.slug, r.service ? writeRest(SERVICE_FIELDS, r.service) : null])),
+  { keyedBy: { key: 'slug', value: 'service', fields: () => SERVICE_FIELDS } })),
   field('resolvedCount', 'resolved_count'), field('unresolvedCount', 'unresolved_count'),
 ];
 
@@ -156,57 +179,32 @@ export const SIGN_FIELDS = {
   ],
 } as const satisfies Record<string, readonly RestField[]>;
 
-function message<D extends DescMessage>(schema: D, init: MessageInitShape<D>): MessageShape<D> {
-  return create(schema, init);
+export function pingRest(m: PingResponse): RestResponse {
+  return { status: 200, body: writeRest(PING_FIELDS, m) };
 }
 
-export function pingJson(r: PingResult) {
-  return writeRest(PING_FIELDS, message(PingResponseSchema, pingResultToProto(r)));
-}
-
-export function resolveJson(r: ResolveResult) {
-  return writeRest(RESOLVE_FIELDS, message(ResolveResponseSchema, resolveResultToProto(r)));
+export function resolveRest(m: ResolveResponse): RestResponse {
+  return { status: 200, body: writeRest(RESOLVE_FIELDS, m) };
 }
 
 const VERDICT_STATUS = { allowed: 200, pending_approval: 202, denied: 403 } as const;
 
 /** Sign outcome → status and body: 200 signed, 202 pending approval, 403 policy denied; a dry run answers as its verdict would. */
-export function signJson(r: SignResult): { status: number; body: unknown } {
-  const m = message(SignResponseSchema, signResultToProto(r));
+export function signRest(m: SignResponse): RestResponse {
   const verdict = signOutcome.fromProto(m.outcome)!;
   if (m.dryRun) return { status: VERDICT_STATUS[verdict], body: writeRest(SIGN_FIELDS.dryRun, m) };
   const fields = verdict === 'allowed' ? SIGN_FIELDS.signed : verdict === 'pending_approval' ? SIGN_FIELDS.pending : SIGN_FIELDS.denied;
   return { status: VERDICT_STATUS[verdict], body: writeRest(fields, m) };
 }
 
-export function approvalStatusJson(a: ApprovalRecord) {
-  return writeRest(APPROVAL_STATUS_FIELDS, message(GetApprovalStatusResponseSchema, approvalStatusToProto(a)));
+export function approvalStatusRest(m: GetApprovalStatusResponse): RestResponse {
+  return { status: 200, body: writeRest(APPROVAL_STATUS_FIELDS, m) };
 }
 
 /** Quote result → 200/202/403 with the Offer fields in the wire protocol's order. */
-export function quoteJson(r: QuoteResult): { status: number; body: unknown } {
-  const m = message(QuoteResponseSchema, quoteResultToProto(r));
+export function quoteRest(m: QuoteResponse): RestResponse {
   return { status: VERDICT_STATUS[offerStatus.fromProto(m.status)!], body: writeRest(QUOTE_FIELDS, m) };
 }
-
-/**
- * Where REST carries the request fields of PaymentPolicyService (REST requests are read by the
- * router and validated by the use cases; this table is the declared correspondence the contract
- * test checks against the descriptors). `body.x` is a JSON body key, `payload.*` the member of
- * SignRequest's payload oneof chosen by `type` (its field names are the payload's keys).
- */
-export const REST_REQUEST_FIELDS = {
-  'paypolicy.v1.SignRequest': {
-    agent_id: 'body.agent_id', type: 'body.type', chain_id: 'body.chain_id', recipient_address: 'body.recipient_address',
-    amount_usd: 'body.amount_usd', dry_run: 'body.dry_run', idempotency_key: 'header Idempotency-Key',
-    eip3009: 'body.payload.*', permit2: 'body.payload.*', raw_transaction: 'body.payload.*', x402: 'body.payload.*', mpp: 'body.payload.*',
-  },
-  'paypolicy.v1.QuoteRequest': { url: 'body.url', agent_id: 'body.agent_id', method: 'body.method' },
-  'paypolicy.v1.PingRequest': { agent_id: 'body.agent_id' },
-  'paypolicy.v1.ResolveRequest': { slugs: 'query slug, slugs' },
-  'paypolicy.v1.GetApprovalStatusRequest': { id: 'path /api/approvals/{id}/status' },
-  'paypolicy.v1.GetAgentSpendRequest': { agent_id: 'path /api/agents/{id}/spend' },
-} as const;
 
 /** REST keys with no proto field, each with the reason. */
 export const REST_ONLY = {
@@ -219,6 +217,6 @@ export const AGENT_SPEND_FIELDS: readonly RestField[] = [
   field('committed_usd'), field('remaining_usd'), field('approval_threshold_usd'), field('as_of', 'as_of', isoTime),
 ];
 
-export function agentSpendJson(a: AgentSpendStatus) {
-  return writeRest(AGENT_SPEND_FIELDS, message(GetAgentSpendResponseSchema, agentSpendToProto(a)));
+export function agentSpendRest(m: GetAgentSpendResponse): RestResponse {
+  return { status: 200, body: writeRest(AGENT_SPEND_FIELDS, m) };
 }

@@ -1,255 +1,231 @@
+import { ScalarType, type DescField, type DescMessage } from '@bufbuild/protobuf';
+import {
+  GetAgentSpendResponseSchema,
+  GetApprovalStatusResponseSchema,
+  PingResponseSchema,
+  QuoteResponseSchema,
+  ResolveResponseSchema,
+  SignResponseSchema,
+} from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import {
+  AGENT_SPEND_FIELDS,
+  APPROVAL_STATUS_FIELDS,
+  jsonShape,
+  PING_FIELDS,
+  QUOTE_FIELDS,
+  RESOLVE_FIELDS,
+  SIGN_FIELDS,
+  type RestField,
+} from './mappers.js';
+import { REST_ROUTES, type FieldPlace, type ResponseSpec, type RestRoute } from './routes.js';
+
 /**
- * The OpenAPI 3.1 description of the REST surface (/api/*), served at GET /api/openapi.json. It is
- * written by hand from the wire protocol and rest/mappers.ts, and test/openapi.test.ts validates
- * real answers of every endpoint and status against it (JSON Schema 2020-12), so it cannot drift
- * from what the server sends. Schemas are closed (`additionalProperties: false`): a field the
- * server adds without adding it here fails that test.
+ * The OpenAPI 3.1 description of the REST surface (/api/*), served at GET /api/openapi.json,
+ * generated at load from the route table (routes.ts: paths, parameters, statuses) and the proto
+ * descriptors: request bodies from each RPC's request message and the places its fields come from,
+ * answers from the response message and the mapper table that writes it (mappers.ts). Nothing in it
+ * is written by hand but the summaries and status descriptions of the table, so it cannot describe
+ * a field the server does not read or write. test/openapi.test.ts validates real answers of every
+ * endpoint and status against it (JSON Schema 2020-12). Schemas are closed
+ * (`additionalProperties: false`).
  */
 
 type Schema = Record<string, unknown>;
 
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
-const str = (description?: string): Schema => (description ? { type: 'string', description } : { type: 'string' });
-const int: Schema = { type: 'integer' };
-const nullableStr: Schema = { type: ['string', 'null'] };
-const address: Schema = { type: 'string', pattern: '^0x[0-9a-fA-F]{40}$' };
-const uuid: Schema = { type: 'string', format: 'uuid' };
-const dateTime: Schema = { type: 'string', format: 'date-time' };
-const usdNumber: Schema = { type: 'number', description: 'USD as a JSON number with at most 6 decimals' };
-const usdString: Schema = { type: 'string', pattern: '^[0-9]+(\\.[0-9]{1,6})?$', description: 'USD as a decimal string' };
+const json = (schema: Schema) => ({ 'application/json': { schema } });
+const digits: Schema = { type: 'string', pattern: '^[0-9]+$' };
+const usdInput: Schema = { oneOf: [{ type: 'number', description: 'USD as a JSON number with at most 6 decimals' }, { type: 'string', pattern: '^[0-9]+(\\.[0-9]{1,6})?$', description: 'USD as a decimal string' }] };
 
-/** A closed object: every listed property, `required` ones always present, nothing else. */
-function object(properties: Record<string, Schema>, required: string[] = Object.keys(properties), description?: string): Schema {
-  return { type: 'object', ...(description ? { description } : {}), properties, required, additionalProperties: false };
+/** The REST names of an enum's values: PAYMENT_TYPE_RAW_TRANSACTION is raw_transaction. */
+function enumNames(field: DescField): string[] {
+  return field.enum ? field.enum.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase()) : [];
 }
 
-const json = (schema: Schema) => ({ 'application/json': { schema } });
-const errorResponse = (description: string, headers?: Record<string, unknown>) => ({ description, content: json(ref('Error')), ...(headers ? { headers } : {}) });
+function scalarSchema(scalar: ScalarType): Schema {
+  switch (scalar) {
+    case ScalarType.STRING:
+      return { type: 'string' };
+    case ScalarType.BOOL:
+      return { type: 'boolean' };
+    case ScalarType.INT64: case ScalarType.UINT64: case ScalarType.SINT64: case ScalarType.FIXED64: case ScalarType.SFIXED64:
+      return digits;
+    default:
+      return { type: 'integer' };
+  }
+}
 
-const RETRY_AFTER = { 'Retry-After': { description: 'Seconds to wait before retrying (with `overloaded`)', schema: { type: 'string', pattern: '^[0-9]+$' } } };
+/** The field at a dotted path of proto names. */
+function fieldAt(desc: DescMessage, path: string): DescField {
+  const [head, ...rest] = path.split('.');
+  const field = desc.fields.find((f) => f.name === head);
+  if (!field) throw new Error(`${desc.typeName} has no field ${head}`);
+  return rest.length === 0 ? field : fieldAt(field.message!, rest.join('.'));
+}
 
-/** Answers every authenticated /api/* path can give besides its own. */
-const COMMON_ERRORS = {
-  '401': errorResponse('Missing, unknown or revoked API key (`unauthenticated`)'),
-  '405': errorResponse('Method not allowed (`method_not_allowed`)', { Allow: { description: 'The methods this path answers', schema: { type: 'string' } } }),
-  '500': errorResponse('Internal error (`internal`); details only in the server log'),
-  '503': errorResponse('`overloaded` or `storage_full` (both with Retry-After), `storage_failed` (the service is stopping) or `treasury_not_provisioned`', RETRY_AFTER),
-};
-const BODY_ERRORS = {
-  '400': errorResponse('Invalid request: see the error codes in docs/errors.md'),
-  '413': errorResponse('Request body over 64 KiB (`body_too_large`)'),
-};
+function nullable(schema: Schema): Schema {
+  if (typeof schema.type === 'string') return { ...schema, type: [schema.type, 'null'] };
+  return { oneOf: [schema, { type: 'null' }] };
+}
 
-const security = [{ apiKey: [] }];
+/** The JSON schema of one REST key written from `desc` by its table entry. */
+function answerFieldSchema(f: RestField, desc: DescMessage): Schema {
+  const shape = jsonShape(f);
+  if (shape?.const !== undefined) return { const: shape.const };
+  const field = fieldAt(desc, f.proto!);
+  if (f.fields) return answerSchema(f.fields, field.message!);
+  let schema: Schema;
+  if (shape?.enum) schema = { type: 'string', enum: [...shape.enum] };
+  else if (shape?.usdNumber) schema = { type: 'number', description: 'USD as a JSON number with at most 6 decimals' };
+  else if (shape?.dateTime) schema = { type: 'string', format: 'date-time' };
+  else if (shape?.items) schema = { type: 'array', items: answerSchema(shape.items(), field.message!) };
+  else if (shape?.keyedBy) {
+    const { value, fields } = shape.keyedBy;
+    schema = { type: 'object', additionalProperties: nullable(answerSchema(fields(), fieldAt(field.message!, value).message!)) };
+  } else if (field.fieldKind === 'scalar') schema = scalarSchema(field.scalar);
+  else if (field.fieldKind === 'list' && field.listKind === 'scalar') schema = { type: 'array', items: scalarSchema(field.scalar) };
+  else if (field.fieldKind === 'enum') schema = { type: 'string', enum: enumNames(field) };
+  else throw new Error(`${desc.typeName}.${f.proto}: no JSON shape for REST key ${f.rest}`);
+  return shape?.nullable ? nullable(schema) : schema;
+}
 
-const signedMaterial = {
-  authorization: object({
-    from: address, to: address, value: str('token amount in atomic units'), valid_after: str(), valid_before: str(), nonce: str(),
-    token: address, domain_name: str(), domain_version: str(), chain_id: int,
-  }),
-  permit2: object({
-    owner: address, token: address, amount: str(), spender: address, nonce: str(), deadline: str(), to: address, valid_after: str(),
-    permit2_address: address, chain_id: int,
-  }),
-  raw_transaction: object({ serialized: str(), hash: str(), nonce: str(), token: address, chain_id: int }),
-  mpp: object({ transaction_hash: str() }),
-  payment_header: object({ name: str('the header to send, e.g. X-PAYMENT or Authorization'), value: str() }, ['name', 'value'], 'the header that pays the resource (x402 and mpp)'),
-};
+/** A closed object of a mapper table: every key it always writes is required. */
+function answerSchema(fields: readonly RestField[], desc: DescMessage): Schema {
+  const properties: Record<string, Schema> = {};
+  const required: string[] = [];
+  for (const f of fields) {
+    properties[f.rest] = answerFieldSchema(f, desc);
+    if (!f.fields && !jsonShape(f)?.optional) required.push(f.rest);
+  }
+  return { type: 'object', properties, required, additionalProperties: false };
+}
 
-const offerFields = {
-  status: { type: 'string', enum: ['allowed', 'pending_approval', 'denied'] },
-  rail: { type: 'string', enum: ['x402', 'mpp'] },
-  chain_id: int,
-  amount_usd: usdNumber,
-  recipient: object({ address, slug: nullableStr, name: nullableStr }),
-  resource_url: str(),
-  scheme: nullableStr,
-  network: str(),
-  realm: nullableStr,
-  cached: { type: 'boolean' },
-  reason: str(),
-  approval_threshold_usd: usdNumber,
-};
-const OFFER_REQUIRED = ['status', 'rail', 'chain_id', 'amount_usd', 'recipient', 'resource_url', 'scheme', 'network', 'realm', 'cached'];
+/** The schema of a request field's REST value. */
+function requestFieldSchema(field: DescField, place: FieldPlace): Schema {
+  if (place.in === 'query') return { type: 'array', items: { type: 'string' } };
+  if (place.in === 'body' && 'usdText' in place && place.usdText === true) return usdInput;
+  if (field.fieldKind === 'enum') return { type: 'string', enum: enumNames(field) };
+  if (field.fieldKind === 'scalar') {
+    const s = scalarSchema(field.scalar);
+    // A 64-bit integer is read from a JSON number or its decimal string.
+    return s === digits ? { oneOf: [{ type: 'integer' }, digits] } : s;
+  }
+  throw new Error(`${field.parent.typeName}.${field.name}: no REST shape`);
+}
 
-const dryRunFields = {
-  dry_run: { const: true },
-  status: { type: 'string', enum: ['allowed', 'pending_approval', 'denied'] },
-  agent_id: str(), type: ref('PaymentType'), chain_id: int, recipient_address: address, amount_usd: usdNumber,
-  reason: str(), approval_threshold_usd: usdNumber,
-};
-const DRY_RUN_REQUIRED = ['dry_run', 'status', 'agent_id', 'type', 'chain_id', 'recipient_address', 'amount_usd'];
+/** The JSON body of a route: its body keys, with a oneof's members merged into the one object they are read from. */
+function requestBodySchema(r: RestRoute): Schema {
+  const properties: Record<string, Schema> = {};
+  for (const field of r.rpc.input.fields) {
+    const place = r.request[field.name]!;
+    if (place.in !== 'body' && place.in !== 'body_or_header') continue;
+    if (place.in === 'body' && 'member' in place) {
+      const member = (properties[place.key] ??= {
+        type: 'object', properties: {}, additionalProperties: false,
+        description: `The fields of the ${field.oneof?.name ?? field.name} member named by \`${place.member.chosenBy}\` (\`${place.member.otherwise}\` when it is left out), and no other`,
+      }) as { properties: Record<string, Schema> };
+      for (const f of field.message!.fields) {
+        member.properties[f.name] ??= place.usdText?.includes(f.name) ? usdInput : requestFieldSchema(f, { in: 'body', key: f.name });
+      }
+      continue;
+    }
+    properties[place.key] = requestFieldSchema(field, place);
+  }
+  return { type: 'object', properties, additionalProperties: false };
+}
 
-export const OPENAPI_DOCUMENT = {
-  openapi: '3.1.0',
-  info: {
-    title: 'paypolicy REST API',
-    version: '1',
-    description:
-      'The agent surface of paypolicy: payments checked against a per-agent policy, then signed (200), queued for a human (202) or refused (403). ' +
-      'The same operations exist as the Connect/gRPC service paypolicy.v1.PaymentPolicyService. Money is USD; error bodies are `{"error", "code"}`.',
-  },
-  jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
-  servers: [{ url: '/' }],
-  security,
-  paths: {
-    '/api/ping': {
-      post: {
-        operationId: 'ping',
-        summary: 'Check an API key and agent pair (marks the agent as connected)',
-        requestBody: { required: true, content: json(object({ agent_id: str() }, ['agent_id'])) },
-        responses: {
-          '200': { description: 'The agent belongs to the key\'s organization', content: json(ref('Ping')) },
-          ...BODY_ERRORS,
-          '400': errorResponse('`missing_agent_id` (missing, unknown, revoked or another organization\'s agent) or `invalid_json`'),
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/resolve': {
-      get: {
-        operationId: 'resolve',
-        summary: 'Look up registry records by slug',
-        parameters: [
-          { name: 'slug', in: 'query', schema: { type: 'array', items: str() }, style: 'form', explode: true },
-          { name: 'slugs', in: 'query', schema: { type: 'array', items: str() }, style: 'form', explode: true },
-        ],
-        responses: {
-          '200': { description: 'Each slug with its record, or null', content: json(ref('Resolve')) },
-          '400': errorResponse('`slug_required`, `too_many_slugs` or `resolve_too_large`'),
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/sign': {
-      post: {
-        operationId: 'sign',
-        summary: 'Evaluate the policy for one payment and sign it, queue it for approval, or refuse it',
-        parameters: [{
-          name: 'Idempotency-Key', in: 'header', required: false,
-          description: 'One payment per key and agent: a repeat replays the stored outcome (and collects an approved payment)',
-          schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
-        }],
-        requestBody: { required: true, content: json(ref('SignRequest')) },
-        responses: {
-          '200': { description: 'Signed (or a dry run the policy allows)', content: json({ oneOf: [ref('SignSigned'), ref('SignDryRun')] }) },
-          '202': { description: 'Queued for human approval (or a dry run that would be)', content: json({ oneOf: [ref('SignPending'), ref('SignDryRun')] }) },
-          '403': { description: 'Refused by the policy (or a dry run that would be)', content: json({ oneOf: [ref('SignDenied'), ref('SignDryRun')] }) },
-          ...BODY_ERRORS,
-          '404': errorResponse('`agent_not_found` (unknown or another organization\'s agent)'),
-          '409': errorResponse('`idempotency_key_reused` (same key, different request), `in_progress`, `signing_failed`'),
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/quote': {
-      post: {
-        operationId: 'quote',
-        summary: 'Probe a paywalled URL and evaluate the policy for its price (never signs)',
-        requestBody: { required: true, content: json(object({ url: str(), agent_id: str(), method: { type: 'string', enum: ['GET', 'POST'] } }, ['url', 'agent_id'])) },
-        responses: {
-          '200': { description: 'The policy allows the offer', content: json(ref('Quote')) },
-          '202': { description: 'The offer would need human approval', content: json(ref('Quote')) },
-          '403': { description: 'The policy refuses the offer', content: json(ref('Quote')) },
-          ...BODY_ERRORS,
-          '404': errorResponse('`agent_not_found`'),
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/agents/{id}/spend': {
-      get: {
-        operationId: 'getAgentSpend',
-        summary: 'An agent\'s remaining budget in the rolling window (extension beyond the wire protocol)',
-        parameters: [{ name: 'id', in: 'path', required: true, schema: str() }],
-        responses: {
-          '200': { description: 'The agent\'s cap, what counts against it, and what is left', content: json(ref('AgentSpend')) },
-          '404': errorResponse('`agent_not_found` (unknown or another organization\'s agent)'),
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/approvals/{id}/status': {
-      get: {
-        operationId: 'getApprovalStatus',
-        summary: 'Where an approval request stands',
-        parameters: [{ name: 'id', in: 'path', required: true, schema: str() }],
-        responses: {
-          '200': { description: 'The approval request', content: json(ref('ApprovalStatus')) },
-          '404': { description: 'Unknown, or another organization\'s: an empty body, so nothing leaks across organizations' },
-          ...COMMON_ERRORS,
-        },
-      },
-    },
-    '/api/openapi.json': {
-      get: {
-        operationId: 'getOpenApi',
-        summary: 'This document (no credential needed)',
-        security: [],
-        responses: { '200': { description: 'The OpenAPI document', content: json({ type: 'object', required: ['openapi', 'paths'] }) } },
-      },
-    },
-  },
-  components: {
-    securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `ak_live_` or `ak_test_` + 48 hex characters' } },
-    schemas: {
-      Error: object({ error: str('a short message for humans'), code: str('a machine code; see docs/errors.md') }),
-      PaymentType: { type: 'string', enum: ['eip3009', 'permit2', 'raw_transaction', 'x402', 'mpp'] },
-      Ping: object({ ok: { const: true }, agent_id: str(), agent_name: str(), org_id: str(), status: { type: 'string', enum: ['active', 'paused', 'revoked'] } }),
-      Service: object({
-        id: str(), slug: str(), name: str(), description: str(), category: str(), logoUrl: str(), docsUrl: str(),
-        paymentMethods: { type: 'array', items: object({ realm: str(), baseUrl: str(), protocol: str() }) },
-        endpoints: {
-          type: 'array',
-          items: object({ method: str(), path: str(), description: str(), priceAtomic: str(), currency: str(), pricingModel: str(), protocol: str() }),
-        },
-      }),
-      Resolve: object({
-        results: { type: 'object', additionalProperties: { oneOf: [ref('Service'), { type: 'null' }] } },
-        resolvedCount: int,
-        unresolvedCount: int,
-      }),
-      SignRequest: {
-        type: 'object',
-        required: ['agent_id', 'type'],
-        properties: {
-          agent_id: str(), type: ref('PaymentType'), chain_id: { type: 'integer', default: 8453 }, recipient_address: address,
-          amount_usd: { oneOf: [usdNumber, usdString] }, dry_run: { type: 'boolean' },
-          idempotency_key: {
-            type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$',
-            description: 'The Idempotency-Key header as a body field (as SignRequest carries it over RPC); when both are sent they must be equal, else 400 `invalid_idempotency_key`',
-          },
-          payload: {
-            type: 'object',
-            description: 'Type-specific parameters (docs/api.md "Sign request"), the fields of the type\'s payload message in the proto and no other (400 naming `payload.<key>`): '
-              + 'eip3009 and permit2 take valid_for_seconds; raw_transaction (also when type is omitted) gas, max_fee_per_gas and max_priority_fee_per_gas; '
-              + 'x402 and mpp resource_url (required), method, and max_amount_usd, the most the caller will pay: a higher live price is a 403 denial before anything is signed',
-            properties: {
-              valid_for_seconds: { type: 'integer', minimum: 30, maximum: 86_400 },
-              gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
-              max_fee_per_gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
-              max_priority_fee_per_gas: { oneOf: [int, { type: 'string', pattern: '^[0-9]+$' }] },
-              resource_url: str(), method: { type: 'string', enum: ['GET', 'POST'] }, max_amount_usd: { oneOf: [usdNumber, usdString] },
-            },
-            additionalProperties: false,
-          },
-        },
-        // Any other field is refused with 400, and so is null for any field (leave a field out for its default).
-        additionalProperties: false,
-      },
-      SignSigned: object({
-        signature: { type: ['string', 'null'], description: 'null for raw_transaction (the signed transaction is in raw_transaction)' }, tx_hash: { type: ['string', 'null'], description: 'the on-chain transaction hash once a configured node accepted the raw transaction (docs/onchain.md); null otherwise' }, agent_id: str(), cost_usd: usdString, transaction_id: uuid, idempotent: { type: 'boolean' },
-        type: ref('PaymentType'), chain_id: int, recipient_address: address, resource_url: str(), ...signedMaterial,
-      }, ['signature', 'tx_hash', 'agent_id', 'cost_usd', 'transaction_id', 'idempotent', 'type', 'chain_id', 'recipient_address']),
-      SignPending: object({ status: { const: 'pending_approval' }, reason: str(), transaction_id: uuid, approval_request_id: uuid }),
-      SignDenied: object({ error: { const: 'Policy denied' }, reason: str(), transaction_id: uuid }),
-      SignDryRun: object(dryRunFields, DRY_RUN_REQUIRED),
-      Quote: object(offerFields, OFFER_REQUIRED),
-      ApprovalStatus: object({ status: { type: 'string', enum: ['pending', 'approved', 'denied', 'expired'] }, decided_at: { type: ['string', 'null'], format: 'date-time' }, expires_at: dateTime, transaction_id: uuid }),
-      AgentSpend: object({
-        agent_id: str(), agent_name: str(), status: { type: 'string', enum: ['active', 'paused', 'revoked'] }, window_hours: { type: 'number' },
-        spend_cap_usd: usdString, committed_usd: usdString, remaining_usd: usdString, approval_threshold_usd: usdString, as_of: dateTime,
-      }),
-    },
-  },
+function parameters(r: RestRoute): Schema[] {
+  const out: Schema[] = [];
+  for (const field of r.rpc.input.fields) {
+    const place = r.request[field.name]!;
+    if (place.in === 'path') out.push({ name: place.param, in: 'path', required: true, schema: { type: 'string' } });
+    if (place.in === 'query') for (const name of place.names) out.push({ name, in: 'query', schema: requestFieldSchema(field, place), style: 'form', explode: true });
+    if (place.in === 'body_or_header') {
+      out.push({ name: place.header, in: 'header', required: false, description: `The body's \`${place.key}\`; when both are sent they must be equal`, schema: requestFieldSchema(field, place) });
+    }
+  }
+  return out;
+}
+
+const HEADERS = {
+  Allow: { description: 'The methods this path answers', schema: { type: 'string' } },
+  'Retry-After': { description: 'Seconds to wait before retrying (with `overloaded`)', schema: { type: 'string', pattern: '^[0-9]+$' } },
 } as const;
+
+function response(spec: ResponseSpec): Schema {
+  const body = spec.body && (spec.body.length === 1 ? ref(spec.body[0]!) : { oneOf: spec.body.map(ref) });
+  return {
+    description: spec.description,
+    ...(body ? { content: json(body) } : {}),
+    ...(spec.headers ? { headers: Object.fromEntries(spec.headers.map((h) => [h, HEADERS[h]])) } : {}),
+  };
+}
+
+function operation(r: RestRoute): Schema {
+  const params = parameters(r);
+  return {
+    operationId: r.rpc.localName,
+    summary: r.summary,
+    description: `Answered by ${r.rpc.parent.typeName}/${r.rpc.name}.`,
+    ...(params.length > 0 ? { parameters: params } : {}),
+    ...(r.method === 'POST' ? { requestBody: { required: true, content: json(ref(r.rpc.input.name)) } } : {}),
+    responses: Object.fromEntries(Object.entries(r.responses).map(([status, spec]) => [status, response(spec)])),
+  };
+}
+
+/** The answer bodies by schema name, each a mapper table over its response message. */
+const ANSWERS: Record<string, [readonly RestField[], DescMessage]> = {
+  Ping: [PING_FIELDS, PingResponseSchema],
+  Resolve: [RESOLVE_FIELDS, ResolveResponseSchema],
+  SignSigned: [SIGN_FIELDS.signed, SignResponseSchema],
+  SignPending: [SIGN_FIELDS.pending, SignResponseSchema],
+  SignDenied: [SIGN_FIELDS.denied, SignResponseSchema],
+  SignDryRun: [SIGN_FIELDS.dryRun, SignResponseSchema],
+  Quote: [QUOTE_FIELDS, QuoteResponseSchema],
+  ApprovalStatus: [APPROVAL_STATUS_FIELDS, GetApprovalStatusResponseSchema],
+  AgentSpend: [AGENT_SPEND_FIELDS, GetAgentSpendResponseSchema],
+};
+
+function buildDocument() {
+  const paths: Record<string, Record<string, Schema>> = {};
+  for (const r of REST_ROUTES) (paths[r.path] ??= {})[r.method.toLowerCase()] = operation(r);
+  paths['/api/openapi.json'] = {
+    get: {
+      operationId: 'getOpenApi',
+      summary: 'This document (no credential needed)',
+      security: [],
+      responses: { '200': { description: 'The OpenAPI document', content: json({ type: 'object', required: ['openapi', 'paths'] }) } },
+    },
+  };
+  const schemas: Record<string, Schema> = {
+    Error: {
+      type: 'object',
+      properties: { error: { type: 'string', description: 'a short message for humans' }, code: { type: 'string', description: 'a machine code; see docs/errors.md' } },
+      required: ['error', 'code'],
+      additionalProperties: false,
+    },
+  };
+  for (const [name, [fields, desc]] of Object.entries(ANSWERS)) schemas[name] = answerSchema(fields, desc);
+  for (const r of REST_ROUTES) if (r.method === 'POST') schemas[r.rpc.input.name] = requestBodySchema(r);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'paypolicy REST API',
+      version: '1',
+      description:
+        'The agent surface of paypolicy: payments checked against a per-agent policy, then signed (200), queued for a human (202) or refused (403). ' +
+        'Each operation is an RPC of the Connect/gRPC service paypolicy.v1.PaymentPolicyService, read from and written to REST JSON by a declared mapping. ' +
+        'Money is USD; error bodies are `{"error", "code"}`.',
+    },
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    servers: [{ url: '/' }],
+    security: [{ apiKey: [] }],
+    paths,
+    components: {
+      securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `ak_live_` or `ak_test_` + 48 hex characters' } },
+      schemas,
+    },
+  };
+}
+
+export const OPENAPI_DOCUMENT = buildDocument();
