@@ -1,7 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppDeps } from '../app/deps.js';
 import type { SignResult } from '../app/payments/settle.js';
-import { toDomainError } from '../domain/errors.js';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { DomainError, toDomainError } from '../domain/errors.js';
+import { SignOutcome, type QuoteResponse, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ClockAgreement } from './clockAgreement.js';
 import { createCounterTally, createHistogramTally } from './tally.js';
 
@@ -85,6 +87,31 @@ export function signOutcomeOf(result: SignResult): [SignOutcomeLabel, string] {
 /** A refused request's error code (a closed set in the source; see docs/errors.md). */
 export function errorCodeOf(err: unknown): string {
   return toDomainError(err).code;
+}
+
+/** A failed call's code: the domain error's, or `rpc_<code>` for an error Connect raised itself (a malformed RPC). */
+function failureCodeOf(err: unknown): string {
+  return err instanceof ConnectError && !(err.cause instanceof DomainError) ? `rpc_${Code[err.code]?.toLowerCase() ?? 'error'}` : errorCodeOf(err);
+}
+
+/**
+ * Counts Sign and Quote answers the same way whichever transport carried them: REST and the RPC
+ * interceptor both hand over the response message (or the error) and the payment type label.
+ */
+export function observeSign(metrics: Metrics, type: unknown, answer: { message: SignResponse } | { error: unknown }): void {
+  if ('error' in answer) {
+    metrics.observeSign(type, 'error', failureCodeOf(answer.error));
+    return;
+  }
+  const m = answer.message;
+  const outcome = (SignOutcome[m.outcome]?.toLowerCase() ?? 'unspecified') as SignOutcomeLabel;
+  if (m.dryRun) metrics.observeSign(type, 'dry_run', outcome === 'denied' ? signReasonClass(m.reason) : outcome, m.agentId);
+  else metrics.observeSign(type, outcome, outcome === 'allowed' ? 'none' : signReasonClass(m.reason), m.agentId);
+}
+
+/** Counts a Quote answer by the rail it offers (`none` when it offers none), or a failed one by its code. */
+export function observeQuote(metrics: Metrics, answer: { message: QuoteResponse } | { error: unknown }): void {
+  metrics.observeProbe('error' in answer ? failureCodeOf(answer.error) : answer.message.rail || 'none');
 }
 
 /** A payment type as a label; anything a caller made up is `invalid`. */

@@ -10,8 +10,8 @@ import { createRouter, decodePathParam, type RouteSpec } from '../http/router.js
 import { parseJsonObject, readRestBody } from './body.js';
 import { errorResponse, STORAGE_FAILED, type RestResponse } from './errors.js';
 import { overloaded, type Gate } from '../overload/admission.js';
-import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } from '../observability/metrics.js';
-import { PaymentPolicyService, SignOutcome, type QuoteResponse, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { observeQuote, observeSign, type Metrics } from '../observability/metrics.js';
+import { PaymentPolicyService, type QuoteResponse, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { createPaymentPolicyService } from '../rpc/paymentPolicyService.js';
 import { apiKeyPrincipalKey, requestLoggerKey } from '../rpc/context.js';
 import { bodyKeys, REST_ROUTES, type RestRoute, type RestValues } from './routes.js';
@@ -41,17 +41,12 @@ type Observer = { ok: (m: Message, values: RestValues) => void; failed: (err: un
 function observers(metrics: Metrics): Partial<Record<string, Observer>> {
   return {
     sign: {
-      ok(message, v) {
-        const m = message as SignResponse;
-        const outcome = (SignOutcome[m.outcome]?.toLowerCase() ?? 'unspecified') as SignOutcomeLabel;
-        if (m.dryRun) metrics.observeSign(v.type, 'dry_run', outcome === 'denied' ? signReasonClass(m.reason) : outcome, m.agentId);
-        else metrics.observeSign(v.type, outcome, outcome === 'allowed' ? 'none' : signReasonClass(m.reason), m.agentId);
-      },
-      failed: (err, v) => metrics.observeSign(v.type, 'error', errorCodeOf(err)),
+      ok: (message, v) => observeSign(metrics, v.type, { message: message as SignResponse }),
+      failed: (error, v) => observeSign(metrics, v.type, { error }),
     },
     quote: {
-      ok: (m) => metrics.observeProbe((m as QuoteResponse).rail),
-      failed: (err) => metrics.observeProbe(errorCodeOf(err)),
+      ok: (message) => observeQuote(metrics, { message: message as QuoteResponse }),
+      failed: (error) => observeQuote(metrics, { error }),
     },
   };
 }

@@ -11,10 +11,9 @@ import { createGate, type Gate } from '../overload/admission.js';
 import { authenticateApiKey } from '../app/accounts/apiKeys.js';
 import { parseBearer } from '../app/accounts/auth/credentials.js';
 import { requestHeader, send, sendJson, type NodeRequest, type NodeResponse } from '../http/io.js';
-import { DomainError } from '../domain/errors.js';
-import { PaymentPolicyService, PaymentType, SignOutcome, type QuoteResponse, type SignRequest, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
+import { PaymentPolicyService, PaymentType, type QuoteResponse, type SignRequest, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
-import { errorCodeOf, signReasonClass, type Metrics, type SignOutcomeLabel } from '../observability/metrics.js';
+import { observeQuote, observeSign, type Metrics } from '../observability/metrics.js';
 import { createReadiness, type ReadinessOptions } from '../observability/readiness.js';
 import { OPENAPI_DOCUMENT } from '../rest/openapi.js';
 import { createRestHandler, createRestRoutes } from '../rest/router.js';
@@ -337,29 +336,22 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   return address === '::1' || /^127\.\d+\.\d+\.\d+$/.test(v4);
 }
 
-/** PaymentPolicyService Sign and Quote outcomes, as REST reports them (rest/router.ts). */
+/** PaymentPolicyService Sign and Quote outcomes, counted as REST counts them (observability/metrics.ts). */
 function metricsInterceptor(metrics: Metrics): Interceptor {
   return (next) => async (req) => {
     const name = req.method.name;
     if (req.service.typeName !== PaymentPolicyService.typeName || (name !== 'Sign' && name !== 'Quote') || req.stream) return next(req);
-    const type = name === 'Sign' ? PaymentType[(req.message as SignRequest).type]?.toLowerCase() : undefined;
+    const type = name === 'Sign' ? PaymentType[(req.message as SignRequest).type]?.toLowerCase() ?? 'unset' : 'unset';
     try {
       const res = await next(req);
       if (res.stream) return res;
-      if (name === 'Quote') {
-        metrics.observeProbe((res.message as QuoteResponse).rail || 'none');
-      } else {
-        const m = res.message as SignResponse;
-        const outcome = (SignOutcome[m.outcome]?.toLowerCase() ?? 'unspecified') as SignOutcomeLabel;
-        if (m.dryRun) metrics.observeSign(type ?? 'unset', 'dry_run', outcome === 'denied' ? signReasonClass(m.reason) : outcome, m.agentId);
-        else metrics.observeSign(type ?? 'unset', outcome, outcome === 'allowed' ? 'none' : signReasonClass(m.reason), m.agentId);
-      }
+      if (name === 'Quote') observeQuote(metrics, { message: res.message as QuoteResponse });
+      else observeSign(metrics, type, { message: res.message as SignResponse });
       return res;
-    } catch (err) {
-      const code = err instanceof ConnectError && !(err.cause instanceof DomainError) ? `rpc_${Code[err.code]?.toLowerCase() ?? 'error'}` : errorCodeOf(err);
-      if (name === 'Quote') metrics.observeProbe(code);
-      else metrics.observeSign(type ?? 'unset', 'error', code);
-      throw err;
+    } catch (error) {
+      if (name === 'Quote') observeQuote(metrics, { error });
+      else observeSign(metrics, type, { error });
+      throw error;
     }
   };
 }
