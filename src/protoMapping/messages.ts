@@ -11,6 +11,7 @@ import {
   type ApprovalSchema,
   type OrganizationSchema,
   type PolicySchema,
+  type SetPolicyRequest,
   type TransactionSchema,
 } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
@@ -24,6 +25,7 @@ import type {
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
 import type { PingResult } from '../app/organizations/ping.js';
+import type { PolicyInput } from '../app/organizations/agents.js';
 import type { ResolveResult } from '../app/registry/registry.js';
 import type { SignResult } from '../app/payments/pipeline.js';
 import type { QuoteResult } from '../app/payments/quote.js';
@@ -69,6 +71,14 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
     allowlist: p.allowlist, spendCapUsd: formatUsd(p.spendCapMicros),
     approvalThresholdUsd: formatUsd(p.approvalThresholdMicros), updatedAt: timestampFromMs(p.updatedAt),
     maxNetworkFeeWei: p.maxNetworkFeeWei.toString(),
+  };
+}
+
+/** A SetPolicy request as the use case's input: a policy field added to the proto is mapped here and in policyToProto, not in the service. */
+export function policyInputFromProto(req: SetPolicyRequest): PolicyInput & { agentId: string } {
+  return {
+    agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
+    maxNetworkFeeWei: req.maxNetworkFeeWei,
   };
 }
 

@@ -22,6 +22,7 @@ import {
   approvalToProto,
   apiKeyToProto,
   organizationToProto,
+  policyInputFromProto,
   policyToProto,
   serviceFromProto,
   serviceToProto,
@@ -98,10 +99,7 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     async setPolicy(req, ctx) {
       const op = admin(ctx);
-      const { policy, warnings } = await setPolicy(deps, op, {
-        agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
-        maxNetworkFeeWei: req.maxNetworkFeeWei,
-      });
+      const { policy, warnings } = await setPolicy(deps, op, policyInputFromProto(req));
       return { policy: policyToProto(policy), warnings };
     },
     async upsertService(req, ctx) {
