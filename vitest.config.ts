@@ -64,7 +64,9 @@ const BOTH_STORES = [
 /**
  * Files whose assertions measure time or latency against a bound or a control (startup output,
  * p50 of one organization's signs under another's load, requests failing fast within a bound, a
- * timing side channel, queue and probe deadlines of overload). They run after the others, one file
+ * timing side channel, queue and probe deadlines of overload), or need work done within a window or
+ * before a fixed timeout (a WAL bound under sustained load, bursts on one agent's row, RPC calls to
+ * a local chain within the node timeout). They run after the others, one file
  * at a time: with other files' servers competing for the same cores, what they measure would be
  * that competition. Every other file waits mostly on I/O (servers, chain polls, timers), so those
  * run several at once.
@@ -85,6 +87,11 @@ const ALONE = [
   'test/onchain-submission.e2e.test.ts',
   'test/paywalls/malformed.test.ts',
   'test/dashboard/passwords.test.ts',
+  // Throughput within a window, or bursts against the store's and the RPC node's timeouts.
+  'test/faults/walRestartSlowSync.test.ts',
+  'test/sign-concurrency.test.ts',
+  'test/replicas/nonces.test.ts',
+  'test/adversarial/submitIsolation.test.ts',
 ];
 
 /**
