@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * The suites that must pass on both stores run a second time on PostgreSQL (the `pg` project:
@@ -61,16 +61,62 @@ const BOTH_STORES = [
   'test/adversarial/submitIsolation.test.ts',
 ];
 
+/**
+ * Files whose assertions measure time or latency against a bound or a control (startup output,
+ * p50 of one organization's signs under another's load, requests failing fast within a bound, a
+ * timing side channel, queue and probe deadlines of overload), or need work done within a window or
+ * before a fixed timeout (a WAL bound under sustained load, bursts on one agent's row, RPC calls to
+ * a local chain within the node timeout). They run after the others, one file
+ * at a time: with other files' servers competing for the same cores, what they measure would be
+ * that competition. Every other file waits mostly on I/O (servers, chain polls, timers), so those
+ * run several at once.
+ */
+const ALONE = [
+  'test/startup-output.test.ts',
+  'test/adversarial/registryIsolation.test.ts',
+  'test/adversarial/registryBytes.test.ts',
+  'test/adversarial/tenantFlood.test.ts',
+  'test/adversarial/tenantShare.test.ts',
+  'test/adversarial/probeShare.test.ts',
+  'test/adversarial/overload.test.ts',
+  'test/adversarial/slowNodeIsolation.test.ts',
+  'test/adversarial/nodeCooldown.test.ts',
+  'test/replicas/outage.test.ts',
+  'test/store/pg/unitOfWork.test.ts',
+  'test/store/pg/clusterTimeout.test.ts',
+  'test/onchain-submission.e2e.test.ts',
+  'test/paywalls/malformed.test.ts',
+  'test/dashboard/passwords.test.ts',
+  // Throughput within a window, or bursts against the store's and the RPC node's timeouts.
+  'test/faults/walRestartSlowSync.test.ts',
+  'test/sign-concurrency.test.ts',
+  'test/replicas/nonces.test.ts',
+  'test/adversarial/submitIsolation.test.ts',
+];
+
+/**
+ * Files at once, outside ALONE. Most of a file's time is spent waiting on its servers, databases
+ * and timers, so three files keep two cores busy; more only adds contention (and PostgreSQL
+ * connections: each server holds a pool, each replica test three). PAYPOLICY_TEST_WORKERS overrides it.
+ */
+const WORKERS = Number(process.env.PAYPOLICY_TEST_WORKERS ?? 3);
+
+const pg = { PAYPOLICY_TEST_STORE: 'pg' };
+
 export default defineConfig({
   test: {
     globalSetup: ['./test/globalSetup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    maxWorkers: WORKERS,
     reporters: ['default', './test/summaryReporter.ts'],
     projects: [
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
-      { extends: true, test: { name: 'pg', include: BOTH_STORES, env: { PAYPOLICY_TEST_STORE: 'pg' } } },
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ALONE] } },
+      { extends: true, test: { name: 'pg', include: BOTH_STORES.filter((f) => !ALONE.includes(f)), env: pg } },
+      // maxWorkers 1: vitest runs these after every other project, one file at a time.
+      { extends: true, test: { name: 'sqlite-alone', include: ALONE, maxWorkers: 1 } },
+      { extends: true, test: { name: 'pg-alone', include: BOTH_STORES.filter((f) => ALONE.includes(f)), env: pg, maxWorkers: 1 } },
     ],
   },
 });

@@ -110,6 +110,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     PAYPOLICY_MASTER_KEY: masterKey, PAYPOLICY_ADMIN_TOKEN: adminToken,
     ...opts.env,
   });
+  // Test files share the machine's cores: a payment that waits a second for a core would be shed
+  // 503 overloaded, which is not what these tests ask about. A test that sets the signing-queue
+  // deadline or the stale-signing age (which must be at least that deadline) keeps its own.
+  const setsDeadline = (opts.args ?? []).some((a) => a === '--max-queue-ms' || a === '--stale-signing-ms');
+  if (!setsDeadline && env.PAYPOLICY_MAX_QUEUE_MS === undefined && env.PAYPOLICY_STALE_SIGNING_MS === undefined) env.PAYPOLICY_MAX_QUEUE_MS = '30000';
   const replicas: Replica[] = [];
   const start = async (i = replicas.length, extra: { args?: string[]; env?: Record<string, string> } = {}) => {
     const dataDir = replicas[i]?.dataDir ?? join(root, `replica-${i}`);
