@@ -1,4 +1,4 @@
-import { DomainError, IDEMPOTENCY_KEY_TAKEN } from '../../domain/errors.js';
+import { DomainError } from '../../domain/errors.js';
 
 /** SQLSTATEs after which the whole transaction may simply run again: serialization_failure, deadlock_detected. */
 const RETRYABLE = new Set(['40001', '40P01']);
@@ -61,5 +61,6 @@ function isIdempotencyKeyTaken(err: unknown): boolean {
 /** The driver's error as the domain's: a lost Idempotency-Key race is a conflict the caller resolves; anything else as thrown. */
 export function domainErrorOf(err: unknown, cause: unknown): unknown {
   if (!isIdempotencyKeyTaken(cause) && !isIdempotencyKeyTaken(err)) return err;
-  return new DomainError('conflict', 'Idempotency-Key already used by another request', { code: IDEMPOTENCY_KEY_TAKEN, cause });
+  // Written as a literal (IDEMPOTENCY_KEY_TAKEN's value) so that docs:errors, which reads literals, lists it.
+  return new DomainError('conflict', 'Idempotency-Key already used by another request', { code: 'idempotency_key_taken', cause });
 }
