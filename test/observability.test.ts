@@ -128,6 +128,40 @@ describe('/metrics', () => {
     for (const [, route] of m.matchAll(/route="([^"]*)"/g)) expect(route).toMatch(/^(\/[\w/{}.]*|\/dashboard\/\*|unmatched)$/);
   });
 
+  test('behavior: REST and Connect count the same refusals under the same labels (a mismatched Idempotency-Key, a type left out, a type chosen by the payload)', async () => {
+    const key = s.bootstrap.api_key;
+    const agentId = await createAgent(admin, s.bootstrap.org_id, 'metrics-parity-agent');
+    await setPolicy(admin, agentId, { allowlist: [PAY_TO], capUsd: '10', thresholdUsd: '1' });
+    const rpc = connectClient(PaymentPolicyService, s.url);
+    const auth = { headers: { authorization: `Bearer ${key}` } };
+    const count = async (labels: string) => series((await scrape(s)).text, `paypolicy_sign_outcomes_total{${labels}}`) ?? 0;
+
+    const mismatch = 'type="eip3009",outcome="error",reason="invalid_idempotency_key"';
+    const mismatchBefore = await count(mismatch);
+    const rest1 = await rest(s.url, 'POST', '/api/sign', {
+      key, headers: { ...CLOSE, 'idempotency-key': 'b' },
+      body: { agent_id: agentId, type: 'eip3009', recipient_address: PAY_TO, amount_usd: 0.5, idempotency_key: 'a' },
+    });
+    expect(rest1.json.code).toBe('invalid_idempotency_key');
+    expect(await count(mismatch)).toBe(mismatchBefore + 1);
+    await expect(rpc.sign({ agentId, type: PaymentType.EIP3009, recipientAddress: PAY_TO, amountUsd: '0.5', idempotencyKey: 'a b' }, auth)).rejects.toThrow(/Idempotency-Key/);
+    expect(await count(mismatch)).toBe(mismatchBefore + 2);
+
+    // No type: REST's default member and Connect's unspecified type with no payload are both `unset`.
+    const unset = 'type="unset",outcome="denied",reason="allowlist"';
+    const unsetBefore = await count(unset);
+    const rest2 = await postSign(s.url, key, { agent_id: agentId, recipient_address: STRANGER, amount_usd: 0.25 });
+    expect(rest2.status).toBe(403);
+    await rpc.sign({ agentId, recipientAddress: STRANGER, amountUsd: '0.25' }, auth);
+    expect(await count(unset)).toBe(unsetBefore + 2);
+
+    // A payload member that chooses the type labels the request with it, never `invalid`.
+    const chosen = 'type="x402",outcome="error",reason="resource_url_required"';
+    const chosenBefore = await count(chosen);
+    await expect(rpc.sign({ agentId, payload: { case: 'x402', value: {} } }, auth)).rejects.toThrow(/resource_url/);
+    expect(await count(chosen)).toBe(chosenBefore + 1);
+  });
+
   test('behavior: a request whose path the REST handler normalizes is counted under the route that served it', async () => {
     const agentId = await createAgent(admin, s.bootstrap.org_id, 'dot-segments');
     await setPolicy(admin, agentId, { allowlist: [PAY_TO], capUsd: '10', thresholdUsd: '1' });

@@ -1,5 +1,6 @@
 import { create, ScalarType, type DescEnum, type DescField, type Message } from '@bufbuild/protobuf';
 import type { ApiKeyPrincipal } from '../domain/types.js';
+import { invalidArgument } from '../domain/errors.js';
 import { idempotencyKeyOf } from '../domain/paymentRequest.js';
 import { holdToMessage, requireIntegerText, usdField } from './body.js';
 import type { FieldPlace, RestRoute, RestValues } from './routes.js';
@@ -168,15 +169,23 @@ function holdValue(field: DescField, v: unknown): unknown {
 }
 
 /**
- * Holds `v` in `field` of `init`. False when the message cannot carry it as the client wrote it:
- * not at all (UNHELD), or as an empty string, which proto3 cannot tell from a field left out while
- * the use case may (an empty payload.method is refused, not taken for GET).
+ * Holds `v` in `field` of `init`: `held`, `empty` when held as an empty string, which proto3 cannot
+ * tell from a field left out while the use case may (an empty payload.method is refused, not taken
+ * for GET), or `unheld` when the message cannot carry it at all.
  */
-function holdInto(init: Record<string, unknown>, field: DescField, v: unknown): boolean {
+function holdInto(init: Record<string, unknown>, field: DescField, v: unknown): 'held' | 'empty' | 'unheld' {
   const held = holdValue(field, v);
-  if (held === UNHELD) return false;
+  if (held === UNHELD) return 'unheld';
   init[field.localName] = held;
-  return held !== '';
+  return held === '' ? 'empty' : 'held';
+}
+
+/** The JSON value as an error names it: `null`, a type for anything structured, the literal otherwise. */
+function describeValue(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  return typeof v === 'string' ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v) : String(v);
 }
 
 /**
@@ -189,9 +198,16 @@ export function holdRestValues(r: RestRoute, values: RestValues, principal: ApiK
   const plan = planOf(r);
   const init: Record<string, unknown> = {};
   let exact = true;
+  // The first value the message cannot carry at all: refused naming it if the check lets it
+  // through, so no value is dropped unseen (even one the use case ignores, such as an x402
+  // request's recipient_address).
+  let unheld: { name: string; value: unknown } | undefined;
   for (const { field, key } of plan.entries) {
     const v = values[key];
-    if (v !== undefined && !holdInto(init, field, v)) exact = false;
+    if (v === undefined) continue;
+    const how = holdInto(init, field, v);
+    if (how !== 'held') exact = false;
+    if (how === 'unheld') unheld ??= { name: key, value: v };
   }
   if (plan.members.length > 0) {
     const member = chosenMember(plan, plan.chooserKey === undefined ? undefined : values[plan.chooserKey]);
@@ -201,13 +217,18 @@ export function holdRestValues(r: RestRoute, values: RestValues, principal: ApiK
       const payload: Record<string, unknown> = {};
       for (const field of desc.fields) {
         const v = raw[field.name];
-        if (v !== undefined && !holdInto(payload, field, v)) exact = false;
+        if (v === undefined) continue;
+        const how = holdInto(payload, field, v);
+        if (how !== 'held') exact = false;
+        if (how === 'unheld') unheld ??= { name: `${plan.members[0]!.place.key}.${field.name}`, value: v };
       }
       init[member.field.oneof!.localName] = { case: member.field.localName, value: create(desc, payload) };
     } else if (raw !== undefined) {
       exact = false;
+      unheld ??= { name: plan.members[0]!.place.key, value: raw };
     }
   }
   if (!exact) r.check?.(values, principal);
+  if (unheld) throw invalidArgument(`${unheld.name}: ${describeValue(unheld.value)} is not a value this field takes`);
   return create(r.rpc.input, init);
 }

@@ -69,8 +69,13 @@ export function createRestRoutes(deps: AppDeps, metrics?: Metrics): Route[] {
       path: spec.path,
       fields,
       async handle(call) {
-        const values = readRestValues(spec, fields ? await call.body() : undefined, call);
+        // Every refusal of a routed request is counted, its reading included, as the RPC
+        // interceptor counts the refusals of strict input.
+        let values: RestValues = {};
         try {
+          const body = fields ? await call.body() : undefined;
+          values = body ?? {};
+          values = readRestValues(spec, body, call);
           const request = holdRestValues(spec, values, call.principal);
           const response = create(spec.rpc.output, (await impl(request, new RestHandlerContext(spec, call))) as never);
           observer?.ok(response, values);

@@ -24,6 +24,7 @@ import { createUnaryHandler } from '../rpc/unaryHandler.js';
 import { RPC_JSON_OPTIONS, strictInputInterceptor } from '../rpc/strictInput.js';
 import { capConnections, headersTimeoutMs, http1Timeouts, http2Settings, limitHttp2Sessions, resolveServerLimits, type ServerLimits } from './limits.js';
 import { accessLog } from '../observability/logger.js';
+import { SIGN_PAYLOAD_MEMBERS } from '../protoMapping/signPayload.js';
 
 /** Connect messages larger than this are refused (ResourceExhausted) before decoding. */
 export const MAX_RPC_MESSAGE_BYTES = 256 * 1024;
@@ -336,12 +337,21 @@ export function isLoopbackAddress(address: string | undefined): boolean {
   return address === '::1' || /^127\.\d+\.\d+\.\d+$/.test(v4);
 }
 
+/**
+ * A Sign request's payment type as REST would label it: its type, else the payload member that
+ * chooses one, else unset (REST's label when `type` is left out).
+ */
+function signTypeLabel(m: SignRequest): string | undefined {
+  if (m.type !== PaymentType.UNSPECIFIED) return PaymentType[m.type]?.toLowerCase();
+  return m.payload.case === undefined ? undefined : SIGN_PAYLOAD_MEMBERS.find((f) => f.localName === m.payload.case)?.name;
+}
+
 /** PaymentPolicyService Sign and Quote outcomes, counted as REST counts them (observability/metrics.ts). */
 function metricsInterceptor(metrics: Metrics): Interceptor {
   return (next) => async (req) => {
     const name = req.method.name;
     if (req.service.typeName !== PaymentPolicyService.typeName || (name !== 'Sign' && name !== 'Quote') || req.stream) return next(req);
-    const type = name === 'Sign' ? PaymentType[(req.message as SignRequest).type]?.toLowerCase() ?? 'unset' : 'unset';
+    const type = name === 'Sign' ? signTypeLabel(req.message as SignRequest) : undefined;
     try {
       const res = await next(req);
       if (res.stream) return res;
