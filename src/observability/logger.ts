@@ -116,7 +116,9 @@ export function stdoutDestination(stdout = 1): DestinationStream {
   let noticing = false;
   let noticeRefused = false;
   const noteDropped = () => {
-    if (dropped === 0) return;
+    // Not again from inside its own write: a synchronous write that fills a chunk emits 'write'
+    // before it returns, and a second notice would count the same lines twice.
+    if (dropped === 0 || noticing) return;
     noticing = true;
     noticeRefused = false;
     stream.write(`{"level":40,"time":"${new Date().toISOString()}","service":"paypolicy","dropped":${dropped},`
