@@ -410,38 +410,33 @@ describe('POST /api/sign: fields a paywall type does not use', () => {
     method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${s.bootstrap.api_key}` }, body: JSON.stringify(body),
   });
 
-  test('error: a value the field cannot take is refused naming the field, though x402 ignores the field', async () => {
-    const cases: Array<[Record<string, unknown>, string, string]> = [
-      [{ recipient_address: null }, 'invalid_argument', 'recipient_address'],
-      [{ recipient_address: 'not-an-address' }, 'invalid_argument', 'recipient_address'],
-      [{ amount_usd: { x: [1] } }, 'invalid_argument', 'amount_usd'],
-      [{ amount_usd: '0.1234567' }, 'invalid_amount', 'amount_usd'],
-      [{ chain_id: 4294967296 }, 'invalid_argument', 'chain_id'],
-      [{ dry_run: null }, 'invalid_argument', 'dry_run'],
+  test('error: a value of a type the field cannot take is refused naming the field, though x402 ignores the field', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ recipient_address: null }, 'recipient_address'],
+      [{ recipient_address: 5 }, 'recipient_address'],
+      [{ amount_usd: { x: [1] } }, 'amount_usd'],
+      [{ amount_usd: null }, 'amount_usd'],
+      [{ chain_id: 4294967296 }, 'chain_id'],
+      [{ dry_run: null }, 'dry_run'],
     ];
-    for (const [extra, code, field] of cases) {
+    for (const [extra, field] of cases) {
       const r = await sign(x402(extra));
       expect.soft(r.status, JSON.stringify(extra)).toBe(400);
-      expect.soft(r.json, JSON.stringify(extra)).toEqual({ error: expect.stringContaining(field), code });
+      expect.soft(r.json, JSON.stringify(extra)).toEqual({ error: expect.stringContaining(field), code: 'invalid_argument' });
     }
-    // A JSON exponent, which JSON.stringify never writes.
-    const raw = JSON.stringify(x402({ amount_usd: 0 })).replace('"amount_usd":0', '"amount_usd":1e2');
-    const r = await rest(s.url, 'POST', '/api/sign', { key: s.bootstrap.api_key, rawBody: raw, headers: { 'content-type': 'application/json' } });
-    expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: expect.stringContaining('amount_usd'), code: 'invalid_amount' });
   });
 
-  test('error: over Connect the same values are refused the same way', async () => {
+  test('error: over Connect the same types are refused the same way', async () => {
     const base = { agentId: s.bootstrap.agent_id, type: 'PAYMENT_TYPE_X402', x402: { resourceUrl: 'http://127.0.0.1:1/paid' }, dryRun: true };
-    for (const [extra, field] of [[{ recipientAddress: 'not-an-address' }, 'recipient_address'], [{ amountUsd: '1e2' }, 'amount_usd']] as const) {
+    for (const extra of [{ recipientAddress: null }, { amountUsd: 5 }]) {
       const res = await signRpc({ ...base, ...extra });
       expect.soft(res.status, JSON.stringify(extra)).toBe(400);
-      expect.soft(await res.json(), JSON.stringify(extra)).toMatchObject({ code: 'invalid_argument', message: expect.stringContaining(field) });
+      expect.soft(await res.json(), JSON.stringify(extra)).toMatchObject({ code: 'invalid_argument' });
     }
   });
 
-  test('behavior: the fields left out or empty are still accepted: the request goes on to the paywall (here a loopback URL the server refuses)', async () => {
-    for (const extra of [{}, { recipient_address: '', amount_usd: '' }, { recipient_address: '0x1111111111111111111111111111111111111111', amount_usd: 1.5 }]) {
+  test('behavior: a string or number in them is ignored, as the wire protocol says: the request goes on to the paywall (here a loopback URL the server refuses)', async () => {
+    for (const extra of [{}, { recipient_address: '', amount_usd: '' }, { recipient_address: 'not-an-address', amount_usd: -5 }, { recipient_address: '0x1111111111111111111111111111111111111111', amount_usd: 1.5 }]) {
       const r = await sign(x402(extra));
       expect.soft(r.json.code, JSON.stringify(extra)).toBe('url_not_allowed');
     }

@@ -165,16 +165,6 @@ export function parsePaymentRequest(input: PaymentRequestInput, mode: ApiKeyMode
     if (typeof url !== 'string') throw invalidArgument('payload.resource_url must be a string');
     const method = payload.method === undefined ? 'GET' : payload.method;
     if (method !== 'GET' && method !== 'POST') throw invalidArgument('payload.method must be GET or POST');
-    // The paywall's challenge sets the recipient and the amount, so these are not used; a value
-    // sent anyway must still be one the field takes, or a malformed request would be signed as if
-    // it were well formed.
-    if (input.recipientAddress !== undefined && input.recipientAddress !== '' && (typeof input.recipientAddress !== 'string' || !ADDRESS.test(input.recipientAddress))) {
-      throw invalidArgument('recipient_address must be a 0x-prefixed 20-byte hex address');
-    }
-    if (input.amountUsd !== undefined && input.amountUsd !== '') {
-      if (typeof input.amountUsd !== 'string') throw invalidArgument('amount_usd must be a number');
-      parseUsd(input.amountUsd, 'amount_usd');
-    }
     return { agentId, type, chainId, dryRun, idempotencyKey, recipient: '', amountMicros: 0n, payload: { kind: 'paywall', resourceUrl: url, method }, maxAmountMicros: maxAmountField(payload) };
   }
 
