@@ -5,14 +5,13 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { DomainError, toDomainError } from '../domain/errors.js';
 import { SignOutcome, type QuoteResponse, type SignResponse } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { ClockAgreement } from './clockAgreement.js';
-import { createCounterTally, createHistogramTally } from './tally.js';
 
 /**
  * The Prometheus metrics of one running service (served at /metrics, see server/server.ts). Every label
  * value comes from a closed set written in the source: route templates (never raw paths), outcome
  * classes, payment types, policy rule names, error codes. Nothing that names a caller, a key, an
  * address or an amount is a label, except agent ids when the operator opts in
- * (`--metrics-agent-labels`). Hot-path observations are a map lookup and an add (tally.ts).
+ * (`--metrics-agent-labels`).
  */
 export type Metrics = {
   /** Prometheus text exposition of everything below, plus the process metrics. */
@@ -124,15 +123,15 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  // Observed on every request: tallies of our own, written out after the registry's (tally.ts).
-  const requests = createCounterTally('paypolicy_http_requests_total', 'HTTP requests answered, by route template and outcome class', ['route', 'outcome']);
-  const latency = createHistogramTally('paypolicy_http_request_duration_seconds', 'Time from request to the end of the answer, by route template and outcome class', ['route', 'outcome'], LATENCY_BUCKETS);
-  const signs = createCounterTally('paypolicy_sign_outcomes_total', 'Sign requests by payment type, outcome and reason class (policy rule or error code)', ['type', 'outcome', 'reason']);
+  // Observed on every request. prom-client's own counters: counters of our own measured no faster
+  // in an interleaved A/B of REST sign (0.98x the rate of prom-client's).
+  const requests = new Counter({ name: 'paypolicy_http_requests_total', help: 'HTTP requests answered, by route template and outcome class', labelNames: ['route', 'outcome'], registers: [registry] });
+  const latency = new Histogram({ name: 'paypolicy_http_request_duration_seconds', help: 'Time from request to the end of the answer, by route template and outcome class', labelNames: ['route', 'outcome'], buckets: [...LATENCY_BUCKETS], registers: [registry] });
+  const signs = new Counter({ name: 'paypolicy_sign_outcomes_total', help: 'Sign requests by payment type, outcome and reason class (policy rule or error code)', labelNames: ['type', 'outcome', 'reason'], registers: [registry] });
   const agentSigns = options.agentLabels
-    ? createCounterTally('paypolicy_agent_sign_outcomes_total', 'Sign requests by agent id and outcome (--metrics-agent-labels)', ['agent_id', 'outcome'])
+    ? new Counter({ name: 'paypolicy_agent_sign_outcomes_total', help: 'Sign requests by agent id and outcome (--metrics-agent-labels)', labelNames: ['agent_id', 'outcome'], registers: [registry] })
     : undefined;
-  const probes = createCounterTally('paypolicy_probe_outcomes_total', 'Quote probes of paywalled URLs: the rail of a priced offer, else the refusal code', ['outcome']);
-  const tallies = [requests, latency, signs, ...(agentSigns ? [agentSigns] : []), probes];
+  const probes = new Counter({ name: 'paypolicy_probe_outcomes_total', help: 'Quote probes of paywalled URLs: the rail of a priced offer, else the refusal code', labelNames: ['outcome'], registers: [registry] });
 
   new Gauge({
     name: 'paypolicy_pending_approvals', help: 'Approval requests waiting for a human', registers: [registry],
@@ -220,18 +219,18 @@ export function createMetrics(deps: AppDeps, options: MetricsOptions = {}): Metr
   const refused = new Counter({ name: 'paypolicy_refused_connections_total', help: 'Connections closed at once by the connection cap (--max-connections)', registers: [registry] });
 
   return {
-    scrape: async () => `${await registry.metrics()}\n${tallies.map((t) => t.render()).join('\n\n')}\n`,
+    scrape: () => registry.metrics(),
     contentType: registry.contentType,
     observeRequest(route, status, seconds) {
       const outcome = outcomeClass(status);
-      requests.inc(route, outcome);
-      latency.observe(seconds, route, outcome);
+      requests.labels(route, outcome).inc();
+      if (Number.isFinite(seconds)) latency.labels(route, outcome).observe(seconds);
     },
     observeSign(type, outcome, reason, agentId) {
-      signs.inc(paymentTypeLabel(type), outcome, reason);
-      if (agentSigns && agentId) agentSigns.inc(agentId, outcome);
+      signs.labels(paymentTypeLabel(type), outcome, reason).inc();
+      if (agentSigns && agentId) agentSigns.labels(agentId, outcome).inc();
     },
-    observeProbe: (outcome) => probes.inc(outcome),
+    observeProbe: (outcome) => probes.labels(outcome).inc(),
     countConnections(count) {
       connections = count;
     },
