@@ -11,7 +11,7 @@ describe('checksumAddress', () => {
     }
   });
 
-  test('error: anything that is not an address throws as getAddress does, every time (nothing remembered)', () => {
+  test('error: anything that is not an address throws as getAddress does, every time', () => {
     for (const bad of ['0x2096', 'not an address', '0x2096abcdef0123456789abcdef0123456789287g']) {
       expect(() => getAddress(bad)).toThrow();
       expect(() => checksumAddress(bad)).toThrow();
@@ -19,7 +19,7 @@ describe('checksumAddress', () => {
     }
   });
 
-  test('property: many distinct addresses (more than it remembers) still each get their own checksum', () => {
+  test('property: many distinct addresses each get their own checksum', () => {
     for (let i = 0; i < 10_000; i++) {
       const address = `0x${i.toString(16).padStart(40, '0')}`;
       expect(checksumAddress(address)).toBe(getAddress(address));
