@@ -121,7 +121,7 @@ describe('/metrics', () => {
     expect(m).toContain('nodejs_eventloop_lag_seconds');
 
     // No identifier of a tenant, a payment or a peer, and no agent series without the opt-in.
-    for (const secret of [agentId, key, s.bootstrap.org_id, s.bootstrap.admin_token, pending.json.approval_request_id, allowed.json.transaction_id, PAY_TO, PAY_TO.toLowerCase(), STRANGER, x402.host, String(deadPort)]) {
+    for (const secret of [agentId, key, s.bootstrap.org_id, s.bootstrap.admin_token, pending.json.approval_request_id, allowed.json.transaction_id, PAY_TO, PAY_TO.toLowerCase(), STRANGER, x402.host, `127.0.0.1:${deadPort}`]) {
       expect(m).not.toContain(secret);
     }
     expect(m).not.toContain('paypolicy_agent_sign_outcomes_total');
