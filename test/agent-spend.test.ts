@@ -86,7 +86,20 @@ describe('getAgentSpend (GET /api/agents/{id}/spend)', () => {
     expect((await spend(s.bootstrap.agent_id, 'ak_test_' + '0'.repeat(48))).status).toBe(401);
     const r = await rest(s.url, 'POST', `/api/agents/${s.bootstrap.agent_id}/spend`, { key: s.bootstrap.api_key, body: {} });
     expect(r.status).toBe(405);
-    expect(r.headers.get('allow')).toBe('GET');
+    expect(r.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  test('behavior: HEAD answers as GET does, with the same status and headers and no body', async () => {
+    const path = `/api/agents/${s.bootstrap.agent_id}/spend`;
+    const get = await rest(s.url, 'GET', path, { key: s.bootstrap.api_key });
+    const head = await rest(s.url, 'HEAD', path, { key: s.bootstrap.api_key });
+    expect(get.status).toBe(200);
+    expect(head.status).toBe(200);
+    expect(head.text).toBe('');
+    expect(head.headers.get('content-type')).toBe(get.headers.get('content-type'));
+    expect(head.headers.get('content-length')).toBe(String(Buffer.byteLength(get.text)));
+    // Unauthenticated, HEAD is refused like GET.
+    expect((await rest(s.url, 'HEAD', path)).status).toBe(401);
   });
 });
 

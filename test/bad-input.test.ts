@@ -335,11 +335,11 @@ describe('REST routing', () => {
 
   test('error: wrong methods on every route answer 405 with the allowed method', async () => {
     const cases: Array<[string, string, string]> = [
-      ['POST', '/api/resolve?slug=a', 'GET'],
+      ['POST', '/api/resolve?slug=a', 'GET, HEAD'],
       ['PUT', '/api/sign', 'POST'],
       ['DELETE', '/api/quote', 'POST'],
       ['PATCH', '/api/ping', 'POST'],
-      ['POST', `/api/approvals/3f2504e0-4f89-41d3-9a0c-0305e82c3301/status`, 'GET'],
+      ['POST', `/api/approvals/3f2504e0-4f89-41d3-9a0c-0305e82c3301/status`, 'GET, HEAD'],
       ['OPTIONS', '/api/ping', 'POST'],
     ];
     for (const [method, path, allow] of cases) {

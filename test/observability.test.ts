@@ -246,6 +246,13 @@ describe('/metrics', () => {
     expect(() => loadConfig(['--metrics-token', 'short-secret'], {})).not.toThrow(/short-secret/);
   });
 
+  test('behavior: HEAD answers with GET\'s headers (a content-length of the scrape) and no body', async () => {
+    const head = await rest(s.url, 'HEAD', '/metrics', { headers: CLOSE });
+    expect(head.status).toBe(200);
+    expect(head.text).toBe('');
+    expect(Number(head.headers.get('content-length'))).toBeGreaterThan(0);
+  });
+
   test('error: a method other than GET or HEAD is 405', async () => {
     const r = await rest(s.url, 'POST', '/metrics', { headers: CLOSE });
     expect(r.status).toBe(405);

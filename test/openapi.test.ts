@@ -109,6 +109,7 @@ describe('OpenAPI document', () => {
     const head = await fetch(`${s.url}/api/openapi.json`, { method: 'HEAD', headers: CLOSE });
     expect(head.status).toBe(200);
     expect(await head.text()).toBe('');
+    expect(head.headers.get('content-length')).toBe(r.headers.get('content-length'));
     const post = await call('POST', '/api/openapi.json', { key: null });
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('GET, HEAD');

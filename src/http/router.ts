@@ -5,7 +5,7 @@
  * What a 404 or 405 looks like is the transport's business, so `match` only says which it is.
  */
 
-/** The methods a route answers (a transport may serve HEAD with its GET routes). */
+/** The methods a route is declared with; every GET route also answers HEAD (the same headers, no body). */
 export type Method = 'GET' | 'POST';
 
 /** What every route carries; transports add their handler and whatever else they need. */
@@ -15,8 +15,8 @@ export type RouteMatch<R> =
   /** `params` are the path segments under each `{name}`, still percent-encoded. */
   | { kind: 'found'; route: R; params: Record<string, string> }
   | { kind: 'not_found' }
-  /** `allow` lists the matching routes' methods, each once, in route order. */
-  | { kind: 'method_not_allowed'; allow: Method[] };
+  /** `allow` lists the matching routes' methods, each once, in route order (HEAD right after GET). */
+  | { kind: 'method_not_allowed'; allow: Array<Method | 'HEAD'> };
 
 export type Router<R> = { match: (method: string | undefined, pathname: string) => RouteMatch<R> };
 
@@ -37,17 +37,21 @@ function compile<R extends RouteSpec>(route: R): Compiled<R> {
   return { route, pattern: new RegExp(`^${source}$`), keys };
 }
 
-/** Builds the router over `routes`; the first route whose path and method both match wins. */
+/**
+ * Builds the router over `routes`; the first route whose path and method both match wins. HEAD
+ * matches a GET route (HTTP says a server answering GET answers HEAD too; Node drops the body).
+ */
 export function createRouter<R extends RouteSpec>(routes: readonly R[]): Router<R> {
   const compiled = routes.map(compile);
   return {
     match(method, pathname) {
-      const allow: Method[] = [];
+      const allow: Array<Method | 'HEAD'> = [];
+      const wanted = method === 'HEAD' ? 'GET' : method;
       for (const { route, pattern, keys } of compiled) {
         const m = pattern.exec(pathname);
         if (!m) continue;
-        if (route.method === method) return { kind: 'found', route, params: Object.fromEntries(keys.map((k, i) => [k, m[i + 1]!])) };
-        if (!allow.includes(route.method)) allow.push(route.method);
+        if (route.method === wanted) return { kind: 'found', route, params: Object.fromEntries(keys.map((k, i) => [k, m[i + 1]!])) };
+        if (!allow.includes(route.method)) allow.push(...(route.method === 'GET' ? (['GET', 'HEAD'] as const) : [route.method]));
       }
       return allow.length === 0 ? { kind: 'not_found' } : { kind: 'method_not_allowed', allow };
     },

@@ -156,7 +156,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     // The contract is public (like the README): no credential, and it does not depend on storage.
     if (path === '/api/openapi.json') {
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'Method not allowed', code: 'method_not_allowed' }, { allow: 'GET, HEAD' });
-      return send(res, 200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache' }, req.method === 'HEAD' ? undefined : OPENAPI_JSON);
+      // HEAD too: the body gives the content-length, and Node writes no body for a HEAD request.
+      return send(res, 200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache' }, OPENAPI_JSON);
     }
     if (failed) return sendJson(res, 503, STORAGE_FAILED);
     // A browser at the root is sent to the dashboard; API clients keep the JSON 404 below.
@@ -324,7 +325,7 @@ async function serveMetrics(req: NodeRequest, res: NodeResponse, config: ServerO
   }
   try {
     const text = await config.metrics.scrape();
-    send(res, 200, { 'content-type': config.metrics.contentType, 'cache-control': 'no-store' }, req.method === 'HEAD' ? undefined : text);
+    send(res, 200, { 'content-type': config.metrics.contentType, 'cache-control': 'no-store' }, text);
   } catch {
     if (!res.headersSent) sendJson(res, 500, { error: 'Internal error', code: 'internal' });
   }

@@ -105,7 +105,7 @@ describe('dashboard responses', () => {
     expect((await rest(s.url, 'GET', '/dashboardx')).status).toBe(404);
     expect((await dashboardFetch(s.url, owner, '/dashboard/nope')).status).toBe(404);
     const put = await dashboardFetch(s.url, owner, '/dashboard/agents', { method: 'PUT' });
-    expect([put.status, put.headers.get('allow')]).toEqual([405, 'GET, POST']);
+    expect([put.status, put.headers.get('allow')]).toEqual([405, 'GET, HEAD, POST']);
   });
 });
 

@@ -30,10 +30,15 @@ describe('createRouter', () => {
     expect(router.match('GET', '/api/approvals/a/b/status').kind).toBe('not_found');
   });
 
+  test('behavior: HEAD is answered by the GET route of a path, never by a POST one', () => {
+    expect(router.match('HEAD', '/dashboard/services/new')).toMatchObject({ kind: 'found', route: { method: 'GET', path: '/dashboard/services/new' } });
+    expect(router.match('HEAD', '/dashboard/agents')).toMatchObject({ kind: 'found', route: { method: 'GET' } });
+  });
+
   test('behavior: a path answered under other methods is method_not_allowed, each method once', () => {
-    expect(router.match('PUT', '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'POST'] });
-    expect(router.match('POST', '/dashboard/services/new')).toEqual({ kind: 'method_not_allowed', allow: ['GET'] });
-    expect(router.match(undefined, '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'POST'] });
+    expect(router.match('PUT', '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'HEAD', 'POST'] });
+    expect(router.match('POST', '/dashboard/services/new')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'HEAD'] });
+    expect(router.match(undefined, '/dashboard/agents')).toEqual({ kind: 'method_not_allowed', allow: ['GET', 'HEAD', 'POST'] });
   });
 });
 
