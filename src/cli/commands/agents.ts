@@ -2,15 +2,19 @@ import {
   CreateAgentResponseSchema,
   GetAgentResponseSchema,
   ListAgentsResponseSchema,
+  PolicySchema,
+  SetPolicyRequestSchema,
   SetPolicyResponseSchema,
   UpdateAgentResponseSchema,
   type Agent,
   type Policy,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
+import { toJson } from '@bufbuild/protobuf';
 import { formatEther } from 'viem';
 import { commandOutput, type Command } from '../command.js';
 import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
+import { messageFlags } from '../messageFlags.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
 import { agentStatus } from '../../protoMapping/enums.js';
@@ -33,7 +37,19 @@ function policyFields(p: Policy | undefined): [string, string][] {
     ['approval above', formatUsdText(p?.approvalThresholdUsd ?? '')],
     ['max network fee', weiText(p?.maxNetworkFeeWei ?? '')],
     ['policy updated', formatTime(p?.updatedAt)],
+    ...otherPolicyFields(p),
   ];
+}
+
+const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_wei', 'updated_at'];
+
+/** Policy fields without a rendering of their own are shown as their JSON value, so none is hidden. */
+function otherPolicyFields(p: Policy | undefined): [string, string][] {
+  if (!p) return [];
+  const json = toJson(PolicySchema, p, { alwaysEmitImplicit: true }) as Record<string, unknown>;
+  return PolicySchema.fields
+    .filter((f) => !SHOWN_POLICY_FIELDS.includes(f.name))
+    .map((f) => [f.name.replace(/_/g, ' '), JSON.stringify(json[f.jsonName] ?? null)]);
 }
 
 function agentFields(a: Agent | undefined): string {
@@ -48,6 +64,17 @@ function agentFields(a: Agent | undefined): string {
     ['last ping', a.lastPingAt ? formatTime(a.lastPingAt) : 'never'],
   ]);
 }
+
+/**
+ * `policy set` flags come from SetPolicyRequest's fields: a field added to the policy is a flag
+ * (`--field-name`) with no edit here. These are the short names the existing fields keep.
+ */
+const POLICY_FLAGS = messageFlags(SetPolicyRequestSchema, {
+  allowlist: { flag: '--allow', placeholder: 'ADDR_OR_SLUG[,...]' },
+  spend_cap_usd: { flag: '--cap', placeholder: 'USD' },
+  approval_threshold_usd: { flag: '--threshold', placeholder: 'USD' },
+  max_network_fee_wei: { flag: '--max-fee-wei', placeholder: 'WEI' },
+}, ['agent_id']);
 
 /** `agent create|update|get|list` and `policy set`. */
 export const agentCommands: Command[] = [
@@ -118,18 +145,13 @@ export const agentCommands: Command[] = [
   {
     group: 'policy',
     action: 'set',
-    synopsis: "--agent AGENT_ID --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD [--max-fee-wei WEI]",
+    synopsis: `--agent AGENT_ID ${POLICY_FLAGS.synopsis}`,
     summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing. Without --max-fee-wei the network fee ceiling stays as it is.",
-    flags: { '--agent': 'value', '--allow': 'list', '--cap': 'value', '--threshold': 'value', '--max-fee-wei': 'value' },
+    flags: { '--agent': 'value', ...POLICY_FLAGS.flags },
     prepare(flags) {
       const agentId = flags.require('--agent');
-      // The policy is replaced whole, so the allowlist must be stated even when it is empty.
-      if (!flags.has('--allow')) throw new UsageError("missing required option --allow (use --allow '' to allow nothing)");
-      const allowlist = flags.all('--allow').flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
-      // The server validates the ceiling; unset keeps the agent's current one.
-      const request = {
-        agentId, allowlist, spendCapUsd: flags.require('--cap'), approvalThresholdUsd: flags.require('--threshold'), maxNetworkFeeWei: flags.get('--max-fee-wei'),
-      };
+      // The server validates the values; an optional one left out keeps the agent's current value.
+      const request = POLICY_FLAGS.read(flags, { agentId });
       return async (client) => {
         const r = await client.setPolicy(request);
         return { ...commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`), warnings: r.warnings };
