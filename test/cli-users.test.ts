@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { adminFor, type Admin } from './helpers/admin.js';
-import { runCli } from './helpers/cli.js';
+import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, httpSignIn, dashboardFetch, postSignIn } from './dashboard/helpers.js';
 

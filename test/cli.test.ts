@@ -4,12 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runCliInProcess, type CliResult } from './helpers/cliInProcess.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const API_KEY = /ak_test_[0-9a-f]{48}/;
-
-type CliResult = { code: number; stdout: string; stderr: string };
 
 /** Only what the child needs: inherited PAYPOLICY_* variables would change which server and token it uses. */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -17,8 +16,8 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-/** Runs the real binary (`node bin/paypolicy.js …`, which loads dist/) and never rejects. */
-function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+/** Runs the real launcher (`node bin/paypolicy.js …`, which loads dist/) and never rejects. */
+function spawnCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(process.execPath, ['bin/paypolicy.js', ...args], { cwd: ROOT, env: childEnv(env), timeout: 20_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
@@ -27,7 +26,9 @@ function runCli(args: string[], env: Record<string, string> = {}): Promise<CliRe
   });
 }
 
-// Each step spawns a Node process; under a loaded full `npm test` the default 30 s can be tight.
+/** The commands run in-process (the same `main`); the launcher has its own test below. */
+const runCli = runCliInProcess;
+
 describe('runAdminCommand', { timeout: 90_000 }, () => {
   let s: TestServer;
   /** Every output the CLI produced, checked at the end for the admin token. */
@@ -262,7 +263,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
       [['key', 'create', '--org', 'org_x', '--mode', 'prod'], 'paypolicy: --mode must be one of test, live, got "prod"'],
       [['agent', 'update', '--id', 'agt_x'], 'paypolicy: agent update needs --name or --status'],
       [['org', 'update', '--id', 'org_x'], 'paypolicy: org update needs --name or --approval-window'],
-      [['policy', 'set', '--agent', 'agt_x', '--cap', '1', '--threshold', '1'], "paypolicy: missing required option --allow (use --allow '' to allow nothing)"],
+      [['policy', 'set', '--agent', 'agt_x', '--cap', '1', '--threshold', '1'], "paypolicy: missing required option --allow (use --allow '' for none)"],
       [['service', 'upsert', '--file', 'x.json', '--slug', 'x'], 'paypolicy: --file cannot be combined with --slug'],
       [['service', 'upsert', '--slug', 'x', '--name', 'X', '--base-url', 'https://x.example'], 'paypolicy: --base-url and --protocol must be given together'],
       [['tx', 'list', '--org', 'org_x', '--status', 'pending'], 'paypolicy: --status must be one of signing, signed, failed, pending_approval, approved, denied, expired, recorded, reverted, got "pending"'],
@@ -347,6 +348,19 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
     expect(r.stdout).toMatch(/^usage: paypolicy policy set --agent AGENT_ID --allow/);
     const all = await runCli(['help']);
     expect(all.stdout).toMatch(/approval decide --id ID \(--approve \| --deny\)/);
+  });
+
+  test('behavior: the launcher (bin/paypolicy.js, a process of its own) prints and exits as the commands do in-process', async () => {
+    // Exit statuses 0, 2 (no --id) and 1 (a wrong token): the launcher hands main's status to the process.
+    for (const args of [
+      ['org', 'list', '--json', '--url', s.url, '--admin-token', s.bootstrap.admin_token],
+      ['agent', 'get', '--url', s.url, '--admin-token', s.bootstrap.admin_token],
+      ['org', 'list', '--url', s.url, '--admin-token', 'x'.repeat(40)],
+    ]) {
+      const spawned = await spawnCli(args);
+      outputs.push(spawned.stdout, spawned.stderr);
+      expect(spawned).toEqual(await runCli(args));
+    }
   });
 
   test('behavior: the admin token never appears in any output', () => {

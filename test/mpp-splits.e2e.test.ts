@@ -9,7 +9,7 @@ import { listAllTransactions, postSign, setPolicy } from './helpers/payments.js'
 import { MPP_RECIPIENT, MPP_REALM, carriesPayment, startMppPeer, type MppPeer } from './helpers/peers.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, dashboardFetch, httpSignIn, type HttpSession } from './dashboard/helpers.js';
-import { runCli } from './helpers/cli.js';
+import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { expectRpcError } from './helpers/rpc.js';
 
 /**

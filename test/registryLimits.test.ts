@@ -15,7 +15,7 @@ import { importServices } from '../src/app/registry/serviceImport.js';
 import { OPERATOR, type ServiceRecord } from '../src/domain/types.js';
 import { createUser, dashboardFetch, httpSignIn, importServicesJson, type HttpSession } from './dashboard/helpers.js';
 import { adminFor, createTenant, type Admin, type Tenant } from './helpers/admin.js';
-import { runCli } from './helpers/cli.js';
+import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { serviceRecord, sizedRecord } from './helpers/registry.js';
 import { rest, startTestServer, type TestServer } from './helpers/server.js';

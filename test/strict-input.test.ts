@@ -6,7 +6,7 @@ import { AdminService, UpdateAgentRequestSchema } from '../gen/paypolicy/v1/admi
 import { AgentStatus, PaymentPolicyService, PaymentType, SignRequestSchema } from '../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
 import { grpcChannel, grpcUnary } from './helpers/clients.js';
-import { runCli } from './helpers/cli.js';
+import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { grpcWebFrame } from './helpers/grpcWeb.js';
 import { listAllTransactions, setPolicy } from './helpers/payments.js';
 import { rest, startTestServer, type RestResult, type TestServer } from './helpers/server.js';

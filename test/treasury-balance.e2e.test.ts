@@ -7,7 +7,7 @@ import type { Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createTenant, type Tenant } from './helpers/admin.js';
-import { runCli } from './helpers/cli.js';
+import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { connectClient, grpcChannel, grpcUnary } from './helpers/clients.js';
 import { createLocalChain, installMiniUsdc, type LocalChain } from './helpers/localChain.js';
 import { bearer, expectRpcError } from './helpers/rpc.js';

@@ -6,7 +6,7 @@ import { AdminService, Decision } from '../../gen/paypolicy/v1/admin_pb.js';
 import { ApprovalStatus, PaymentPolicyService, PaymentType, SignOutcome } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { createUser, dashboardFetch, httpSignIn, type HttpSession } from '../dashboard/helpers.js';
 import { adminFor, createAgent, type Admin } from '../helpers/admin.js';
-import { runCli } from '../helpers/cli.js';
+import { runCliInProcess as runCli } from '../helpers/cliInProcess.js';
 import { connectClient, grpcChannel, grpcUnary } from '../helpers/clients.js';
 import { getApprovalStatus, listAllTransactions, postSign, rpcPayload, type SignBody } from '../helpers/payments.js';
 import { MPP_RECIPIENT, startMppPeer, type MppPeer } from '../helpers/peers.js';

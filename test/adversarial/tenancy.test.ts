@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AdminService } from '../../gen/paypolicy/v1/admin_pb.js';
 import { PaymentPolicyService } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import { adminFor, createAgent, createTenant, upsertService, type Admin, type Tenant } from '../helpers/admin.js';
-import { runCli } from '../helpers/cli.js';
+import { runCliInProcess as runCli } from '../helpers/cliInProcess.js';
 import { connectClient, grpcChannel, grpcUnary } from '../helpers/clients.js';
 import { grpcWebUnary } from '../helpers/grpcWeb.js';
 import { listAllTransactions, postSign, setPolicy } from '../helpers/payments.js';

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { UsageError } from '../../src/cli/errors.js';
 import { parseFlags, type FlagSpecs } from '../../src/cli/parseFlags.js';
 import { ConfigError, SERVE_FLAGS, loadConfig } from '../../src/config.js';
-import { runCli } from '../helpers/cli.js';
+import { runCliInProcess as runCli } from '../helpers/cliInProcess.js';
 
 /**
  * Both flag parsers (the admin commands' and `serve`'s) sit on node:util parseArgs; these pin the
