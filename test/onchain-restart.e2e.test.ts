@@ -174,9 +174,12 @@ describe('raw-transaction nonces across restarts', () => {
     }
     // In nonce order: each in a block no earlier than the previous nonce's (automining: one block each).
     expect([...blocks].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(blocks);
-    // The first broadcasts after the restart are the waiting ones, lowest nonce first.
+    // After the restart the waiting ones go out lowest nonce first. A transaction may go out more
+    // than once (a broadcast whose answer was lost is repeated): always its own signed bytes,
+    // never a new signature for its nonce.
     const resent = broadcasts.slice(sentBefore).map((raw) => down.findIndex((d) => raw.length > 0 && d.hash === hashOf(raw)));
-    expect(resent.filter((i) => i >= 0).slice(0, down.length)).toEqual([0, 1, 2, 3]);
+    expect(resent.filter((i) => i < 0)).toEqual([]);
+    expect([...new Set(resent)]).toEqual([0, 1, 2, 3]);
     expect(await minedCount(s.bootstrap.treasury_address)).toBe(5);
     expect(await balance()).toBe(before + 5n * AMOUNT_MICROS);
     const pending = Number(await pc.request({ method: 'eth_getTransactionCount', params: [s.bootstrap.treasury_address as Address, 'pending'] }));

@@ -147,7 +147,9 @@ afterAll(async () => {
   await s?.close();
 });
 
-describe('dashboard looks and accessibility', () => {
+// Each test drives a browser through every page; on a machine busy with other files that can take
+// longer than the default 30 s without anything being wrong.
+describe('dashboard looks and accessibility', { timeout: 120_000 }, () => {
   test('a11y: axe-core finds no WCAG 2.1 A or AA violation on any page at desktop width', async () => {
     const anonymous = await browser.newContext({ bypassCSP: true, viewport: LAPTOP });
     contexts.push(anonymous);

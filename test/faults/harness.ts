@@ -69,7 +69,9 @@ export type SpawnOptions = {
 export function spawnServer(opts: SpawnOptions): { process: Promise<ServerProcess>; child: ChildProcess; output: () => { stdout: string; stderr: string }; exited: ServerProcess['exited'] } {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('PAYPOLICY_') && !k.startsWith('FAULTFS_') && k !== 'LD_PRELOAD') env[k] = v;
-  Object.assign(env, { PAYPOLICY_LOG_LEVEL: 'warn', PAYPOLICY_SIGNER_THREADS: '1', ...opts.env });
+  // A wide signing-queue deadline, as test servers have: these files share the machine's cores with
+  // others, and a payment that waits a second for one is not what a fault test asks about.
+  Object.assign(env, { PAYPOLICY_LOG_LEVEL: 'warn', PAYPOLICY_SIGNER_THREADS: '1', PAYPOLICY_MAX_QUEUE_MS: '60000', ...opts.env });
   if (opts.shim) {
     Object.assign(env, {
       LD_PRELOAD: buildShim(), FAULTFS_DIR: opts.dataDir, FAULTFS_STATE: opts.shim.stateDir, FAULTFS_CTL: opts.shim.ctlPath,

@@ -166,12 +166,14 @@ export function spread(cluster: Cluster): (i: number) => string {
 
 /**
  * POST /api/sign as an agent does against a cluster: a 503 (overloaded, database busy or out of
- * pooled connections on a loaded machine) wrote nothing, so the same request is sent again, to
- * the next replica, up to `tries` times. The last answer is returned.
+ * pooled connections on a loaded machine) and a 409 `in_progress` (the same key still being
+ * signed elsewhere) both say "repeat", so the same request is sent again, to the next replica, up
+ * to `tries` times. The last answer is returned.
  */
 export async function postSignRetrying(urls: string[], start: number, key: string, body: SignBody, idempotencyKey?: string, tries = 20): Promise<RestResult> {
+  const repeat = (r: RestResult) => r.status === 503 || (r.status === 409 && r.json?.code === 'in_progress');
   let r = await postSign(urls[start % urls.length]!, key, body, idempotencyKey);
-  for (let i = 1; i < tries && r.status === 503; i++) {
+  for (let i = 1; i < tries && repeat(r); i++) {
     await new Promise((res) => setTimeout(res, 50 * i));
     r = await postSign(urls[(start + i) % urls.length]!, key, body, idempotencyKey);
   }

@@ -18,8 +18,11 @@ const CHAIN = 8453;
 beforeAll(async () => {
   d = await createTestDatabase();
   // 1,000 writes queue for 24 connections: the wait for a free one is bounded by connectTimeoutMs
-  // (2 s by default; a server bounds the queue itself, --max-queue-ms), so it is long here.
-  replicas = await Promise.all([0, 1, 2].map(() => createPgStore({ connectionString: d.url, poolSize: 8, connectTimeoutMs: 30_000 })));
+  // (2 s by default; a server bounds the queue itself, --max-queue-ms), so it is long here. So is
+  // the statement timeout (5 s by default): the nonce race queues every writer on one counter row,
+  // and on a machine busy with other files that queue can outlast it. What a timeout answers is
+  // tested on its own (clusterTimeout.test.ts); here it is the race.
+  replicas = await Promise.all([0, 1, 2].map(() => createPgStore({ connectionString: d.url, poolSize: 8, connectTimeoutMs: 30_000, statementTimeoutMs: 30_000 })));
   const [first] = replicas;
   await first!.uow.write(async (tx) => {
     await tx.organizations.insert({ id: ORG, name: 'race', approvalWindowSeconds: 3600, createdAt: 1 });
