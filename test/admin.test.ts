@@ -405,10 +405,11 @@ describe('SetPolicy', () => {
     expect(agent?.policy).toMatchObject({ spendCapUsd: '10', approvalThresholdUsd: '1', allowlist: [] });
   });
 
-  test('error: invalid_argument: malformed agent id; not_found: unknown agent', async () => {
+  test('error: not_found: an unknown agent, a malformed id and an empty one alike (as GetAgent and UpdateAgent answer)', async () => {
     const req = { allowlist: [], spendCapUsd: '1', approvalThresholdUsd: '1' };
-    await expectRpcError(admin.setPolicy({ ...req, agentId: 'nope' }, auth), Code.InvalidArgument, /agent_id is missing or malformed/);
-    await expectRpcError(admin.setPolicy({ ...req, agentId: 'agt_000000000000000000000000' }, auth), Code.NotFound);
+    for (const agentId of ['nope', '', 'agt_000000000000000000000000', `${s.bootstrap.agent_id} `, s.bootstrap.agent_id.toUpperCase()]) {
+      await expectRpcError(admin.setPolicy({ ...req, agentId }, auth), Code.NotFound, /Agent not found/);
+    }
   });
 });
 

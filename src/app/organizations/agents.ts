@@ -2,7 +2,7 @@ import { DomainError, invalidArgument } from '../../domain/errors.js';
 import { formatUsd, parseUsd } from '../../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
 import type { Agent, Policy, Principal } from '../../domain/types.js';
-import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireId, requireName } from '../../domain/validate.js';
+import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireName } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
 import { requireAccess, type Permission } from '../access.js';
 import type { AppDeps } from '../deps.js';
@@ -111,7 +111,6 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
  * predates the field cannot lift or reset it by omission.
  */
 export async function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Promise<{ policy: Policy; warnings: string[] }> {
-  requireId(input.agentId, AGENT_ID, 'agent_id');
   const parsed = parsePolicy(input, deps.now());
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
