@@ -350,6 +350,25 @@ describe('REST routing', () => {
     }
   });
 
+  test('error: invalid_argument: a query parameter the route does not read is refused, naming it, on every route', async () => {
+    const key = s.bootstrap.api_key;
+    const agent = s.bootstrap.agent_id;
+    const cases: Array<[string, string, unknown, string]> = [
+      ['GET', '/api/resolve?slug=a&foo=1', undefined, 'Unknown query parameter "foo" (this endpoint takes slug, slugs)'],
+      ['GET', `/api/agents/${agent}/spend?window=1h`, undefined, 'Unknown query parameter "window" (this endpoint takes none)'],
+      ['POST', '/api/ping?agent_id=x', { agent_id: agent }, 'Unknown query parameter "agent_id" (this endpoint takes none)'],
+      ['POST', '/api/sign?dry_run=true', { agent_id: agent, type: 'eip3009', chain_id: 8453, recipient_address: '0x2222222222222222222222222222222222222222', amount_usd: '0.01' }, 'Unknown query parameter "dry_run" (this endpoint takes none)'],
+      ['GET', '/api/approvals/3f2504e0-4f89-41d3-9a0c-0305e82c3301/status?x', undefined, 'Unknown query parameter "x" (this endpoint takes none)'],
+    ];
+    for (const [method, path, body, error] of cases) {
+      const r = await rest(s.url, method, path, { key, body });
+      expect.soft([r.status, r.json?.error], path).toEqual([400, error]);
+    }
+    // What the routes read still works, and an empty query is no parameter.
+    expect((await rest(s.url, 'GET', '/api/resolve?slug=a&slugs=b', { key })).status).toBe(200);
+    expect((await rest(s.url, 'POST', '/api/ping?', { key, body: { agent_id: agent } })).status).toBe(200);
+  });
+
   test('error: HEAD on a POST route answers 405 without a body', async () => {
     const r = await rest(s.url, 'HEAD', '/api/ping', { key: s.bootstrap.api_key });
     expect(r.status).toBe(405);

@@ -349,10 +349,10 @@ describe('GET /api/resolve', () => {
     expect(r.json).toEqual({ error: 'slug or slugs query parameter is required', code: 'slug_required' });
   });
 
-  test('error: an unrelated query parameter does not count as a slug', async () => {
+  test('error: the removed entity parameter (or any other the route does not read) is a 400 naming it and the parameters it takes', async () => {
     const r = await resolve('?entity=weather-api');
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: 'slug or slugs query parameter is required', code: 'slug_required' });
+    expect(r.json).toEqual({ error: 'Unknown query parameter "entity" (this endpoint takes slug, slugs)', code: 'invalid_argument' });
   });
 
   test('error: more than 100 distinct slugs answer 400 too_many_slugs', async () => {

@@ -19,6 +19,8 @@ import type { FieldPlace, RestRoute, RestValues } from './routes.js';
 /** What a request offers beside its body: path parameters, the query (built on demand), headers. */
 export type RestSources = {
   params: Record<string, string>;
+  /** Whether the request target has a query string (the URL is then worth building). */
+  hasQuery: boolean;
   readonly url: URL;
   header: (name: string) => string | undefined;
 };
@@ -30,6 +32,8 @@ type Plan = {
   entries: { field: DescField; place: FieldPlace; key: string }[];
   /** The scalar field read from each body key (the integer-text check is by key). */
   bodyFields: Map<string, DescField>;
+  /** The query parameters the route reads; any other is refused. */
+  queryNames: Set<string>;
   members: Member[];
   /** The body key of the members' chooser (`type`), and the member read when it is unset. */
   chooserKey: string | undefined;
@@ -46,7 +50,7 @@ function restKey(place: FieldPlace): string {
 function planOf(r: RestRoute): Plan {
   let plan = plans.get(r);
   if (plan) return plan;
-  plan = { entries: [], bodyFields: new Map(), members: [], chooserKey: undefined, otherwise: undefined };
+  plan = { entries: [], bodyFields: new Map(), queryNames: new Set(), members: [], chooserKey: undefined, otherwise: undefined };
   for (const [name, place] of Object.entries(r.request)) {
     const field = r.rpc.input.fields.find((f) => f.name === name);
     if (!field) throw new Error(`${r.method} ${r.path}: ${r.rpc.input.typeName} has no field ${name}`);
@@ -58,6 +62,7 @@ function planOf(r: RestRoute): Plan {
       continue;
     }
     if (place.in === 'body') plan.bodyFields.set(place.key, field);
+    if (place.in === 'query') for (const n of place.names) plan.queryNames.add(n);
     plan.entries.push({ field, place, key: restKey(place) });
   }
   plans.set(r, plan);
@@ -78,6 +83,13 @@ function chosenMember(plan: Plan, chooser: unknown): Member | undefined {
 /** Step 1: the REST values of a request by REST key. `body` is the parsed JSON object of a POST, else undefined. */
 export function readRestValues(r: RestRoute, body: Record<string, unknown> | undefined, sources: RestSources): RestValues {
   const plan = planOf(r);
+  if (sources.hasQuery) {
+    for (const name of sources.url.searchParams.keys()) {
+      if (plan.queryNames.has(name)) continue;
+      const takes = plan.queryNames.size === 0 ? 'none' : [...plan.queryNames].join(', ');
+      throw invalidArgument(`Unknown query parameter "${name.length > 100 ? `${name.slice(0, 100)}…` : name}" (this endpoint takes ${takes})`);
+    }
+  }
   const values: RestValues = {};
   if (body) {
     for (const key of Object.keys(body)) {

@@ -20,6 +20,8 @@ import { holdRestValues, readRestValues } from './decode.js';
 /** What a route handler receives: the authenticated caller, the parsed URL and a body reader. */
 export type RestCall = {
   principal: ApiKeyPrincipal;
+  /** Whether the request target has a query string; `url` is built on demand. */
+  hasQuery: boolean;
   url: URL;
   params: Record<string, string>;
   body: () => Promise<Record<string, unknown>>;
@@ -221,7 +223,7 @@ export function createRestHandler(deps: AppDeps, routes: Route[], admission?: Ga
           // even if the client has gone; beyond the bound: 503 overloaded at once, nothing done.
           release = admission?.enter(principal.orgId);
           result = await chosen.handle({
-            principal, params,
+            principal, params, hasQuery: !plain && target.includes('?'),
             get url() {
               return parsedUrl();
             },
