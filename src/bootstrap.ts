@@ -27,7 +27,7 @@ const ADMIN_TOKEN_HASH = 'admin_token_hash';
 const BANNER = 'bootstrap_banner';
 
 /** The demo agent's policy: small amounts only, nothing without an allowlist entry. */
-const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI };
+const DEMO_POLICY = { spendCapMicros: 10n * MICROS_PER_USD, approvalThresholdMicros: 1n * MICROS_PER_USD, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, maxPerPaymentMicros: null };
 
 /**
  * On an empty database, creates what a new operator needs to try the service: an admin token

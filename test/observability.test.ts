@@ -273,6 +273,7 @@ describe('/metrics', () => {
     const cases: Array<[DenyRule | 'approval_threshold', PolicyFacts]> = [
       ['amount_limit', { ...base, amountMicros: 10n ** 16n }],
       ['agent_status', { ...base, agentStatus: 'paused' }],
+      ['max_per_payment', { ...base, maxPerPaymentMicros: 499_999n }],
       ['allowlist', { ...base, recipient: '0xbb' }],
       ['allowlist', { ...base, allowlist: [], recipient: '0xbb' }],
       ['allowlist', { ...base, otherRecipients: ['0xcc'] }],

@@ -31,6 +31,8 @@ export type PolicyFacts = {
   committedMicros: bigint;
   /** The agent's per-payment ceiling on network fees the treasury pays, in wei. */
   maxNetworkFeeWei: bigint;
+  /** The agent's hard ceiling on one payment's amount in micro-USD; null or absent means none. */
+  maxPerPaymentMicros?: bigint | null;
   /** Gas and fee cap of a payment whose gas the treasury pays (raw transactions); absent otherwise. */
   networkFee?: NetworkFee | null;
   /**
@@ -41,7 +43,7 @@ export type PolicyFacts = {
 };
 
 /** `treasury_funds` and `treasury_gas` are not decided here: app/organizations/treasury.ts denies a raw transaction the treasury cannot pay. */
-export type DenyRule = 'amount_limit' | 'agent_status' | 'max_amount' | 'allowlist' | 'network_fee' | 'spend_cap' | 'treasury_funds' | 'treasury_gas';
+export type DenyRule = 'amount_limit' | 'agent_status' | 'max_amount' | 'max_per_payment' | 'allowlist' | 'network_fee' | 'spend_cap' | 'treasury_funds' | 'treasury_gas';
 
 export type Verdict =
   | { outcome: 'allowed' }
@@ -57,8 +59,9 @@ const usd = (micros: bigint) => `$${formatUsd(micros)}`;
 
 /**
  * Checks, in order: the amount against what the ledger records (a paywall names any price, up to
- * 2^256 − 1 atomic units), agent status, the requester's own price ceiling, recipient allowlist, network-fee ceiling, rolling 24-hour spend
- * cap, approval threshold. The fee ceiling is inclusive (a fee equal to it is allowed). Amounts strictly above the threshold need approval; equal is allowed. An empty
+ * 2^256 − 1 atomic units), agent status, the requester's own price ceiling, the agent's per-payment
+ * maximum (a denial, never an approval: no person can approve what the policy forbids outright),
+ * recipient allowlist, network-fee ceiling, rolling 24-hour spend cap, approval threshold. The fee ceiling is inclusive (a fee equal to it is allowed). Amounts strictly above the threshold need approval; equal is allowed. An empty
  * allowlist allows nothing.
  */
 export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): Verdict {
@@ -73,6 +76,13 @@ export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): V
       outcome: 'denied',
       rule: 'max_amount',
       reason: `Price of ${usd(f.amountMicros)} exceeds the request's max_amount_usd of ${usd(f.maxAmountMicros)}`,
+    };
+  }
+  if (f.maxPerPaymentMicros != null && f.amountMicros > f.maxPerPaymentMicros) {
+    return {
+      outcome: 'denied',
+      rule: 'max_per_payment',
+      reason: `Amount ${usd(f.amountMicros)} exceeds the agent's maximum of ${usd(f.maxPerPaymentMicros)} per payment`,
     };
   }
   const byAddress = f.allowlist.includes(f.recipient);

@@ -30,6 +30,8 @@ export type Policy = {
   approvalThresholdMicros: bigint;
   /** Per-payment ceiling on the network fee the treasury pays (gas × max fee per gas), in wei. */
   maxNetworkFeeWei: bigint;
+  /** Hard ceiling on one payment's amount in micro-USD: above it 403, never an approval; null for none. */
+  maxPerPaymentMicros: bigint | null;
   updatedAt: number;
 };
 

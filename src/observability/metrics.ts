@@ -62,6 +62,7 @@ export function signReasonClass(reason: string): string {
   if (reason.includes('larger than the ledger can record')) return 'amount_limit';
   if (reason.startsWith('Agent is ')) return 'agent_status';
   if (reason.includes("exceeds the request's max_amount_usd")) return 'max_amount';
+  if (reason.includes("exceeds the agent's maximum of")) return 'max_per_payment';
   if (reason.includes("not on the agent's allowlist")) return 'allowlist';
   if (reason.startsWith('Maximum network fee ')) return 'network_fee';
   if (reason.startsWith('Spend cap of ')) return 'spend_cap';

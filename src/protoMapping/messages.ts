@@ -70,7 +70,7 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
   return {
     allowlist: p.allowlist, spendCapUsd: formatUsd(p.spendCapMicros),
     approvalThresholdUsd: formatUsd(p.approvalThresholdMicros), updatedAt: timestampFromMs(p.updatedAt),
-    maxNetworkFeeWei: p.maxNetworkFeeWei.toString(),
+    maxNetworkFeeWei: p.maxNetworkFeeWei.toString(), maxPerPaymentUsd: p.maxPerPaymentMicros === null ? '' : formatUsd(p.maxPerPaymentMicros),
   };
 }
 
@@ -78,7 +78,7 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
 export function policyInputFromProto(req: SetPolicyRequest): PolicyInput & { agentId: string } {
   return {
     agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
-    maxNetworkFeeWei: req.maxNetworkFeeWei,
+    maxNetworkFeeWei: req.maxNetworkFeeWei, maxPerPaymentUsd: req.maxPerPaymentUsd,
   };
 }
 

@@ -4,7 +4,7 @@ import { evaluatePolicy, type PolicyFacts } from '../../src/domain/policy.js';
 
 /**
  * evaluatePolicy is a pure function from facts to a verdict. Rules, in order: the amount the
- * ledger can record, agent status,
+ * ledger can record, agent status, the agent's maximum per payment (a denial, never pending),
  * allowlist (empty allows nothing; an attributed registry slug counts), network-fee ceiling
  * (gas × max fee per gas ≤ ceiling, when the payment carries a fee), rolling 24-hour spend cap
  * (committed + amount ≤ cap), approval threshold (strictly above → pending; skipThreshold skips
@@ -35,6 +35,32 @@ function facts(over: Partial<PolicyFacts> = {}): PolicyFacts {
     ...over,
   };
 }
+
+describe('evaluatePolicy: maximum per payment', () => {
+  test('behavior: above the maximum is denied by its rule, even where the threshold would ask a person, and skipThreshold does not lift it', () => {
+    const over = facts({ amountMicros: 5n * USD + 1n, maxPerPaymentMicros: 5n * USD });
+    const v = evaluatePolicy(over);
+    expect(v).toEqual({ outcome: 'denied', rule: 'max_per_payment', reason: "Amount $5.000001 exceeds the agent's maximum of $5 per payment" });
+    expect(evaluatePolicy(over, { skipThreshold: true })).toEqual(v);
+  });
+
+  test('behavior: at the maximum the other rules decide; null means no maximum', () => {
+    expect(evaluatePolicy(facts({ amountMicros: 5n * USD, maxPerPaymentMicros: 5n * USD })).outcome).toBe('pending_approval');
+    expect(evaluatePolicy(facts({ amountMicros: USD / 2n, maxPerPaymentMicros: 5n * USD })).outcome).toBe('allowed');
+    expect(evaluatePolicy(facts({ amountMicros: 9n * USD, maxPerPaymentMicros: null })).outcome).toBe('pending_approval');
+    expect(evaluatePolicy(facts({ amountMicros: USD / 2n, maxPerPaymentMicros: 0n }))).toMatchObject({ outcome: 'denied', rule: 'max_per_payment' });
+  });
+
+  test('property: a payment above the maximum is never allowed or pending, whatever else holds', () => {
+    fc.assert(fc.property(
+      fc.bigInt({ min: 0n, max: 1000n * USD }), fc.bigInt({ min: 1n, max: 1000n * USD }), fc.bigInt({ min: 0n, max: 1000n * USD }), fc.boolean(),
+      (max, amount, threshold, skip) => {
+        const v = evaluatePolicy(facts({ maxPerPaymentMicros: max, amountMicros: amount, approvalThresholdMicros: threshold, spendCapMicros: 10_000n * USD }), { skipThreshold: skip });
+        return amount > max ? v.outcome === 'denied' : !(v.outcome === 'denied' && v.rule === 'max_per_payment');
+      },
+    ));
+  });
+});
 
 describe('evaluatePolicy', () => {
   test('behavior: an active agent paying an allowlisted recipient within cap and threshold is allowed', () => {

@@ -14,7 +14,7 @@ const MAX_ALLOWLIST = 1000;
 
 /** A policy that allows nothing: new agents start here until an operator sets one. */
 export function denyAllPolicy(now: number): Policy {
-  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, updatedAt: now };
+  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, maxPerPaymentMicros: null, updatedAt: now };
 }
 
 const agentNotFound = () => new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
@@ -76,12 +76,16 @@ export async function listAgents(deps: AppDeps, principal: Principal, orgId: str
   return deps.store.agents.listByOrg(orgId);
 }
 
-/** Policy fields as every transport delivers them; an unset fee ceiling keeps the current one. */
-export type PolicyInput = { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string; maxNetworkFeeWei?: string };
+/**
+ * Policy fields as every transport delivers them. An unset fee ceiling or per-payment maximum
+ * keeps the current one; an empty per-payment maximum removes it.
+ */
+export type PolicyInput = { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string; maxNetworkFeeWei?: string; maxPerPaymentUsd?: string };
 
 /**
  * Validates and normalizes policy input: addresses lowercased, duplicates dropped. An unset fee
- * ceiling comes back as the default; setPolicy replaces it with the agent's current one.
+ * ceiling comes back as the default and an unset per-payment maximum as none; setPolicy replaces
+ * each with the agent's current one.
  */
 export function parsePolicy(input: PolicyInput, now: number): Policy {
   if (input.allowlist.length > MAX_ALLOWLIST) throw invalidArgument(`allowlist must have at most ${MAX_ALLOWLIST} entries`);
@@ -101,21 +105,26 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
     spendCapMicros: parseUsd(input.spendCapUsd, 'spend_cap_usd'),
     approvalThresholdMicros: parseUsd(input.approvalThresholdUsd, 'approval_threshold_usd'),
     maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? DEFAULT_MAX_NETWORK_FEE_WEI : parseMaxNetworkFeeWei(input.maxNetworkFeeWei),
+    maxPerPaymentMicros: input.maxPerPaymentUsd === undefined || input.maxPerPaymentUsd === '' ? null : parseUsd(input.maxPerPaymentUsd, 'max_per_payment_usd'),
     updatedAt: now,
   };
 }
 
 /**
  * Replaces an agent's policy. Every field is validated before the write starts, so bad input
- * changes nothing. Leaving the fee ceiling unset keeps the agent's current one: a client that
- * predates the field cannot lift or reset it by omission.
+ * changes nothing. Leaving the fee ceiling or the per-payment maximum unset keeps the agent's
+ * current one: a client that predates the field cannot lift or reset it by omission.
  */
 export async function setPolicy(deps: AppDeps, principal: Principal, input: PolicyInput & { agentId: string }): Promise<{ policy: Policy; warnings: string[] }> {
   const parsed = parsePolicy(input, deps.now());
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
     const agent = await requireAgentAccess(inTx, principal, 'manage', input.agentId);
-    const policy = input.maxNetworkFeeWei === undefined ? { ...parsed, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei } : parsed;
+    const policy: Policy = {
+      ...parsed,
+      maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? agent.policy.maxNetworkFeeWei : parsed.maxNetworkFeeWei,
+      maxPerPaymentMicros: input.maxPerPaymentUsd === undefined ? agent.policy.maxPerPaymentMicros : parsed.maxPerPaymentMicros,
+    };
     await tx.agents.setPolicy(input.agentId, policy);
     return { policy, warnings: await policyWarnings(inTx, principal, agent.orgId, policy) };
   }, { alone: true });
@@ -124,8 +133,8 @@ export async function setPolicy(deps: AppDeps, principal: Principal, input: Poli
 /**
  * What a saved policy allows that is probably a mistake, in words for the person who set it: a
  * slug no registry record visible to the organization has (it matches nothing until one is
- * registered, so it is allowed, not refused), and an approval threshold above the spend cap (no
- * payment can then ever wait for approval).
+ * registered, so it is allowed, not refused), and an approval threshold above the spend cap or
+ * not below the per-payment maximum (no payment can then ever wait for approval).
  */
 async function policyWarnings(deps: AppDeps, principal: Principal, orgId: string, policy: Policy): Promise<string[]> {
   const warnings: string[] = [];
@@ -135,6 +144,8 @@ async function policyWarnings(deps: AppDeps, principal: Principal, orgId: string
   }
   if (policy.approvalThresholdMicros > policy.spendCapMicros) {
     warnings.push(`approval threshold ${formatUsd(policy.approvalThresholdMicros)} USD is above the spend cap ${formatUsd(policy.spendCapMicros)} USD; no payment can reach it, so none will wait for approval`);
+  } else if (policy.maxPerPaymentMicros !== null && policy.approvalThresholdMicros >= policy.maxPerPaymentMicros) {
+    warnings.push(`approval threshold ${formatUsd(policy.approvalThresholdMicros)} USD is not below the maximum per payment ${formatUsd(policy.maxPerPaymentMicros)} USD; no payment can exceed it, so none will wait for approval`);
   }
   return warnings;
 }

@@ -25,7 +25,7 @@ function factsOf(agent: Agent, recipient: string, amountMicros: bigint, committe
   return {
     agentStatus: agent.status, allowlist: agent.policy.allowlist, spendCapMicros: agent.policy.spendCapMicros,
     approvalThresholdMicros: agent.policy.approvalThresholdMicros, recipient, attributedSlug: more.attributedSlug ?? null,
-    amountMicros, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei, committedMicros,
+    amountMicros, maxNetworkFeeWei: agent.policy.maxNetworkFeeWei, maxPerPaymentMicros: agent.policy.maxPerPaymentMicros, committedMicros,
     otherRecipients: more.otherRecipients, attributionNote: more.attributionNote, networkFee: more.networkFee, maxAmountMicros: more.maxAmountMicros,
   };
 }

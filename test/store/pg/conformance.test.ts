@@ -48,7 +48,7 @@ const uuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0
 function agent(id: string, orgId: string, createdAt: number, cap = 1_000_000n): Agent {
   return {
     id, orgId, name: `agent ${id}`, status: 'active', createdAt, updatedAt: createdAt, lastPingAt: null,
-    policy: { allowlist: ['0xaa', 'example.com'], spendCapMicros: cap, approvalThresholdMicros: 250_000n, maxNetworkFeeWei: 10n ** 15n, updatedAt: createdAt },
+    policy: { allowlist: ['0xaa', 'example.com'], spendCapMicros: cap, approvalThresholdMicros: 250_000n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: 400_000n, updatedAt: createdAt },
   };
 }
 
@@ -106,7 +106,7 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('agent.get', t.agents.get('agt_1'));
   await rec('agent.get missing', t.agents.get('agt_none'));
   await rec('agent.update', t.agents.update('agt_2', 'renamed', 'paused', 42));
-  await rec('agent.setPolicy', t.agents.setPolicy('agt_2', { allowlist: [], spendCapMicros: 9_007_199_254_740_993n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 21n, updatedAt: 43 }));
+  await rec('agent.setPolicy', t.agents.setPolicy('agt_2', { allowlist: [], spendCapMicros: 9_007_199_254_740_993n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 21n, maxPerPaymentMicros: 9_007_199_254_740_993n, updatedAt: 43 }));
   await rec('agent.touchPing', t.agents.touchPing('agt_3', 44));
   await rec('agent.listByOrg', t.agents.listByOrg(A));
   await rec('agent.get 3', t.agents.get('agt_3'));
