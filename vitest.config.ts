@@ -59,6 +59,7 @@ const BOTH_STORES = [
   'test/adversarial/staleCapSnapshot.test.ts',
   'test/adversarial/submitBacklog.test.ts',
   'test/adversarial/submitIsolation.test.ts',
+  'test/maxPerPayment.test.ts',
 ];
 
 /**

@@ -381,6 +381,44 @@ describe('policy form: the network-fee ceiling in ETH', () => {
   });
 });
 
+describe('policy form: the maximum per payment', () => {
+  const maxOf = async (id: string) => (await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.maxPerPaymentUsd;
+  const post = (id: string, fields: Record<string, string>) => dashboardFetch(s.url, owner, `/dashboard/agents/${id}/policy`, {
+    form: { _csrf: owner.csrf, allowlist: RECIPIENT, spend_cap_usd: '9', approval_threshold_usd: '4', ...fields },
+  });
+
+  test('behavior: set, shown, kept when the field is absent, removed when empty', async () => {
+    const id = await createAgent(admin, orgId, 'per-payment');
+    expect(await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text()).toContain('name="max_per_payment_usd" value=""');
+    expect((await post(id, { max_per_payment_usd: '25.5' })).status).toBe(303);
+    expect(await maxOf(id)).toBe('25.5');
+    expect(await (await dashboardFetch(s.url, owner, `/dashboard/agents/${id}`)).text()).toContain('name="max_per_payment_usd" value="25.5"');
+    expect((await post(id, { spend_cap_usd: '8' })).status).toBe(303);
+    expect(await maxOf(id)).toBe('25.5');
+    expect((await post(id, { max_per_payment_usd: '' })).status).toBe(303);
+    expect(await maxOf(id)).toBe('');
+    // A viewer sees it, without a form.
+    await post(id, { max_per_payment_usd: '3' });
+    expect(await (await dashboardFetch(s.url, viewer, `/dashboard/agents/${id}`)).text()).toMatch(/<dt>Max per payment<\/dt><dd>\$3(\.00)?<\/dd>/);
+  });
+
+  test('behavior: a threshold not below the maximum saves with a warning that nothing will wait for approval', async () => {
+    const id = await createAgent(admin, orgId, 'per-payment-warn');
+    const r = await post(id, { max_per_payment_usd: '4' });
+    expect(r.status).toBe(303);
+    const page = await (await dashboardFetch(s.url, owner, r.headers.get('location')!)).text();
+    expect(page).toContain('is not below the maximum per payment');
+  });
+
+  test.each([['-1'], ['1.0000001'], ['lots'], [' 2']])('error: invalid_argument: %j is a 400 naming the field, and nothing is written', async (value) => {
+    const id = await createAgent(admin, orgId, 'per-payment-refused');
+    const r = await post(id, { max_per_payment_usd: value });
+    expect(r.status).toBe(400);
+    expect(await r.text()).toMatch(/<p class="field-error" id="max-per-payment-error">Max per payment [^<]+<\/p>/);
+    expect(await maxOf(id)).toBe('');
+  });
+});
+
 describe('services registry', () => {
   const boundary = 'XdashboardBoundary';
   function multipart(fields: Record<string, string>, file?: { name: string; content: string }): { body: Buffer; type: string } {

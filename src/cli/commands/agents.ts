@@ -35,13 +35,14 @@ function policyFields(p: Policy | undefined): [string, string][] {
     ['allowlist', allowlistText(p)],
     ['spend cap', `${formatUsdText(p?.spendCapUsd ?? '')} per 24h`],
     ['approval above', formatUsdText(p?.approvalThresholdUsd ?? '')],
+    ['max per payment', p?.maxPerPaymentUsd ? formatUsdText(p.maxPerPaymentUsd) : 'no maximum'],
     ['max network fee', weiText(p?.maxNetworkFeeWei ?? '')],
     ['policy updated', formatTime(p?.updatedAt)],
     ...otherPolicyFields(p),
   ];
 }
 
-const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_wei', 'updated_at'];
+const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_wei', 'updated_at'];
 
 /** Policy fields without a rendering of their own are shown as their JSON value, so none is hidden. */
 function otherPolicyFields(p: Policy | undefined): [string, string][] {

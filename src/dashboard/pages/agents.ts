@@ -76,15 +76,15 @@ ${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : tableWrap('A
 }
 
 /** `fee` is the ceiling in ETH as typed; undefined when the form did not carry the field (the ceiling then stays as it is). */
-type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined };
-type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string };
+type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined; perPayment: string | undefined };
+type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string; perPayment?: string };
 
 function allowlistLines(text: string): string[] {
   return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
 }
 
 /** The policy form's labels: messages name the fields as the person sees them, not as the API does. */
-const POLICY_LABELS = { allowlist: 'Allowed recipients', cap: 'Spend cap', threshold: 'Approval above', fee: 'Max network fee' } as const;
+const POLICY_LABELS = { allowlist: 'Allowed recipients', cap: 'Spend cap', threshold: 'Approval above', fee: 'Max network fee', perPayment: 'Max per payment' } as const;
 
 /**
  * Checks each field with the same functions setPolicy uses (parsePolicy with neutral amounts for
@@ -99,11 +99,12 @@ function policyErrors(v: PolicyValues): PolicyErrors {
     cap: validationMessage(() => parseUsd(v.cap, POLICY_LABELS.cap)),
     threshold: validationMessage(() => parseUsd(v.threshold, POLICY_LABELS.threshold)),
     fee: v.fee === undefined ? undefined : maxNetworkFeeMessage(v.fee, POLICY_LABELS.fee),
+    perPayment: v.perPayment === undefined || v.perPayment === '' ? undefined : validationMessage(() => parseUsd(v.perPayment!, POLICY_LABELS.perPayment)),
   };
 }
 
 function policyForm(session: SessionContext, a: Agent, values: PolicyValues, errors: PolicyErrors): Html {
-  return html`${errorSummary([['allowlist', errors.allowlist], ['spend-cap', errors.cap], ['threshold', errors.threshold], ['max-fee', errors.fee]])}
+  return html`${errorSummary([['allowlist', errors.allowlist], ['spend-cap', errors.cap], ['threshold', errors.threshold], ['max-per-payment', errors.perPayment], ['max-fee', errors.fee]])}
 <form method="post" action="/dashboard/agents/${a.id}/policy" novalidate>${csrfField({ session })}
 <div class="field"><label for="allowlist">Allowed recipients <span class="hint">one 0x address or registry service slug per line; empty allows nothing</span></label>
 <textarea id="allowlist" name="allowlist" rows="5" spellcheck="false" ${invalidAttrs('allowlist', errors.allowlist)}>${values.allowlist}</textarea>
@@ -115,6 +116,9 @@ ${fieldError('spend-cap', errors.cap)}</div>
 <div class="field"><label for="threshold">Approval above <span class="hint">USD; larger payments wait for a person</span></label>
 <input type="text" inputmode="decimal" id="threshold" name="approval_threshold_usd" value="${values.threshold}" ${invalidAttrs('threshold', errors.threshold)}>
 ${fieldError('threshold', errors.threshold)}</div>
+<div class="field"><label for="max-per-payment">Max per payment <span class="hint">USD; larger payments are refused, never sent for approval; empty for no maximum</span></label>
+<input type="text" inputmode="decimal" id="max-per-payment" name="max_per_payment_usd" value="${values.perPayment ?? ''}" ${invalidAttrs('max-per-payment', errors.perPayment)}>
+${fieldError('max-per-payment', errors.perPayment)}</div>
 <div class="field"><label for="max-fee">Max network fee <span class="hint">ETH per payment, such as 0.001: gas × max fee per gas of a raw transaction; 0 refuses raw transactions</span></label>
 <input type="text" inputmode="decimal" id="max-fee" name="max_network_fee_eth" value="${values.fee ?? ''}" ${invalidAttrs('max-fee', errors.fee)}>
 ${fieldError('max-fee', errors.fee)}</div>
@@ -128,6 +132,7 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
   const values = edit?.values ?? {
     allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
     fee: weiToEthText(a.policy.maxNetworkFeeWei),
+    perPayment: a.policy.maxPerPaymentMicros === null ? '' : formatUsd(a.policy.maxPerPaymentMicros),
   };
   const policy = roleAllows(session.user.role, 'manage') && a.status !== 'revoked'
     ? policyForm(session, a, values, edit?.errors ?? {})
@@ -135,6 +140,7 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
 <dt>Allowed recipients</dt><dd>${a.policy.allowlist.length === 0 ? 'nothing' : a.policy.allowlist.map((e) => html`<code>${e}</code><br>`)}</dd>
 <dt>Spend cap</dt><dd>${usd(a.policy.spendCapMicros)} per rolling 24 hours</dd>
 <dt>Approval above</dt><dd>${usd(a.policy.approvalThresholdMicros)}</dd>
+<dt>Max per payment</dt><dd>${a.policy.maxPerPaymentMicros === null ? 'no maximum' : usd(a.policy.maxPerPaymentMicros)}</dd>
 <dt>Max network fee</dt><dd>${wei(a.policy.maxNetworkFeeWei)} per payment</dd></dl>`;
   return {
     type: 'page',
@@ -151,7 +157,7 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
 </dl>
 <p class="small"><a href="/dashboard/transactions?agent=${a.id}">Transactions of this agent</a> · <a href="/dashboard/spend#agent-${a.id}">Spend</a></p></section>
 <section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
-<p class="small muted">Checked in this order on every payment: agent status, allowlist, network fee, spend cap, approval threshold.</p>
+<p class="small muted">Checked in this order on every payment: agent status, maximum per payment, allowlist, network fee, spend cap, approval threshold.</p>
 ${policy}</section>`,
   };
 }
@@ -210,18 +216,21 @@ export const agentRoutes: Route[] = [
     body: 'form',
     // The ceiling is typed in ETH under its own name: a post that still says wei is refused as an
     // unknown field instead of being read 10^18 times too large.
-    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_network_fee_eth'],
+    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_eth'],
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
       const values = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
         fee: ctx.form.has('max_network_fee_eth') ? ctx.form.get('max_network_fee_eth') : undefined,
+        // Absent (a form from before the field) keeps the agent's maximum; empty removes it.
+        perPayment: ctx.form.has('max_per_payment_usd') ? ctx.form.get('max_per_payment_usd') : undefined,
       };
       const errors = policyErrors(values);
-      if (errors.allowlist || errors.cap || errors.threshold || errors.fee) return agentPage(ctx, agent, { values, errors });
+      if (errors.allowlist || errors.cap || errors.threshold || errors.fee || errors.perPayment) return agentPage(ctx, agent, { values, errors });
       const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee === undefined ? undefined : maxNetworkFeeFromEth(values.fee, POLICY_LABELS.fee).toString(),
+        maxPerPaymentUsd: values.perPayment,
       });
       return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.`, warnings } };
     },
