@@ -178,7 +178,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     } catch (err) {
       // connect-node makes each request's URL from its authority and throws, synchronously, when
       // there is none (HTTP/1.0 without Host) or it is not a host: uncaught, that stopped the process.
-      requestLog().warn({ err }, 'rpc request refused before connect-node could read it');
+      // A client's mistake, answered 400 like any other and on the access line: at debug and
+      // without a stack, so a 40-byte request cannot make the server write a kilobyte of warning.
+      requestLog().debug({ reason: err instanceof Error ? err.message : String(err) }, 'rpc request refused before connect-node could read it');
       if (!res.headersSent) sendJson(res, 400, { error: 'Bad request: missing or malformed Host header', code: 'invalid_request' });
     }
   };

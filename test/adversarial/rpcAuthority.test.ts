@@ -50,6 +50,9 @@ describe('RPC requests without a usable authority', () => {
     expect(r.status).toBe(400);
     expect(JSON.parse(r.body)).toEqual({ error: 'Bad request: missing or malformed Host header', code: 'invalid_request' });
     await stillServing();
+    // A client's mistake: no warning and no stack in the log for it.
+    const mentions = s.logs.filter((l) => l.includes('before connect-node'));
+    expect(mentions.filter((l) => (JSON.parse(l) as { level: number }).level >= 40 || l.includes('"stack"'))).toEqual([]);
   });
 
   test('error: a Host that is not a host, gRPC-Web POST (served by connect-node): 400, the server keeps running', async () => {
