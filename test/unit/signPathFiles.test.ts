@@ -45,7 +45,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'paypolicy-signpath-'));
   store = openStore(join(dir, 'db.sqlite'));
   const base = testDeps(store);
-  const signer = createSignerPool(1, (orgId) => base.vault.privateKeyForWorker(orgId) as `0x${string}`);
+  // A wide queue deadline: on a machine busy with other files the payment may wait for a core, and
+  // shedding is not what this file is about.
+  const signer = createSignerPool(1, (orgId) => base.vault.privateKeyForWorker(orgId) as `0x${string}`, undefined, 60_000);
   deps = { ...base, signer };
   const org = await createOrganization(deps, OPERATOR, { name: 'acme' });
   await provisionTreasury(deps, OPERATOR, org.id);

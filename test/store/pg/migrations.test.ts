@@ -69,7 +69,7 @@ describe('migratePg', () => {
     const d = await freshDb();
     await (await createPgStore({ connectionString: d.url, poolSize: 1 })).close();
     await query(d.url, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', 0)");
-    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(/schema version 99 is newer than this build knows \(14\)/);
+    await expect(createPgStore({ connectionString: d.url, poolSize: 1 })).rejects.toThrow(new RegExp(`schema version 99 is newer than this build knows \\(${MIGRATIONS.length}\\)`));
   });
 
   test('error: a migration that fails leaves nothing of itself and is named', async () => {
