@@ -147,7 +147,7 @@ export const agentCommands: Command[] = [
     group: 'policy',
     action: 'set',
     synopsis: `--agent AGENT_ID ${POLICY_FLAGS.synopsis}`,
-    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing. Without --max-fee-wei the network fee ceiling stays as it is.",
+    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing. Without --max-fee-wei or --max-per-payment-usd that value stays as it is; --max-per-payment-usd '' removes the maximum.",
     flags: { '--agent': 'value', ...POLICY_FLAGS.flags },
     prepare(flags) {
       const agentId = flags.require('--agent');
