@@ -331,11 +331,16 @@ describe('transactions', () => {
   });
 });
 
-describe('policy form: the network-fee ceiling in ETH', () => {
-  const ceilingOf = async (id: string) => (await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.maxNetworkFeeWei;
-  const post = (id: string, fields: Record<string, string>) => dashboardFetch(s.url, owner, `/dashboard/agents/${id}/policy`, {
+/** The owner's policy form for an agent: allow RECIPIENT, cap $9, approval above $4, plus `fields`. */
+function postPolicyForm(id: string, fields: Record<string, string>) {
+  return dashboardFetch(s.url, owner, `/dashboard/agents/${id}/policy`, {
     form: { _csrf: owner.csrf, allowlist: RECIPIENT, spend_cap_usd: '9', approval_threshold_usd: '4', ...fields },
   });
+}
+
+describe('policy form: the network-fee ceiling in ETH', () => {
+  const ceilingOf = async (id: string) => (await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.maxNetworkFeeWei;
+  const post = postPolicyForm;
 
   test('behavior: the form shows the ceiling in ETH; what is typed in ETH is stored as exactly that many wei', async () => {
     const id = await createAgent(admin, orgId, 'fee-in-eth');
@@ -383,9 +388,7 @@ describe('policy form: the network-fee ceiling in ETH', () => {
 
 describe('policy form: the maximum per payment', () => {
   const maxOf = async (id: string) => (await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.maxPerPaymentUsd;
-  const post = (id: string, fields: Record<string, string>) => dashboardFetch(s.url, owner, `/dashboard/agents/${id}/policy`, {
-    form: { _csrf: owner.csrf, allowlist: RECIPIENT, spend_cap_usd: '9', approval_threshold_usd: '4', ...fields },
-  });
+  const post = postPolicyForm;
 
   test('behavior: set, shown, kept when the field is absent, removed when empty', async () => {
     const id = await createAgent(admin, orgId, 'per-payment');
