@@ -289,7 +289,9 @@ describe.concurrent('main (bin/paypolicy.js serve)', () => {
       taken.close();
       rmSync(dataDir, { recursive: true, force: true });
     }
-  });
+    // Three processes start one after another (each loads the whole server); on two cores shared
+    // with other test files that alone can take half a minute.
+  }, 90_000);
 
   test('error: invalid configuration exits 2 with exactly one line on stderr', async ({ expect }) => {
     const root = tempDir();
