@@ -60,6 +60,7 @@ const BOTH_STORES = [
   'test/adversarial/submitBacklog.test.ts',
   'test/adversarial/submitIsolation.test.ts',
   'test/maxPerPayment.test.ts',
+  'test/limits.test.ts',
 ];
 
 /**

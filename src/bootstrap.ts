@@ -49,7 +49,7 @@ export async function bootstrapIfEmpty(deps: AppDeps, dataDir: string, envAdminT
     const agent = await createAgent(inTx, OPERATOR, {
       orgId: org.id,
       name: 'demo-agent',
-      policy: { allowlist: [], ...DEMO_POLICY, updatedAt: now },
+      policy: { allowlist: [], ...DEMO_POLICY, limits: [], updatedAt: now },
     });
     const file: BootstrapFile = { admin_token: adminToken, org_id: org.id, api_key: key.plaintext, agent_id: agent.id, treasury_address: treasuryAddress };
     await settings.set(ADMIN_TOKEN_HASH, hashSecret(adminToken).toString('hex'));

@@ -42,6 +42,10 @@ describe('getAgentSpend (GET /api/agents/{id}/spend)', () => {
     expect(r.text).toBe(JSON.stringify({
       agent_id: s.bootstrap.agent_id, agent_name: 'demo-agent', status: 'active', window_hours: 24,
       spend_cap_usd: '10', committed_usd: '0', remaining_usd: '10', approval_threshold_usd: '1', as_of: '2030-01-02T03:04:05.678Z',
+      limits: [{
+        window: '24h', scope: 'agent', recipient: null, max_usd: '10', spent_usd: '0', remaining_usd: '10', max_count: null, count: 0,
+        max_network_fee_wei: null, network_fee_wei: '0',
+      }],
     }));
   });
 
@@ -117,6 +121,11 @@ describe('PaymentPolicyService.GetAgentSpend (the same read over Connect and gRP
           agent_id: m.agentId, agent_name: m.agentName, status: m.status, window_hours: m.windowHours, spend_cap_usd: m.spendCapUsd,
           committed_usd: m.committedUsd, remaining_usd: m.remainingUsd, approval_threshold_usd: m.approvalThresholdUsd,
           as_of: new Date(timestampMs(m.asOf!)).toISOString(),
+          limits: m.limits.map((l) => ({
+            window: l.window, scope: l.scope, recipient: l.recipient ?? null, max_usd: l.maxUsd ?? null, spent_usd: l.spentUsd,
+            remaining_usd: l.remainingUsd ?? null, max_count: l.maxCount ?? null, count: l.count, max_network_fee_wei: l.maxNetworkFeeWei ?? null,
+            network_fee_wei: l.networkFeeWei,
+          })),
         }).toEqual({ ...restBody, status: AgentStatus.ACTIVE });
       }
       // Another organization's agent is unknown on RPC too.

@@ -65,7 +65,7 @@ async function requestApproval(agentId: string, amountUsd: string, idempotencyKe
   expect(r.status, r.text).toBe(202);
   expect(r.json).toEqual({
     status: 'pending_approval', reason: expect.stringMatching(/exceeds the approval threshold/), transaction_id: expect.any(String),
-    approval_request_id: expect.any(String),
+    approval_request_id: expect.any(String), rule: expect.objectContaining({ kind: 'approval_threshold', scope: 'agent' }),
   });
   return { approvalId: r.json.approval_request_id as string, transactionId: r.json.transaction_id as string, body: r.json };
 }

@@ -249,8 +249,8 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
   test('error: usage mistakes exit 2 with one line on stderr and nothing sent', async () => {
     const cases: Array<[string[], string]> = [
       [['frobnicate'], 'paypolicy: unknown command "frobnicate"; run "paypolicy help" for the list'],
-      [['org', 'explode'], 'paypolicy: unknown command "org explode"; org actions are create, update, list'],
-      [['org'], 'paypolicy: org needs an action: create, update, list'],
+      [['org', 'explode'], 'paypolicy: unknown command "org explode"; org actions are create, update, limits set, list'],
+      [['org'], 'paypolicy: org needs an action: create, update, limits set, list'],
       [['org', 'list', '--colour'], 'paypolicy: unknown option --colour'],
       [['org', 'create'], 'paypolicy: missing required option --name'],
       [['org', 'create', '--name'], 'paypolicy: --name needs a value'],
@@ -345,7 +345,7 @@ describe('runAdminCommand', { timeout: 90_000 }, () => {
   test('behavior: --help prints the command usage and exits 0', async () => {
     const r = await runCli(['policy', 'set', '--help']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^usage: paypolicy policy set --agent AGENT_ID --allow/);
+    expect(r.stdout).toMatch(/^usage: paypolicy policy set --agent AGENT_ID \(--file POLICY.json \| --allow/);
     const all = await runCli(['help']);
     expect(all.stdout).toMatch(/approval decide --id ID \(--approve \| --deny\)/);
   });

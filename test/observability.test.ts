@@ -6,6 +6,7 @@ import { PaymentPolicyService, PaymentType } from '../gen/paypolicy/v1/payment_p
 import { ConfigError, loadConfig } from '../src/config.js';
 import { evaluatePolicy, type DenyRule, type PolicyFacts } from '../src/domain/policy.js';
 import { outcomeClass, signReasonClass } from '../src/observability/metrics.js';
+import { parseLimits } from '../src/domain/limits.js';
 import { createReadiness } from '../src/observability/readiness.js';
 import { isLoopbackAddress } from '../src/server/server.js';
 import { adminFor, createAgent, type Admin } from './helpers/admin.js';
@@ -279,6 +280,12 @@ describe('/metrics', () => {
       ['allowlist', { ...base, otherRecipients: ['0xcc'] }],
       ['network_fee', { ...base, networkFee: { gas: 100_000n, maxFeePerGas: 1_000n } }],
       ['spend_cap', { ...base, committedMicros: 9_800_000n }],
+      ['limit', { ...base, limits: [{ scope: 'agent', limit: parseLimits([{ window: '1h', max_usd: '0.6' }])[0]!, use: { micros: 200_000n, count: 0, feeWei: 0n } }] }],
+      ['limit', { ...base, limits: [{ scope: 'organization', limit: parseLimits([{ window: '2d', max_count: 1 }])[0]!, use: { micros: 0n, count: 1, feeWei: 0n } }] }],
+      ['limit', {
+        ...base, maxNetworkFeeWei: 10n ** 9n, networkFee: { gas: 10n, maxFeePerGas: 10n },
+        limits: [{ scope: 'agent', limit: parseLimits([{ window: '5m', max_network_fee_wei: '150' }])[0]!, use: { micros: 0n, count: 0, feeWei: 100n } }],
+      }],
       ['approval_threshold', { ...base, amountMicros: 2_000_000n }],
     ];
     for (const [rule, facts] of cases) {

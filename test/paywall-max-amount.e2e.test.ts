@@ -71,7 +71,9 @@ describe('POST /api/sign payload.max_amount_usd', () => {
 
     const r = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: 'x402', payload: { resource_url: x402.url(path), max_amount_usd: '0.10' } });
     expect(r.status, r.text).toBe(403);
-    expect(r.json).toEqual({ error: 'Policy denied', reason: "Price of $0.5 exceeds the request's max_amount_usd of $0.1", transaction_id: expect.stringMatching(UUID_RE) });
+    expect(r.json).toEqual({ error: 'Policy denied', reason: "Price of $0.5 exceeds the request's max_amount_usd of $0.1", transaction_id: expect.stringMatching(UUID_RE),
+      rule: { kind: 'max_amount', window: null, scope: null, recipient: null, limit: '0.1', spent: null },
+    });
     expect(await ledger(agentId)).toEqual([{ status: 'denied', amount: '0.5', type: 'x402' }]);
     expect(await committedUsd(agentId)).toBe('0');
     expect(paymentsTo(x402, path)).toEqual([]);
@@ -194,7 +196,9 @@ describe('a price larger than the ledger can hold', () => {
     for (const c of cases) {
       const r = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: c.type, payload: { resource_url: c.url } });
       expect([c.type, r.status], r.text).toEqual([c.type, 403]);
-      expect(r.json).toEqual({ error: 'Policy denied', reason: expect.stringMatching(/larger than the ledger can record/), transaction_id: expect.stringMatching(UUID_RE) });
+      expect(r.json).toEqual({ error: 'Policy denied', reason: expect.stringMatching(/larger than the ledger can record/), transaction_id: expect.stringMatching(UUID_RE),
+        rule: { kind: 'amount_limit', window: null, scope: null, recipient: null, limit: '1000000000', spent: null },
+      });
       const dry = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: c.type, dry_run: true, payload: { resource_url: c.url } });
       expect([c.type, dry.status, dry.json.reason], dry.text).toEqual([c.type, 403, r.json.reason]);
       const q = await rest(s.url, 'POST', '/api/quote', { key: s.bootstrap.api_key, body: { url: c.url, agent_id: agentId }, headers: { connection: 'close' } });

@@ -175,6 +175,7 @@ describe('POST /api/sign type x402 against an @x402/hono 2.27.0 paywall (v2)', (
       error: 'Policy denied',
       reason: 'Spend cap of $0.005 per 24 hours would be exceeded: $0 already committed, this payment is $0.01 ($0.005 left)',
       transaction_id: expect.stringMatching(UUID_RE),
+      rule: { kind: 'spend_cap', window: '24h', scope: 'agent', recipient: null, limit: '0.005', spent: '0' },
     });
     expect(x402.requestsTo(path)).toHaveLength(1); // the sign-time probe only
     expect(paymentAttempts(x402, path)).toEqual([]);
@@ -220,6 +221,7 @@ describe('POST /api/sign type x402 against an @x402/hono 2.27.0 paywall (v2)', (
       reason: 'Amount $0.01 exceeds the approval threshold of 0.005 USD; a human must approve it',
       transaction_id: expect.stringMatching(UUID_RE),
       approval_request_id: expect.stringMatching(UUID_RE),
+      rule: { kind: 'approval_threshold', window: null, scope: 'agent', recipient: null, limit: '0.005', spent: null },
     });
     expect(paymentAttempts(x402, '/approval')).toEqual([]);
     // Repeating before a decision stays pending.

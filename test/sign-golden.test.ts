@@ -395,8 +395,9 @@ describe('POST /api/sign', () => {
         reason: 'Amount $1.5 exceeds the approval threshold of 1 USD; a human must approve it',
         transaction_id: uuid(),
         approval_request_id: uuid(),
+        rule: { kind: 'approval_threshold', window: null, scope: 'agent', recipient: null, limit: '1', spent: null },
       });
-      expect(Object.keys(r.json)).toEqual(['status', 'reason', 'transaction_id', 'approval_request_id']);
+      expect(Object.keys(r.json)).toEqual(['status', 'reason', 'transaction_id', 'approval_request_id', 'rule']);
       const rows = await ledger(agentId);
       expect(rows).toHaveLength(1);
       expect(rows[0]).toMatchObject({ id: r.json.transaction_id, status: 'pending_approval', approvalRequestId: r.json.approval_request_id, amountUsd: '1.5' });
@@ -414,8 +415,9 @@ describe('POST /api/sign', () => {
   describe('403 policy denied', () => {
     async function expectDenied(r: RestResult, reason: string) {
       expect(r.status).toBe(403);
-      expect(r.json).toEqual({ error: 'Policy denied', reason, transaction_id: uuid() });
-      expect(Object.keys(r.json)).toEqual(['error', 'reason', 'transaction_id']);
+      expect(r.json).toEqual({ error: 'Policy denied', reason, transaction_id: uuid(), rule: expect.objectContaining({ kind: expect.any(String) }) });
+      expect(Object.keys(r.json)).toEqual(['error', 'reason', 'transaction_id', 'rule']);
+      expect(Object.keys(r.json.rule as object)).toEqual(['kind', 'window', 'scope', 'recipient', 'limit', 'spent']);
     }
 
     test('behavior: a paused agent is denied and the denial is recorded', async () => {
@@ -561,6 +563,7 @@ describe('POST /api/sign', () => {
       expect(r.json).toEqual({
         dry_run: true, status: 'pending_approval', agent_id: agentId, type: 'permit2', chain_id: 84532, recipient_address: RECIPIENT, amount_usd: 2.5,
         reason: 'Amount $2.5 exceeds the approval threshold of 1.25 USD; a human must approve it', approval_threshold_usd: 1.25,
+        rule: { kind: 'approval_threshold', window: null, scope: 'agent', recipient: null, limit: '1.25', spent: null },
       });
       expect(await ledger(agentId)).toEqual([]);
       expect(await approvalsOf(agentId)).toEqual([]);
@@ -573,6 +576,7 @@ describe('POST /api/sign', () => {
       expect(r.json).toEqual({
         dry_run: true, status: 'denied', agent_id: agentId, type: 'raw_transaction', chain_id: 8453, recipient_address: STRANGER, amount_usd: 3,
         reason: `Recipient ${STRANGER.toLowerCase()} is not on the agent's allowlist`,
+        rule: { kind: 'allowlist', window: null, scope: 'agent', recipient: STRANGER.toLowerCase(), limit: null, spent: null },
       });
       expect(await ledger(agentId)).toEqual([]);
     });

@@ -146,6 +146,13 @@ function restSign(body: Record<string, unknown>, idem?: string, key = s.bootstra
 }
 
 /** A SignResponse written in the REST body's shape, so both can be compared with toEqual. */
+/** The rule object as REST writes it, every key present. */
+function ruleOf(m: SignResponse): { rule?: Record<string, string | null> } {
+  const r = m.rule;
+  if (!r) return {};
+  return { rule: { kind: r.kind, window: r.window ?? null, scope: r.scope ?? null, recipient: r.recipient ?? null, limit: r.limit ?? null, spent: r.spent ?? null } };
+}
+
 function asRest(m: SignResponse): { status: number; body: Record<string, unknown> } {
   if (m.dryRun) {
     return {
@@ -156,13 +163,14 @@ function asRest(m: SignResponse): { status: number; body: Record<string, unknown
         agent_id: m.agentId, type: TYPE_NAMES[m.type], chain_id: m.chainId, recipient_address: m.recipientAddress, amount_usd: Number(m.amountUsd),
         ...(m.reason === '' ? {} : { reason: m.reason }),
         ...(m.approvalThresholdUsd === undefined ? {} : { approval_threshold_usd: Number(m.approvalThresholdUsd) }),
+        ...ruleOf(m),
       },
     };
   }
   if (m.outcome === SignOutcome.PENDING_APPROVAL) {
-    return { status: 202, body: { status: 'pending_approval', reason: m.reason, transaction_id: m.transactionId, approval_request_id: m.approvalRequestId } };
+    return { status: 202, body: { status: 'pending_approval', reason: m.reason, transaction_id: m.transactionId, approval_request_id: m.approvalRequestId, ...ruleOf(m) } };
   }
-  if (m.outcome === SignOutcome.DENIED) return { status: 403, body: { error: 'Policy denied', reason: m.reason, transaction_id: m.transactionId } };
+  if (m.outcome === SignOutcome.DENIED) return { status: 403, body: { error: 'Policy denied', reason: m.reason, transaction_id: m.transactionId, ...ruleOf(m) } };
   const a = m.authorization;
   const p = m.permit2;
   const t = m.rawTransaction;

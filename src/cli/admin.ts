@@ -52,7 +52,12 @@ function findCommand(group: string, action: string | undefined): Command | undef
 export async function runAdminCommand(command: string, argv: string[]): Promise<number> {
   let target = 'the server';
   try {
-    const [action, ...rest] = argv;
+    let [action, ...rest] = argv;
+    // Two-word actions (`org limits set`): the longer name wins when it is a command.
+    if (action !== undefined && rest[0] !== undefined && COMMANDS.some((c) => c.group === command && c.action === `${action} ${rest[0]}`)) {
+      action = `${action} ${rest[0]}`;
+      rest = rest.slice(1);
+    }
     const found = findCommand(command, action);
     if (!found) {
       process.stdout.write(`usage: paypolicy ${command} <action> [options]\n\n${formatUsage(COMMANDS.filter((c) => c.group === command))}\n`);

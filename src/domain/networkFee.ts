@@ -35,3 +35,10 @@ export function parseMaxNetworkFeeWei(value: unknown, field = 'max_network_fee_w
   }
   return BigInt(text);
 }
+
+const GWEI = 1_000_000_000n;
+
+/** A fee as the ledger keeps it for window limits: whole gwei, rounded up, so a window's sum never under-counts (0 without a fee). */
+export function feeGweiOf(fee: NetworkFee | null): bigint {
+  return fee ? (maxNetworkFeeWei(fee) + GWEI - 1n) / GWEI : 0n;
+}

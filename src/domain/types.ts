@@ -1,3 +1,4 @@
+import type { SpendLimit } from './limits.js';
 import type { TransactionState } from './transactionState.js';
 import type { AgentStatus } from './validate.js';
 
@@ -9,6 +10,8 @@ export type Organization = {
   approvalWindowSeconds: number;
   createdAt: number;
   treasuryAddress: string | null;
+  /** Window limits shared by every agent of the organization (domain/limits.ts). */
+  limits: SpendLimit[];
 };
 
 export type ApiKeyMode = 'live' | 'test';
@@ -32,6 +35,8 @@ export type Policy = {
   maxNetworkFeeWei: bigint;
   /** Hard ceiling on one payment's amount in micro-USD: above it 403, never an approval; null for none. */
   maxPerPaymentMicros: bigint | null;
+  /** Rolling-window limits besides the 24-hour spend cap (domain/limits.ts), in the order written. */
+  limits: SpendLimit[];
   updatedAt: number;
 };
 

@@ -1,5 +1,7 @@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { SpendLimit } from '../domain/limits.js';
+import type { RuleInfo } from '../domain/policy.js';
 import { formatUsd } from '../domain/money.js';
 import { isAgentStatus } from '../domain/validate.js';
 import { DomainError } from '../domain/errors.js';
@@ -12,11 +14,14 @@ import {
   type OrganizationSchema,
   type PolicySchema,
   type SetPolicyRequest,
+  type SpendLimits,
+  type SpendLimitSchema,
   type TransactionSchema,
 } from '../../gen/paypolicy/v1/admin_pb.js';
 import type { ServiceRecordSchema } from '../../gen/paypolicy/v1/registry_pb.js';
 import type {
   GetAgentSpendResponseSchema,
+  PolicyRuleSchema,
   GetApprovalStatusResponseSchema,
   PingResponseSchema,
   QuoteResponseSchema,
@@ -55,8 +60,32 @@ const optionalTime = (ms: number | null) => (ms === null ? undefined : timestamp
 export function organizationToProto(o: Organization): MessageInitShape<typeof OrganizationSchema> {
   return {
     id: o.id, name: o.name, treasuryAddress: o.treasuryAddress ?? '', approvalWindowSeconds: o.approvalWindowSeconds,
-    createdAt: timestampFromMs(o.createdAt),
+    createdAt: timestampFromMs(o.createdAt), limits: o.limits.map(limitToProto),
   };
+}
+
+/** A window limit on the wire: only the measures it sets are present. */
+export function limitToProto(l: SpendLimit): MessageInitShape<typeof SpendLimitSchema> {
+  return {
+    window: l.window, maxUsd: l.maxMicros === null ? undefined : formatUsd(l.maxMicros), maxCount: l.maxCount ?? undefined,
+    maxNetworkFeeWei: l.maxNetworkFeeWei?.toString(), recipient: l.recipient ?? undefined,
+  };
+}
+
+/**
+ * Limits from the wire as the policy document writes them, for domain/limits.ts to parse: one
+ * parser for every surface, so an error names `limits[i].key` the same way everywhere.
+ */
+export function limitsFromProto(list: SpendLimits | undefined): unknown {
+  if (list === undefined) return undefined;
+  return list.items.map((l) => {
+    const o: Record<string, unknown> = { window: l.window };
+    if (l.maxUsd !== undefined) o.max_usd = l.maxUsd;
+    if (l.maxCount !== undefined) o.max_count = l.maxCount;
+    if (l.maxNetworkFeeWei !== undefined) o.max_network_fee_wei = l.maxNetworkFeeWei;
+    if (l.recipient !== undefined) o.recipient = l.recipient;
+    return o;
+  });
 }
 
 export function apiKeyToProto(k: ApiKeyRecord): MessageInitShape<typeof ApiKeySchema> {
@@ -71,6 +100,7 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
     allowlist: p.allowlist, spendCapUsd: formatUsd(p.spendCapMicros),
     approvalThresholdUsd: formatUsd(p.approvalThresholdMicros), updatedAt: timestampFromMs(p.updatedAt),
     maxNetworkFeeWei: p.maxNetworkFeeWei.toString(), maxPerPaymentUsd: p.maxPerPaymentMicros === null ? '' : formatUsd(p.maxPerPaymentMicros),
+    limits: p.limits.map(limitToProto),
   };
 }
 
@@ -78,7 +108,7 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
 export function policyInputFromProto(req: SetPolicyRequest): PolicyInput & { agentId: string } {
   return {
     agentId: req.agentId, allowlist: req.allowlist, spendCapUsd: req.spendCapUsd, approvalThresholdUsd: req.approvalThresholdUsd,
-    maxNetworkFeeWei: req.maxNetworkFeeWei, maxPerPaymentUsd: req.maxPerPaymentUsd,
+    maxNetworkFeeWei: req.maxNetworkFeeWei, maxPerPaymentUsd: req.maxPerPaymentUsd, limits: limitsFromProto(req.limits),
   };
 }
 
@@ -176,18 +206,28 @@ export function signResultToProto(r: SignResult): MessageInitShape<typeof SignRe
     case 'pending_approval':
       return {
         outcome: signOutcome.toProto('pending_approval'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent,
-        reason: r.reason, approvalRequestId: r.approvalRequestId,
+        reason: r.reason, approvalRequestId: r.approvalRequestId, rule: ruleToProto(r.rule),
       };
     case 'denied':
-      return { outcome: signOutcome.toProto('denied'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent, reason: r.reason };
+      return { outcome: signOutcome.toProto('denied'), agentId: r.agentId, transactionId: r.transactionId, idempotent: r.idempotent, reason: r.reason, rule: ruleToProto(r.rule) };
     case 'dry_run':
       return {
         outcome: signOutcome.toProto(r.verdict.outcome), agentId: r.agentId, dryRun: true, chainId: r.chainId,
         type: paymentType.toProto(r.type), recipientAddress: r.recipient, amountUsd: formatUsd(r.amountMicros),
         reason: r.verdict.outcome === 'allowed' ? '' : r.verdict.reason,
         approvalThresholdUsd: r.verdict.outcome === 'pending_approval' ? formatUsd(r.verdict.thresholdMicros) : undefined,
+        rule: ruleToProto(r.verdict.outcome === 'allowed' ? null : r.verdict.outcome === 'denied' ? r.verdict.info : r.verdict.rule),
       };
   }
+}
+
+/** A decision's rule on the wire; null (a person's or an expiry's decision) leaves the field unset. */
+function ruleToProto(r: RuleInfo | null): MessageInitShape<typeof PolicyRuleSchema> | undefined {
+  if (!r) return undefined;
+  return {
+    kind: r.kind, window: r.window ?? undefined, scope: r.scope ?? undefined, recipient: r.recipient ?? undefined,
+    limit: r.limit ?? undefined, spent: r.spent ?? undefined,
+  };
 }
 
 export function agentSpendToProto(a: AgentSpendStatus): MessageInitShape<typeof GetAgentSpendResponseSchema> {
@@ -195,6 +235,11 @@ export function agentSpendToProto(a: AgentSpendStatus): MessageInitShape<typeof 
     agentId: a.agentId, agentName: a.agentName, status: agentStatus.toProto(a.status), windowHours: a.windowMs / 3_600_000,
     spendCapUsd: formatUsd(a.spendCapMicros), committedUsd: formatUsd(a.committedMicros), remainingUsd: formatUsd(a.remainingMicros),
     approvalThresholdUsd: formatUsd(a.approvalThresholdMicros), asOf: timestampFromMs(a.asOf),
+    limits: a.limits.map(({ scope, limit: l, micros, count, feeWei }) => ({
+      window: l.window, scope, recipient: l.recipient ?? undefined, maxUsd: l.maxMicros === null ? undefined : formatUsd(l.maxMicros),
+      spentUsd: formatUsd(micros), remainingUsd: l.maxMicros === null ? undefined : formatUsd(l.maxMicros > micros ? l.maxMicros - micros : 0n),
+      maxCount: l.maxCount ?? undefined, count, maxNetworkFeeWei: l.maxNetworkFeeWei?.toString(), networkFeeWei: feeWei.toString(),
+    })),
   };
 }
 

@@ -163,6 +163,12 @@ const SIGNED_FIELDS: readonly RestField[] = [
   object('payment_header', 'payment_header', [field('name'), field('value')]),
 ];
 
+/** The rule behind a denial or an approval request (PolicyRule); absent when a person or an expiry decided. */
+const RULE_FIELD = object('rule', 'rule', [
+  field('kind'), field('window', 'window', orNull), field('scope', 'scope', orNull), field('recipient', 'recipient', orNull),
+  field('limit', 'limit', orNull), field('spent', 'spent', orNull),
+]);
+
 /** The four REST shapes of a SignResponse: 200 signed, 202 pending, 403 denied, and a dry run. */
 export const SIGN_FIELDS = {
   signed: [
@@ -170,12 +176,12 @@ export const SIGN_FIELDS = {
     field('transaction_id'), field('idempotent'), field('type', 'type', enumName(paymentType)), field('chain_id'), field('recipient_address'),
     field('resource_url', 'resource_url', omitUnset), ...SIGNED_FIELDS,
   ],
-  pending: [field('status', 'outcome', enumName(signOutcome)), field('reason'), field('transaction_id'), field('approval_request_id')],
-  denied: [constant('error', 'Policy denied'), field('reason'), field('transaction_id')],
+  pending: [field('status', 'outcome', enumName(signOutcome)), field('reason'), field('transaction_id'), field('approval_request_id'), RULE_FIELD],
+  denied: [constant('error', 'Policy denied'), field('reason'), field('transaction_id'), RULE_FIELD],
   dryRun: [
     field('dry_run'), field('status', 'outcome', enumName(signOutcome)), field('agent_id'), field('type', 'type', enumName(paymentType)),
     field('chain_id'), field('recipient_address'), field('amount_usd', 'amount_usd', usdNumber), field('reason', 'reason', omitEmpty),
-    field('approval_threshold_usd', 'approval_threshold_usd', usdNumber),
+    field('approval_threshold_usd', 'approval_threshold_usd', usdNumber), RULE_FIELD,
   ],
 } as const satisfies Record<string, readonly RestField[]>;
 
@@ -211,10 +217,18 @@ export const REST_ONLY = {
   'SignResponse.denied.error': "the wire protocol's fixed 403 text `Policy denied`; RPC callers read outcome DENIED",
 } as const;
 
+/** One limit of the spend read: every key present, null where the limit has no such maximum. */
+export const LIMIT_STATUS_FIELDS: readonly RestField[] = [
+  field('window'), field('scope'), field('recipient', 'recipient', orNull), field('max_usd', 'max_usd', orNull), field('spent_usd'),
+  field('remaining_usd', 'remaining_usd', orNull), field('max_count', 'max_count', orNull), field('count'),
+  field('max_network_fee_wei', 'max_network_fee_wei', orNull), field('network_fee_wei'),
+];
+
 /** GET /api/agents/{id}/spend (an extension beyond the wire protocol): USD as decimal strings, like cost_usd. */
 export const AGENT_SPEND_FIELDS: readonly RestField[] = [
   field('agent_id'), field('agent_name'), field('status', 'status', enumName(agentStatus)), field('window_hours'), field('spend_cap_usd'),
   field('committed_usd'), field('remaining_usd'), field('approval_threshold_usd'), field('as_of', 'as_of', isoTime),
+  field('limits', 'limits', shaped((v) => (v as unknown[]).map((l) => writeRest(LIMIT_STATUS_FIELDS, l)), { items: () => LIMIT_STATUS_FIELDS })),
 ];
 
 export function agentSpendRest(m: GetAgentSpendResponse): RestResponse {

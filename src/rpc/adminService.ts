@@ -21,6 +21,7 @@ import {
   agentToProto,
   approvalToProto,
   apiKeyToProto,
+  limitsFromProto,
   organizationToProto,
   policyInputFromProto,
   policyToProto,
@@ -50,7 +51,7 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     },
     async updateOrganization(req, ctx) {
       const op = admin(ctx);
-      return { organization: organizationToProto(await updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds })) };
+      return { organization: organizationToProto(await updateOrganization(deps, op, { orgId: req.orgId, name: req.name, approvalWindowSeconds: req.approvalWindowSeconds, limits: limitsFromProto(req.limits) })) };
     },
     async listOrganizations(req, ctx) {
       const op = admin(ctx);

@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import { limitsFromStored, limitsToStored } from '../domain/limits.js';
 import type { Agent, Policy } from '../domain/types.js';
 import type { AgentStatus } from '../domain/validate.js';
 import type { AgentIdentity, AgentRepository } from './port.js';
@@ -15,11 +16,11 @@ export type SharedCache<T> = { records: Map<string, T>; cacheable: () => boolean
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: number; updated_at: number;
   last_ping_at: number | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
-  max_network_fee_wei: string; max_per_payment_micros: bigint | null; policy_updated_at: number;
+  max_network_fee_wei: string; max_per_payment_micros: bigint | null; limits: string; policy_updated_at: number;
 };
 
 const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
-  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.updated_at AS policy_updated_at
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.limits, p.updated_at AS policy_updated_at
   FROM agents a JOIN policies p ON p.agent_id = a.id`;
 
 function toAgent(r: AgentRow): Agent {
@@ -32,6 +33,7 @@ function toAgent(r: AgentRow): Agent {
       approvalThresholdMicros: BigInt(r.approval_threshold_micros),
       maxNetworkFeeWei: BigInt(r.max_network_fee_wei),
       maxPerPaymentMicros: r.max_per_payment_micros === null ? null : BigInt(r.max_per_payment_micros),
+      limits: limitsFromStored(r.limits),
       updatedAt: Number(r.policy_updated_at),
     },
   };
@@ -49,10 +51,10 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchrono
   const cache = shared?.records ?? new Map<string, Agent>();
   const cacheable = shared?.cacheable ?? (() => !db.inTransaction);
   const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
-  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, limits, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
     spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
-    max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, updated_at = excluded.updated_at`);
+    max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, limits = excluded.limits, updated_at = excluded.updated_at`);
   // Money columns are read as bigint so no sum or comparison ever passes through a double.
   const byId = db.prepare(`${SELECT} WHERE a.id = ?`).safeIntegers(true);
   const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
@@ -60,7 +62,7 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchrono
   const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
   const setPolicy = (agentId: string, p: Policy) => {
     cache.delete(agentId);
-    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, p.updatedAt);
+    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt);
   };
   const get = (id: string): Agent | undefined => {
     const hit = cache.get(id);

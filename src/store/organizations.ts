@@ -1,15 +1,16 @@
 import type { Db } from './db.js';
+import { limitsFromStored, limitsToStored, type SpendLimit } from '../domain/limits.js';
 import type { Organization } from '../domain/types.js';
 import type { OrganizationRepository } from './port.js';
 import type { Synchronous } from './syncTables.js';
 
-type OrgRow = { id: string; name: string; approval_window_s: number; created_at: number; address: string | null };
+type OrgRow = { id: string; name: string; approval_window_s: number; created_at: number; address: string | null; limits: string };
 
-const SELECT = `SELECT o.id, o.name, o.approval_window_s, o.created_at, t.address
+const SELECT = `SELECT o.id, o.name, o.approval_window_s, o.created_at, t.address, o.limits
   FROM organizations o LEFT JOIN treasuries t ON t.org_id = o.id`;
 
 function toOrg(r: OrgRow): Organization {
-  return { id: r.id, name: r.name, approvalWindowSeconds: r.approval_window_s, createdAt: r.created_at, treasuryAddress: r.address };
+  return { id: r.id, name: r.name, approvalWindowSeconds: r.approval_window_s, createdAt: r.created_at, treasuryAddress: r.address, limits: limitsFromStored(r.limits) };
 }
 
 /** Organizations and their treasuries (the encrypted key is read only by the signer). */
@@ -18,10 +19,11 @@ export function createOrganizationStore(db: Db): Synchronous<OrganizationReposit
   const byId = db.prepare(`${SELECT} WHERE o.id = ?`);
   const all = db.prepare(`${SELECT} ORDER BY o.created_at, o.id`);
   const update = db.prepare('UPDATE organizations SET name = ?, approval_window_s = ? WHERE id = ?');
+  const setLimits = db.prepare('UPDATE organizations SET limits = ? WHERE id = ?');
   const insertTreasury = db.prepare('INSERT INTO treasuries (org_id, address, key_ciphertext, created_at) VALUES (?, ?, ?, ?)');
   const treasuryKey = db.prepare('SELECT address, key_ciphertext FROM treasuries WHERE org_id = ?');
   return {
-    insert(org: Omit<Organization, 'treasuryAddress'>): void {
+    insert(org: Omit<Organization, 'treasuryAddress' | 'limits'>): void {
       insert.run(org.id, org.name, org.approvalWindowSeconds, org.createdAt);
     },
     get(id: string): Organization | undefined {
@@ -30,6 +32,9 @@ export function createOrganizationStore(db: Db): Synchronous<OrganizationReposit
     },
     update(id: string, name: string, approvalWindowSeconds: number): void {
       update.run(name, approvalWindowSeconds, id);
+    },
+    setLimits(id: string, limits: readonly SpendLimit[]): void {
+      setLimits.run(limitsToStored(limits), id);
     },
     list(): Organization[] {
       return (all.all() as OrgRow[]).map(toOrg);

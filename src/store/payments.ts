@@ -2,7 +2,7 @@ import type { Db } from './db.js';
 import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
-import type { ChainAttempt, InFlightRow, MinedVersion, PaymentRepository, PaymentRow } from './port.js';
+import type { ChainAttempt, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, WindowQuery, WindowUse } from './port.js';
 import type { Synchronous } from './syncTables.js';
 
 /**
@@ -29,11 +29,11 @@ type Raw = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
   amount_micros: bigint; reason: string; service_slug: string; resource_url: string; idempotency_key: string | null;
   request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint; tx_hash: string | null;
-  submit_status: string | null;
+  submit_status: string | null; rule: string | null;
 };
 
 const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, resource_url,
-  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash, submit_status`;
+  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash, submit_status, rule`;
 
 function toRow(r: Raw): PaymentRow {
   return {
@@ -41,7 +41,7 @@ function toRow(r: Raw): PaymentRow {
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
     result: r.result, approvalId: r.approval_id, createdAt: Number(r.created_at), txHash: r.tx_hash,
-    submitStatus: r.submit_status as ChainState | null,
+    submitStatus: r.submit_status as ChainState | null, rule: r.rule,
   };
 }
 
@@ -77,6 +77,14 @@ export const CAP_SUM_BOUNDED_SQL = `${CAP_SUM_SQL},
   (SELECT MIN(expires_at) FROM approvals WHERE agent_id = ? AND status = 'pending' AND expires_at > ?)`;
 
 /**
+ * What one window limit's window holds (port.ts windowUse): the organization's holding rows by
+ * time (transactions_limits, migration 0016), narrowed to an agent and a recipient when asked.
+ */
+export const WINDOW_USE_SQL = `SELECT COALESCE(SUM(t.amount_micros), 0), COUNT(*), COALESCE(SUM(t.fee_gwei), 0) FROM transactions t
+  WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND (? IS NULL OR t.agent_id = ?) AND (? IS NULL OR t.recipient = ? OR t.service_slug = ?)
+  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ?))`;
+
+/**
  * Lets a store on a read connection remember cap sums. `version` names the committed state the
  * next read will see, or is undefined when that cannot be known (the writer has a transaction
  * open): a sum is reused only under the version it was read at, and only while the clock stays
@@ -89,6 +97,7 @@ const CAP_MEMO_AGENTS = 100_000;
 
 export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
+  const windowUse = db.prepare(WINDOW_USE_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
   const remembered = new Map<string, { version: number; window: number; from: number; until: number; sum: bigint }>();
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
@@ -97,8 +106,8 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
   // Positional parameters: binding by name needed the row copied with holdsCap added, a slow
   // object spread in V8, and a name lookup per parameter.
   const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   // A raw transaction's nonce must still be the row's: see pg/payments.ts SETTLE.
   const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ? AND (? IS NULL OR nonce = ?)'));
   // Submission is a column of a signed row, not a state (migration 0007).
@@ -190,6 +199,10 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
      * began counting: the amounts of its rows holding the cap with cap_at > since, less pending
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
+    windowUse(q: WindowQuery): WindowUse {
+      const [micros, count, feeGwei] = windowUse.get(q.orgId, q.since, q.agentId, q.agentId, q.recipient, q.recipient, q.recipient, q.now) as [bigint, bigint, bigint];
+      return { micros, count: Number(count), feeGwei };
+    },
     committedSince(agentId: string, since: number, now: number): bigint {
       const version = memo?.version();
       const window = now - since;
@@ -231,7 +244,7 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
     insert(row: PaymentRow & { status: InitialState }): void {
       insert.run(row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros, holdsCap(row.status) ? 1 : 0,
         row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey, row.requestHash, row.request, row.result, row.approvalId,
-        row.createdAt, row.createdAt);
+        row.createdAt, row.createdAt, row.feeGwei ?? 0n, row.rule ?? null);
     },
     /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
     settleSigned(id: string, result: string, now: number, submit = false, nonce?: number): boolean {

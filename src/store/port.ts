@@ -1,3 +1,4 @@
+import type { SpendLimit } from '../domain/limits.js';
 import type { RegistryIndex } from '../domain/indexRegistry.js';
 import type { InitialState } from '../domain/transactionState.js';
 import type {
@@ -38,9 +39,11 @@ import type { AgentStatus } from '../domain/validate.js';
 
 /** Organizations and their treasuries (the sealed key is read only by the vault). */
 export interface OrganizationRepository {
-  insert(org: Omit<Organization, 'treasuryAddress'>): Promise<void>;
+  insert(org: Omit<Organization, 'treasuryAddress' | 'limits'>): Promise<void>;
   get(id: string): Promise<Organization | undefined>;
   update(id: string, name: string, approvalWindowSeconds: number): Promise<void>;
+  /** Replaces the organization's window limits. */
+  setLimits(id: string, limits: readonly SpendLimit[]): Promise<void>;
   list(): Promise<Organization[]>;
   insertTreasury(orgId: string, address: string, ciphertext: Buffer, now: number): Promise<void>;
   treasuryKey(orgId: string): Promise<{ address: string; ciphertext: Buffer } | undefined>;
@@ -131,6 +134,9 @@ export interface TransactionRepository {
   list(f: TransactionFilter): Promise<TransactionRecord[]>;
 }
 
+export type WindowQuery = { orgId: string; agentId: string | null; recipient: string | null; since: number; now: number };
+export type WindowUse = { micros: bigint; count: number; feeGwei: bigint };
+
 export type PaymentRow = TransactionRecord & {
   resourceUrl: string;
   idempotencyKey: string | null;
@@ -143,6 +149,10 @@ export type PaymentRow = TransactionRecord & {
   txHash?: string | null;
   /** Where the submitted raw transaction is on chain; null when the service does not submit it. */
   submitStatus?: ChainState | null;
+  /** The most network fee the treasury may pay for it, in whole gwei rounded up (0 without one); written on insert. */
+  feeGwei?: bigint;
+  /** JSON of the rule that decided a denial or an approval request (domain/policy.ts RuleInfo); null otherwise. */
+  rule?: string | null;
 };
 
 /** A submitted raw transaction the tracker follows (app/submission/submit.ts). */
@@ -172,6 +182,14 @@ export interface PaymentRepository {
    * rows holding the cap with cap_at > since, less pending approvals overdue at `now`.
    */
   committedSince(agentId: string, since: number, now: number): Promise<bigint>;
+  /**
+   * What a window limit's window holds (domain/limits.ts): the amounts, the number and the
+   * network fees (whole gwei, rounded up) of the organization's rows holding the cap with
+   * cap_at > since, only the agent's when `agentId` is set, only those to `recipient` (a lowercased
+   * address, or the registry slug the payment was attributed to) when it is set; less pending
+   * approvals overdue at `now`, as committedSince.
+   */
+  windowUse(q: WindowQuery): Promise<WindowUse>;
   findByIdempotencyKey(agentId: string, key: string): Promise<PaymentRow | undefined>;
   /** A keyless request's row, found by its transaction id (how keyless callers collect results). */
   findKeylessById(agentId: string, id: string): Promise<PaymentRow | undefined>;

@@ -152,7 +152,10 @@ describe('raw_transaction network fee against the default ceiling (10^15 wei)', 
     const capped = await agentWith({ cap: '1', threshold: '1' });
     const r = await postSign(s.url, s.bootstrap.api_key, rawBody(capped, { gas: 1_000_000, max_fee_per_gas: '1000000000000' }, { amount_usd: '1' }));
     expect(r.status).toBe(403);
-    expect(r.json).toEqual({ error: 'Policy denied', reason: feeReason(1_000_000n, 10n ** 12n, DEFAULT_CEILING), transaction_id: expect.any(String) });
+    expect(r.json).toEqual({
+      error: 'Policy denied', reason: feeReason(1_000_000n, 10n ** 12n, DEFAULT_CEILING), transaction_id: expect.any(String),
+      rule: { kind: 'network_fee', window: null, scope: 'agent', recipient: null, limit: String(DEFAULT_CEILING), spent: null },
+    });
     const rows = await listAllTransactions(admin, orgId, capped);
     expect(rows.map((t) => [t.id, t.status, t.reason])).toEqual([[r.json.transaction_id, 'denied', r.json.reason]]);
     // The whole $1 cap is still free for a payment within the fee ceiling.

@@ -63,7 +63,10 @@ describe('createClient', () => {
     const agentId = await agent();
     expect(await client.ping(agentId)).toMatchObject({ ok: true, agent_id: agentId, org_id: s.bootstrap.org_id, status: 'active' });
     expect(await client.resolve(['nope'])).toEqual({ results: { nope: null }, resolvedCount: 0, unresolvedCount: 1 });
-    expect(await client.spendStatus(agentId)).toMatchObject({ agent_id: agentId, spend_cap_usd: '10', remaining_usd: '10' });
+    expect(await client.spendStatus(agentId)).toMatchObject({
+      agent_id: agentId, spend_cap_usd: '10', remaining_usd: '10',
+      limits: [{ window: '24h', scope: 'agent', max_usd: '10', spent_usd: '0', remaining_usd: '10', count: 0 }],
+    });
     expect(await client.dryRun(direct(agentId, '5'))).toMatchObject({ dry_run: true, status: 'pending_approval', approval_threshold_usd: 1 });
     expect(await client.dryRun(direct(agentId, '50'))).toMatchObject({ dry_run: true, status: 'denied' });
   });
@@ -105,6 +108,8 @@ describe('createClient', () => {
     const c = createClient({ baseUrl: s.url, apiKey: s.bootstrap.api_key, fetch: impl });
     const err = await rejection(c.sign(direct(agentId, '11')));
     expect(err).toMatchObject({ code: 'policy_denied', status: 403, retryable: false, reason: expect.stringContaining('Spend cap of $10 per 24 hours would be exceeded') });
+    // The rule that fired, for programs: its kind, window and limit.
+    expect(err.details).toMatchObject({ rule: { kind: 'spend_cap', window: '24h', scope: 'agent', limit: '10' } });
     expect(err.transactionId).toMatch(UUID_RE);
     expect(calls).toHaveLength(1);
   });

@@ -69,7 +69,7 @@ function row(agentId: string, ago: number, usd: bigint, status: keyof typeof PAT
 
 describe('summarizeSpend', () => {
   test('behavior: signed, signing and pending count; denied, failed and expired do not; windows end now', async () => {
-    const a = await createAgent(deps, OPERATOR, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, updatedAt: NOW } });
+    const a = await createAgent(deps, OPERATOR, { orgId, name: 'a', policy: { allowlist: [], spendCapMicros: 50_000_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, limits: [], updatedAt: NOW } });
     const b = await createAgent(deps, OPERATOR, { orgId, name: 'b' });
     row(a.id, 0, 1n, 'signed'); // exactly now: in the last hourly bucket
     row(a.id, 2 * HOUR, 2n, 'signing');

@@ -10,10 +10,11 @@ const policySet = agentCommands.find((c) => c.group === 'policy' && c.action ===
 
 describe('flags read from a request message', () => {
   test('behavior: every SetPolicyRequest field is a policy set flag, so a field added to the policy needs no CLI edit', () => {
-    // One flag per field (agent_id is --agent); fields without a short name get --field-name.
+    // One flag per field (agent_id is --agent; limits, a message, come whole from the --file document);
+    // fields without a short name get --field-name.
     expect(Object.keys(policySet.flags)).toHaveLength(SetPolicyRequestSchema.fields.length);
-    expect(policySet.synopsis).toBe('--agent AGENT_ID --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD [--max-fee-wei WEI] [--max-per-payment-usd MAX_PER_PAYMENT_USD]');
-    const unnamed = messageFlags(SetPolicyRequestSchema, {}, ['agent_id']);
+    expect(policySet.synopsis).toBe('--agent AGENT_ID (--file POLICY.json | --allow ADDR_OR_SLUG[,...] --cap USD --threshold USD [--max-fee-wei WEI] [--max-per-payment-usd MAX_PER_PAYMENT_USD])');
+    const unnamed = messageFlags(SetPolicyRequestSchema, {}, ['agent_id', 'limits']);
     expect(unnamed.flags).toEqual({ '--allowlist': 'list', '--spend-cap-usd': 'value', '--approval-threshold-usd': 'value', '--max-network-fee-wei': 'value', '--max-per-payment-usd': 'value' });
     expect(unnamed.synopsis).toBe('--allowlist ALLOWLIST --spend-cap-usd SPEND_CAP_USD --approval-threshold-usd APPROVAL_THRESHOLD_USD [--max-network-fee-wei MAX_NETWORK_FEE_WEI] [--max-per-payment-usd MAX_PER_PAYMENT_USD]');
   });

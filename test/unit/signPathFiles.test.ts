@@ -54,7 +54,7 @@ beforeAll(async () => {
   const key = await createApiKey(deps, OPERATOR, { orgId: org.id, mode: 'test', label: 'k' });
   principal = { kind: 'api_key', orgId: org.id, mode: 'test', keyId: key.key.id };
   agentId = (await createAgent(deps, OPERATOR, {
-    orgId: org.id, name: 'a', policy: { allowlist: [RECIPIENT], spendCapMicros: 100_000_000n, approvalThresholdMicros: 50_000_000n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, updatedAt: Date.now() },
+    orgId: org.id, name: 'a', policy: { allowlist: [RECIPIENT], spendCapMicros: 100_000_000n, approvalThresholdMicros: 50_000_000n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, limits: [], updatedAt: Date.now() },
   })).id;
   session.connect();
   await session.post('Profiler.enable');

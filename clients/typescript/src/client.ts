@@ -111,6 +111,7 @@ export function createClient(options: ClientOptions): PaypolicyClient {
       const b = a.json;
       throw new PaypolicyError(`Policy denied: ${b.reason as string}`, {
         code: 'policy_denied', status: 403, reason: b.reason as string, transactionId: typeof b.transaction_id === 'string' ? b.transaction_id : undefined,
+        details: isObject(b.rule) ? { rule: b.rule } : undefined,
       });
     }
     throw errorFromAnswer(a, 'sign');

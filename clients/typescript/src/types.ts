@@ -48,12 +48,27 @@ export type SignedPayment = {
   [field: string]: unknown;
 };
 
+/**
+ * The policy rule behind a 403 or a 202: `kind` names it (`spend_cap`, `allowlist`,
+ * `approval_threshold`, or for a window limit `max_usd`, `max_count`, `max_network_fee_wei`);
+ * `limit` and `spent` are in its unit (USD decimal text, payments, wei).
+ */
+export type PolicyRule = {
+  kind: string;
+  window: string | null;
+  scope: 'agent' | 'organization' | null;
+  recipient: string | null;
+  limit: string | null;
+  spent: string | null;
+};
+
 /** 202 from POST /api/sign: a human must decide. */
 export type PendingApproval = {
   status: 'pending_approval';
   reason: string;
   transaction_id: string;
   approval_request_id: string;
+  rule?: PolicyRule;
 };
 
 /** What `sign` returns: signed, or pending with what is needed to wait for it. */
@@ -72,6 +87,7 @@ export type DryRunResult = {
   amount_usd: number | string;
   reason?: string;
   approval_threshold_usd?: number | string;
+  rule?: PolicyRule;
 };
 
 /** Body of POST /api/quote. */
@@ -145,4 +161,20 @@ export type SpendStatus = {
   remaining_usd: string;
   approval_threshold_usd: string;
   as_of: string;
+  /** Every limit: the 24h spend cap, then the agent's window limits, then its organization's. */
+  limits: LimitStatus[];
+};
+
+/** One limit of the spend read and what its window holds; null where the limit has no such maximum. */
+export type LimitStatus = {
+  window: string;
+  scope: 'agent' | 'organization';
+  recipient: string | null;
+  max_usd: string | null;
+  spent_usd: string;
+  remaining_usd: string | null;
+  max_count: number | null;
+  count: number;
+  max_network_fee_wei: string | null;
+  network_fee_wei: string;
 };

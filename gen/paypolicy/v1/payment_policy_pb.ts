@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file paypolicy/v1/payment_policy.proto.
  */
 export const file_paypolicy_v1_payment_policy: GenFile = /*@__PURE__*/
-  fileDesc("CiFwYXlwb2xpY3kvdjEvcGF5bWVudF9wb2xpY3kucHJvdG8SDHBheXBvbGljeS52MSLsAwoLU2lnblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJwoEdHlwZRgCIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRIVCghjaGFpbl9pZBgDIAEoDUgBiAEBEhkKEXJlY2lwaWVudF9hZGRyZXNzGAQgASgJEhIKCmFtb3VudF91c2QYBSABKAkSDwoHZHJ5X3J1bhgHIAEoCBIcCg9pZGVtcG90ZW5jeV9rZXkYCCABKAlIAogBARIvCgdlaXAzMDA5GAkgASgLMhwucGF5cG9saWN5LnYxLkVpcDMwMDlQYXlsb2FkSAASLwoHcGVybWl0MhgKIAEoCzIcLnBheXBvbGljeS52MS5QZXJtaXQyUGF5bG9hZEgAEj4KD3Jhd190cmFuc2FjdGlvbhgLIAEoCzIjLnBheXBvbGljeS52MS5SYXdUcmFuc2FjdGlvblBheWxvYWRIABIsCgR4NDAyGAwgASgLMhwucGF5cG9saWN5LnYxLlBheXdhbGxQYXlsb2FkSAASKwoDbXBwGA0gASgLMhwucGF5cG9saWN5LnYxLlBheXdhbGxQYXlsb2FkSABCCQoHcGF5bG9hZEILCglfY2hhaW5faWRCEgoQX2lkZW1wb3RlbmN5X2tleUoECAYQByJGCg5FaXAzMDA5UGF5bG9hZBIeChF2YWxpZF9mb3Jfc2Vjb25kcxgBIAEoDUgAiAEBQhQKEl92YWxpZF9mb3Jfc2Vjb25kcyJGCg5QZXJtaXQyUGF5bG9hZBIeChF2YWxpZF9mb3Jfc2Vjb25kcxgBIAEoDUgAiAEBQhQKEl92YWxpZF9mb3Jfc2Vjb25kcyKnAQoVUmF3VHJhbnNhY3Rpb25QYXlsb2FkEhAKA2dhcxgBIAEoBEgAiAEBEhwKD21heF9mZWVfcGVyX2dhcxgCIAEoBEgBiAEBEiUKGG1heF9wcmlvcml0eV9mZWVfcGVyX2dhcxgDIAEoBEgCiAEBQgYKBF9nYXNCEgoQX21heF9mZWVfcGVyX2dhc0IbChlfbWF4X3ByaW9yaXR5X2ZlZV9wZXJfZ2FzIk4KDlBheXdhbGxQYXlsb2FkEhQKDHJlc291cmNlX3VybBgBIAEoCRIOCgZtZXRob2QYAiABKAkSFgoObWF4X2Ftb3VudF91c2QYAyABKAkixwEKFEVpcDMwMDlBdXRob3JpemF0aW9uEgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSDQoFdmFsdWUYAyABKAkSEwoLdmFsaWRfYWZ0ZXIYBCABKAkSFAoMdmFsaWRfYmVmb3JlGAUgASgJEg0KBW5vbmNlGAYgASgJEg0KBXRva2VuGAcgASgJEhMKC2RvbWFpbl9uYW1lGAggASgJEhYKDmRvbWFpbl92ZXJzaW9uGAkgASgJEhAKCGNoYWluX2lkGAogASgNIjgKF1Blcm1pdDJUb2tlblBlcm1pc3Npb25zEg0KBXRva2VuGAEgASgJEg4KBmFtb3VudBgCIAEoCSIxCg5QZXJtaXQyV2l0bmVzcxIKCgJ0bxgBIAEoCRITCgt2YWxpZF9hZnRlchgCIAEoCSLwAQoWUGVybWl0MldpdG5lc3NUcmFuc2ZlchINCgVvd25lchgBIAEoCRI4CglwZXJtaXR0ZWQYAiABKAsyJS5wYXlwb2xpY3kudjEuUGVybWl0MlRva2VuUGVybWlzc2lvbnMSDwoHc3BlbmRlchgDIAEoCRINCgVub25jZRgEIAEoCRIQCghkZWFkbGluZRgFIAEoCRItCgd3aXRuZXNzGAYgASgLMhwucGF5cG9saWN5LnYxLlBlcm1pdDJXaXRuZXNzEhoKEnZlcmlmeWluZ19jb250cmFjdBgHIAEoCRIQCghjaGFpbl9pZBgIIAEoDSJiCg5SYXdUcmFuc2FjdGlvbhISCgpzZXJpYWxpemVkGAEgASgJEgwKBGhhc2gYAiABKAkSDQoFbm9uY2UYAyABKAkSDQoFdG9rZW4YBCABKAkSEAoIY2hhaW5faWQYBSABKA0iLAoNUGF5bWVudEhlYWRlchIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIoAGCgxTaWduUmVzcG9uc2USKgoHb3V0Y29tZRgBIAEoDjIZLnBheXBvbGljeS52MS5TaWduT3V0Y29tZRIQCghhZ2VudF9pZBgCIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgDIAEoCRIWCglzaWduYXR1cmUYBCABKAlIAIgBARIUCgd0eF9oYXNoGAUgASgJSAGIAQESFQoIY29zdF91c2QYBiABKAlIAogBARISCgppZGVtcG90ZW50GAcgASgIEg4KBnJlYXNvbhgIIAEoCRIbChNhcHByb3ZhbF9yZXF1ZXN0X2lkGAkgASgJEg8KB2RyeV9ydW4YCiABKAgSIwoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgLIAEoCUgDiAEBEhAKCGNoYWluX2lkGAwgASgNEicKBHR5cGUYDSABKA4yGS5wYXlwb2xpY3kudjEuUGF5bWVudFR5cGUSOQoNYXV0aG9yaXphdGlvbhgOIAEoCzIiLnBheXBvbGljeS52MS5FaXAzMDA5QXV0aG9yaXphdGlvbhI1CgdwZXJtaXQyGA8gASgLMiQucGF5cG9saWN5LnYxLlBlcm1pdDJXaXRuZXNzVHJhbnNmZXISNQoPcmF3X3RyYW5zYWN0aW9uGBAgASgLMhwucGF5cG9saWN5LnYxLlJhd1RyYW5zYWN0aW9uEjMKDnBheW1lbnRfaGVhZGVyGBEgASgLMhsucGF5cG9saWN5LnYxLlBheW1lbnRIZWFkZXISGQoRcmVjaXBpZW50X2FkZHJlc3MYEiABKAkSEgoKYW1vdW50X3VzZBgTIAEoCRIZCgxyZXNvdXJjZV91cmwYFCABKAlIBIgBARIoCgNtcHAYFSABKAsyGy5wYXlwb2xpY3kudjEuTXBwQ3JlZGVudGlhbEIMCgpfc2lnbmF0dXJlQgoKCF90eF9oYXNoQgsKCV9jb3N0X3VzZEIZChdfYXBwcm92YWxfdGhyZXNob2xkX3VzZEIPCg1fcmVzb3VyY2VfdXJsIikKDU1wcENyZWRlbnRpYWwSGAoQdHJhbnNhY3Rpb25faGFzaBgBIAEoCSI9CgxRdW90ZVJlcXVlc3QSCwoDdXJsGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBm1ldGhvZBgDIAEoCSJZCg5PZmZlclJlY2lwaWVudBIPCgdhZGRyZXNzGAEgASgJEhEKBHNsdWcYAiABKAlIAIgBARIRCgRuYW1lGAMgASgJSAGIAQFCBwoFX3NsdWdCBwoFX25hbWUi5AIKDVF1b3RlUmVzcG9uc2USKQoGc3RhdHVzGAEgASgOMhkucGF5cG9saWN5LnYxLk9mZmVyU3RhdHVzEgwKBHJhaWwYAiABKAkSEAoIY2hhaW5faWQYAyABKA0SEgoKYW1vdW50X3VzZBgEIAEoCRIvCglyZWNpcGllbnQYBSABKAsyHC5wYXlwb2xpY3kudjEuT2ZmZXJSZWNpcGllbnQSFAoMcmVzb3VyY2VfdXJsGAYgASgJEhMKBnNjaGVtZRgHIAEoCUgAiAEBEg8KB25ldHdvcmsYCCABKAkSEgoFcmVhbG0YCSABKAlIAYgBARIOCgZjYWNoZWQYCiABKAgSDgoGcmVhc29uGAsgASgJEiMKFmFwcHJvdmFsX3RocmVzaG9sZF91c2QYDCABKAlIAogBAUIJCgdfc2NoZW1lQggKBl9yZWFsbUIZChdfYXBwcm92YWxfdGhyZXNob2xkX3VzZCIfCg5SZXNvbHZlUmVxdWVzdBINCgVzbHVncxgBIAMoCSJLCg1SZXNvbHZlUmVzdWx0EgwKBHNsdWcYASABKAkSLAoHc2VydmljZRgCIAEoCzIbLnBheXBvbGljeS52MS5TZXJ2aWNlUmVjb3JkInEKD1Jlc29sdmVSZXNwb25zZRIsCgdyZXN1bHRzGAEgAygLMhsucGF5cG9saWN5LnYxLlJlc29sdmVSZXN1bHQSFgoOcmVzb2x2ZWRfY291bnQYAiABKA0SGAoQdW5yZXNvbHZlZF9jb3VudBgDIAEoDSIoChRHZXRBZ2VudFNwZW5kUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSKOAgoVR2V0QWdlbnRTcGVuZFJlc3BvbnNlEhAKCGFnZW50X2lkGAEgASgJEhIKCmFnZW50X25hbWUYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkucGF5cG9saWN5LnYxLkFnZW50U3RhdHVzEhQKDHdpbmRvd19ob3VycxgEIAEoDRIVCg1zcGVuZF9jYXBfdXNkGAUgASgJEhUKDWNvbW1pdHRlZF91c2QYBiABKAkSFQoNcmVtYWluaW5nX3VzZBgHIAEoCRIeChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAggASgJEikKBWFzX29mGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCImChhHZXRBcHByb3ZhbFN0YXR1c1JlcXVlc3QSCgoCaWQYASABKAkiwQEKGUdldEFwcHJvdmFsU3RhdHVzUmVzcG9uc2USLAoGc3RhdHVzGAEgASgOMhwucGF5cG9saWN5LnYxLkFwcHJvdmFsU3RhdHVzEi4KCmRlY2lkZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnRyYW5zYWN0aW9uX2lkGAQgASgJIh8KC1BpbmdSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJInsKDFBpbmdSZXNwb25zZRIKCgJvaxgBIAEoCBIQCghhZ2VudF9pZBgCIAEoCRISCgphZ2VudF9uYW1lGAMgASgJEg4KBm9yZ19pZBgEIAEoCRIpCgZzdGF0dXMYBSABKA4yGS5wYXlwb2xpY3kudjEuQWdlbnRTdGF0dXMqrgEKC1BheW1lbnRUeXBlEhwKGFBBWU1FTlRfVFlQRV9VTlNQRUNJRklFRBAAEhgKFFBBWU1FTlRfVFlQRV9FSVAzMDA5EAESGAoUUEFZTUVOVF9UWVBFX1BFUk1JVDIQAhIgChxQQVlNRU5UX1RZUEVfUkFXX1RSQU5TQUNUSU9OEAMSFQoRUEFZTUVOVF9UWVBFX1g0MDIQBBIUChBQQVlNRU5UX1RZUEVfTVBQEAUqgQEKC1NpZ25PdXRjb21lEhwKGFNJR05fT1VUQ09NRV9VTlNQRUNJRklFRBAAEhgKFFNJR05fT1VUQ09NRV9BTExPV0VEEAESIQodU0lHTl9PVVRDT01FX1BFTkRJTkdfQVBQUk9WQUwQAhIXChNTSUdOX09VVENPTUVfREVOSUVEEAMqgQEKC09mZmVyU3RhdHVzEhwKGE9GRkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhgKFE9GRkVSX1NUQVRVU19BTExPV0VEEAESIQodT0ZGRVJfU1RBVFVTX1BFTkRJTkdfQVBQUk9WQUwQAhIXChNPRkZFUl9TVEFUVVNfREVOSUVEEAMqpQEKDkFwcHJvdmFsU3RhdHVzEh8KG0FQUFJPVkFMX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0FQUFJPVkFMX1NUQVRVU19QRU5ESU5HEAESHAoYQVBQUk9WQUxfU1RBVFVTX0FQUFJPVkVEEAISGgoWQVBQUk9WQUxfU1RBVFVTX0RFTklFRBADEhsKF0FQUFJPVkFMX1NUQVRVU19FWFBJUkVEEAQqdwoLQWdlbnRTdGF0dXMSHAoYQUdFTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTQUdFTlRfU1RBVFVTX0FDVElWRRABEhcKE0FHRU5UX1NUQVRVU19QQVVTRUQQAhIYChRBR0VOVF9TVEFUVVNfUkVWT0tFRBADMu0DChRQYXltZW50UG9saWN5U2VydmljZRI9CgRTaWduEhkucGF5cG9saWN5LnYxLlNpZ25SZXF1ZXN0GhoucGF5cG9saWN5LnYxLlNpZ25SZXNwb25zZRJACgVRdW90ZRIaLnBheXBvbGljeS52MS5RdW90ZVJlcXVlc3QaGy5wYXlwb2xpY3kudjEuUXVvdGVSZXNwb25zZRJLCgdSZXNvbHZlEhwucGF5cG9saWN5LnYxLlJlc29sdmVSZXF1ZXN0Gh0ucGF5cG9saWN5LnYxLlJlc29sdmVSZXNwb25zZSIDkAIBEmkKEUdldEFwcHJvdmFsU3RhdHVzEiYucGF5cG9saWN5LnYxLkdldEFwcHJvdmFsU3RhdHVzUmVxdWVzdBonLnBheXBvbGljeS52MS5HZXRBcHByb3ZhbFN0YXR1c1Jlc3BvbnNlIgOQAgESPQoEUGluZxIZLnBheXBvbGljeS52MS5QaW5nUmVxdWVzdBoaLnBheXBvbGljeS52MS5QaW5nUmVzcG9uc2USXQoNR2V0QWdlbnRTcGVuZBIiLnBheXBvbGljeS52MS5HZXRBZ2VudFNwZW5kUmVxdWVzdBojLnBheXBvbGljeS52MS5HZXRBZ2VudFNwZW5kUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
+  fileDesc("CiFwYXlwb2xpY3kvdjEvcGF5bWVudF9wb2xpY3kucHJvdG8SDHBheXBvbGljeS52MSLsAwoLU2lnblJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJwoEdHlwZRgCIAEoDjIZLnBheXBvbGljeS52MS5QYXltZW50VHlwZRIVCghjaGFpbl9pZBgDIAEoDUgBiAEBEhkKEXJlY2lwaWVudF9hZGRyZXNzGAQgASgJEhIKCmFtb3VudF91c2QYBSABKAkSDwoHZHJ5X3J1bhgHIAEoCBIcCg9pZGVtcG90ZW5jeV9rZXkYCCABKAlIAogBARIvCgdlaXAzMDA5GAkgASgLMhwucGF5cG9saWN5LnYxLkVpcDMwMDlQYXlsb2FkSAASLwoHcGVybWl0MhgKIAEoCzIcLnBheXBvbGljeS52MS5QZXJtaXQyUGF5bG9hZEgAEj4KD3Jhd190cmFuc2FjdGlvbhgLIAEoCzIjLnBheXBvbGljeS52MS5SYXdUcmFuc2FjdGlvblBheWxvYWRIABIsCgR4NDAyGAwgASgLMhwucGF5cG9saWN5LnYxLlBheXdhbGxQYXlsb2FkSAASKwoDbXBwGA0gASgLMhwucGF5cG9saWN5LnYxLlBheXdhbGxQYXlsb2FkSABCCQoHcGF5bG9hZEILCglfY2hhaW5faWRCEgoQX2lkZW1wb3RlbmN5X2tleUoECAYQByJGCg5FaXAzMDA5UGF5bG9hZBIeChF2YWxpZF9mb3Jfc2Vjb25kcxgBIAEoDUgAiAEBQhQKEl92YWxpZF9mb3Jfc2Vjb25kcyJGCg5QZXJtaXQyUGF5bG9hZBIeChF2YWxpZF9mb3Jfc2Vjb25kcxgBIAEoDUgAiAEBQhQKEl92YWxpZF9mb3Jfc2Vjb25kcyKnAQoVUmF3VHJhbnNhY3Rpb25QYXlsb2FkEhAKA2dhcxgBIAEoBEgAiAEBEhwKD21heF9mZWVfcGVyX2dhcxgCIAEoBEgBiAEBEiUKGG1heF9wcmlvcml0eV9mZWVfcGVyX2dhcxgDIAEoBEgCiAEBQgYKBF9nYXNCEgoQX21heF9mZWVfcGVyX2dhc0IbChlfbWF4X3ByaW9yaXR5X2ZlZV9wZXJfZ2FzIk4KDlBheXdhbGxQYXlsb2FkEhQKDHJlc291cmNlX3VybBgBIAEoCRIOCgZtZXRob2QYAiABKAkSFgoObWF4X2Ftb3VudF91c2QYAyABKAkixwEKFEVpcDMwMDlBdXRob3JpemF0aW9uEgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSDQoFdmFsdWUYAyABKAkSEwoLdmFsaWRfYWZ0ZXIYBCABKAkSFAoMdmFsaWRfYmVmb3JlGAUgASgJEg0KBW5vbmNlGAYgASgJEg0KBXRva2VuGAcgASgJEhMKC2RvbWFpbl9uYW1lGAggASgJEhYKDmRvbWFpbl92ZXJzaW9uGAkgASgJEhAKCGNoYWluX2lkGAogASgNIjgKF1Blcm1pdDJUb2tlblBlcm1pc3Npb25zEg0KBXRva2VuGAEgASgJEg4KBmFtb3VudBgCIAEoCSIxCg5QZXJtaXQyV2l0bmVzcxIKCgJ0bxgBIAEoCRITCgt2YWxpZF9hZnRlchgCIAEoCSLwAQoWUGVybWl0MldpdG5lc3NUcmFuc2ZlchINCgVvd25lchgBIAEoCRI4CglwZXJtaXR0ZWQYAiABKAsyJS5wYXlwb2xpY3kudjEuUGVybWl0MlRva2VuUGVybWlzc2lvbnMSDwoHc3BlbmRlchgDIAEoCRINCgVub25jZRgEIAEoCRIQCghkZWFkbGluZRgFIAEoCRItCgd3aXRuZXNzGAYgASgLMhwucGF5cG9saWN5LnYxLlBlcm1pdDJXaXRuZXNzEhoKEnZlcmlmeWluZ19jb250cmFjdBgHIAEoCRIQCghjaGFpbl9pZBgIIAEoDSJiCg5SYXdUcmFuc2FjdGlvbhISCgpzZXJpYWxpemVkGAEgASgJEgwKBGhhc2gYAiABKAkSDQoFbm9uY2UYAyABKAkSDQoFdG9rZW4YBCABKAkSEAoIY2hhaW5faWQYBSABKA0iLAoNUGF5bWVudEhlYWRlchIMCgRuYW1lGAEgASgJEg0KBXZhbHVlGAIgASgJIqgGCgxTaWduUmVzcG9uc2USKgoHb3V0Y29tZRgBIAEoDjIZLnBheXBvbGljeS52MS5TaWduT3V0Y29tZRIQCghhZ2VudF9pZBgCIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgDIAEoCRIWCglzaWduYXR1cmUYBCABKAlIAIgBARIUCgd0eF9oYXNoGAUgASgJSAGIAQESFQoIY29zdF91c2QYBiABKAlIAogBARISCgppZGVtcG90ZW50GAcgASgIEg4KBnJlYXNvbhgIIAEoCRIbChNhcHByb3ZhbF9yZXF1ZXN0X2lkGAkgASgJEg8KB2RyeV9ydW4YCiABKAgSIwoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgLIAEoCUgDiAEBEhAKCGNoYWluX2lkGAwgASgNEicKBHR5cGUYDSABKA4yGS5wYXlwb2xpY3kudjEuUGF5bWVudFR5cGUSOQoNYXV0aG9yaXphdGlvbhgOIAEoCzIiLnBheXBvbGljeS52MS5FaXAzMDA5QXV0aG9yaXphdGlvbhI1CgdwZXJtaXQyGA8gASgLMiQucGF5cG9saWN5LnYxLlBlcm1pdDJXaXRuZXNzVHJhbnNmZXISNQoPcmF3X3RyYW5zYWN0aW9uGBAgASgLMhwucGF5cG9saWN5LnYxLlJhd1RyYW5zYWN0aW9uEjMKDnBheW1lbnRfaGVhZGVyGBEgASgLMhsucGF5cG9saWN5LnYxLlBheW1lbnRIZWFkZXISGQoRcmVjaXBpZW50X2FkZHJlc3MYEiABKAkSEgoKYW1vdW50X3VzZBgTIAEoCRIZCgxyZXNvdXJjZV91cmwYFCABKAlIBIgBARIoCgNtcHAYFSABKAsyGy5wYXlwb2xpY3kudjEuTXBwQ3JlZGVudGlhbBImCgRydWxlGBYgASgLMhgucGF5cG9saWN5LnYxLlBvbGljeVJ1bGVCDAoKX3NpZ25hdHVyZUIKCghfdHhfaGFzaEILCglfY29zdF91c2RCGQoXX2FwcHJvdmFsX3RocmVzaG9sZF91c2RCDwoNX3Jlc291cmNlX3VybCK6AQoKUG9saWN5UnVsZRIMCgRraW5kGAEgASgJEhMKBndpbmRvdxgCIAEoCUgAiAEBEhIKBXNjb3BlGAMgASgJSAGIAQESFgoJcmVjaXBpZW50GAQgASgJSAKIAQESEgoFbGltaXQYBSABKAlIA4gBARISCgVzcGVudBgGIAEoCUgEiAEBQgkKB193aW5kb3dCCAoGX3Njb3BlQgwKCl9yZWNpcGllbnRCCAoGX2xpbWl0QggKBl9zcGVudCIpCg1NcHBDcmVkZW50aWFsEhgKEHRyYW5zYWN0aW9uX2hhc2gYASABKAkiPQoMUXVvdGVSZXF1ZXN0EgsKA3VybBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIOCgZtZXRob2QYAyABKAkiWQoOT2ZmZXJSZWNpcGllbnQSDwoHYWRkcmVzcxgBIAEoCRIRCgRzbHVnGAIgASgJSACIAQESEQoEbmFtZRgDIAEoCUgBiAEBQgcKBV9zbHVnQgcKBV9uYW1lIuQCCg1RdW90ZVJlc3BvbnNlEikKBnN0YXR1cxgBIAEoDjIZLnBheXBvbGljeS52MS5PZmZlclN0YXR1cxIMCgRyYWlsGAIgASgJEhAKCGNoYWluX2lkGAMgASgNEhIKCmFtb3VudF91c2QYBCABKAkSLwoJcmVjaXBpZW50GAUgASgLMhwucGF5cG9saWN5LnYxLk9mZmVyUmVjaXBpZW50EhQKDHJlc291cmNlX3VybBgGIAEoCRITCgZzY2hlbWUYByABKAlIAIgBARIPCgduZXR3b3JrGAggASgJEhIKBXJlYWxtGAkgASgJSAGIAQESDgoGY2FjaGVkGAogASgIEg4KBnJlYXNvbhgLIAEoCRIjChZhcHByb3ZhbF90aHJlc2hvbGRfdXNkGAwgASgJSAKIAQFCCQoHX3NjaGVtZUIICgZfcmVhbG1CGQoXX2FwcHJvdmFsX3RocmVzaG9sZF91c2QiHwoOUmVzb2x2ZVJlcXVlc3QSDQoFc2x1Z3MYASADKAkiSwoNUmVzb2x2ZVJlc3VsdBIMCgRzbHVnGAEgASgJEiwKB3NlcnZpY2UYAiABKAsyGy5wYXlwb2xpY3kudjEuU2VydmljZVJlY29yZCJxCg9SZXNvbHZlUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLnBheXBvbGljeS52MS5SZXNvbHZlUmVzdWx0EhYKDnJlc29sdmVkX2NvdW50GAIgASgNEhgKEHVucmVzb2x2ZWRfY291bnQYAyABKA0iKAoUR2V0QWdlbnRTcGVuZFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiuQIKFUdldEFnZW50U3BlbmRSZXNwb25zZRIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBnN0YXR1cxgDIAEoDjIZLnBheXBvbGljeS52MS5BZ2VudFN0YXR1cxIUCgx3aW5kb3dfaG91cnMYBCABKA0SFQoNc3BlbmRfY2FwX3VzZBgFIAEoCRIVCg1jb21taXR0ZWRfdXNkGAYgASgJEhUKDXJlbWFpbmluZ191c2QYByABKAkSHgoWYXBwcm92YWxfdGhyZXNob2xkX3VzZBgIIAEoCRIpCgVhc19vZhgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGbGltaXRzGAogAygLMhkucGF5cG9saWN5LnYxLkxpbWl0U3RhdHVzIr0CCgtMaW1pdFN0YXR1cxIOCgZ3aW5kb3cYASABKAkSDQoFc2NvcGUYAiABKAkSFgoJcmVjaXBpZW50GAMgASgJSACIAQESFAoHbWF4X3VzZBgEIAEoCUgBiAEBEhEKCXNwZW50X3VzZBgFIAEoCRIaCg1yZW1haW5pbmdfdXNkGAYgASgJSAKIAQESFgoJbWF4X2NvdW50GAcgASgNSAOIAQESDQoFY291bnQYCCABKA0SIAoTbWF4X25ldHdvcmtfZmVlX3dlaRgJIAEoCUgEiAEBEhcKD25ldHdvcmtfZmVlX3dlaRgKIAEoCUIMCgpfcmVjaXBpZW50QgoKCF9tYXhfdXNkQhAKDl9yZW1haW5pbmdfdXNkQgwKCl9tYXhfY291bnRCFgoUX21heF9uZXR3b3JrX2ZlZV93ZWkiJgoYR2V0QXBwcm92YWxTdGF0dXNSZXF1ZXN0EgoKAmlkGAEgASgJIsEBChlHZXRBcHByb3ZhbFN0YXR1c1Jlc3BvbnNlEiwKBnN0YXR1cxgBIAEoDjIcLnBheXBvbGljeS52MS5BcHByb3ZhbFN0YXR1cxIuCgpkZWNpZGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg50cmFuc2FjdGlvbl9pZBgEIAEoCSIfCgtQaW5nUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJ7CgxQaW5nUmVzcG9uc2USCgoCb2sYASABKAgSEAoIYWdlbnRfaWQYAiABKAkSEgoKYWdlbnRfbmFtZRgDIAEoCRIOCgZvcmdfaWQYBCABKAkSKQoGc3RhdHVzGAUgASgOMhkucGF5cG9saWN5LnYxLkFnZW50U3RhdHVzKq4BCgtQYXltZW50VHlwZRIcChhQQVlNRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIYChRQQVlNRU5UX1RZUEVfRUlQMzAwORABEhgKFFBBWU1FTlRfVFlQRV9QRVJNSVQyEAISIAocUEFZTUVOVF9UWVBFX1JBV19UUkFOU0FDVElPThADEhUKEVBBWU1FTlRfVFlQRV9YNDAyEAQSFAoQUEFZTUVOVF9UWVBFX01QUBAFKoEBCgtTaWduT3V0Y29tZRIcChhTSUdOX09VVENPTUVfVU5TUEVDSUZJRUQQABIYChRTSUdOX09VVENPTUVfQUxMT1dFRBABEiEKHVNJR05fT1VUQ09NRV9QRU5ESU5HX0FQUFJPVkFMEAISFwoTU0lHTl9PVVRDT01FX0RFTklFRBADKoEBCgtPZmZlclN0YXR1cxIcChhPRkZFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRPRkZFUl9TVEFUVVNfQUxMT1dFRBABEiEKHU9GRkVSX1NUQVRVU19QRU5ESU5HX0FQUFJPVkFMEAISFwoTT0ZGRVJfU1RBVFVTX0RFTklFRBADKqUBCg5BcHByb3ZhbFN0YXR1cxIfChtBUFBST1ZBTF9TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdBUFBST1ZBTF9TVEFUVVNfUEVORElORxABEhwKGEFQUFJPVkFMX1NUQVRVU19BUFBST1ZFRBACEhoKFkFQUFJPVkFMX1NUQVRVU19ERU5JRUQQAxIbChdBUFBST1ZBTF9TVEFUVVNfRVhQSVJFRBAEKncKC0FnZW50U3RhdHVzEhwKGEFHRU5UX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE0FHRU5UX1NUQVRVU19BQ1RJVkUQARIXChNBR0VOVF9TVEFUVVNfUEFVU0VEEAISGAoUQUdFTlRfU1RBVFVTX1JFVk9LRUQQAzLtAwoUUGF5bWVudFBvbGljeVNlcnZpY2USPQoEU2lnbhIZLnBheXBvbGljeS52MS5TaWduUmVxdWVzdBoaLnBheXBvbGljeS52MS5TaWduUmVzcG9uc2USQAoFUXVvdGUSGi5wYXlwb2xpY3kudjEuUXVvdGVSZXF1ZXN0GhsucGF5cG9saWN5LnYxLlF1b3RlUmVzcG9uc2USSwoHUmVzb2x2ZRIcLnBheXBvbGljeS52MS5SZXNvbHZlUmVxdWVzdBodLnBheXBvbGljeS52MS5SZXNvbHZlUmVzcG9uc2UiA5ACARJpChFHZXRBcHByb3ZhbFN0YXR1cxImLnBheXBvbGljeS52MS5HZXRBcHByb3ZhbFN0YXR1c1JlcXVlc3QaJy5wYXlwb2xpY3kudjEuR2V0QXBwcm92YWxTdGF0dXNSZXNwb25zZSIDkAIBEj0KBFBpbmcSGS5wYXlwb2xpY3kudjEuUGluZ1JlcXVlc3QaGi5wYXlwb2xpY3kudjEuUGluZ1Jlc3BvbnNlEl0KDUdldEFnZW50U3BlbmQSIi5wYXlwb2xpY3kudjEuR2V0QWdlbnRTcGVuZFJlcXVlc3QaIy5wYXlwb2xpY3kudjEuR2V0QWdlbnRTcGVuZFJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_timestamp, file_paypolicy_v1_registry]);
 
 /**
  * SignRequest asks for one payment.
@@ -687,6 +687,14 @@ export type SignResponse = Message<"paypolicy.v1.SignResponse"> & {
    * @generated from field: paypolicy.v1.MppCredential mpp = 21;
    */
   mpp?: MppCredential | undefined;
+
+  /**
+   * The policy rule that denied the payment or sent it for approval; unset when allowed, and
+   * when a person or a later event decided (an approver's denial, an expiry).
+   *
+   * @generated from field: paypolicy.v1.PolicyRule rule = 22;
+   */
+  rule?: PolicyRule | undefined;
 };
 
 /**
@@ -695,6 +703,64 @@ export type SignResponse = Message<"paypolicy.v1.SignResponse"> & {
  */
 export const SignResponseSchema: GenMessage<SignResponse> = /*@__PURE__*/
   messageDesc(file_paypolicy_v1_payment_policy, 11);
+
+/**
+ * PolicyRule describes, for machines, the rule behind a denial or an approval request.
+ *
+ * @generated from message paypolicy.v1.PolicyRule
+ */
+export type PolicyRule = Message<"paypolicy.v1.PolicyRule"> & {
+  /**
+   * The rule: `allowlist`, `agent_status`, `max_amount`, `max_per_payment`, `network_fee`,
+   * `spend_cap`, `amount_limit`, `treasury_funds`, `treasury_gas`, `approval_threshold`, or for a
+   * window limit the measure it would exceed: `max_usd`, `max_count`, `max_network_fee_wei`.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * The limit's window ("1h", "24h"); unset for rules without one.
+   *
+   * @generated from field: optional string window = 2;
+   */
+  window?: string | undefined;
+
+  /**
+   * Whose rule: `agent` or `organization`.
+   *
+   * @generated from field: optional string scope = 3;
+   */
+  scope?: string | undefined;
+
+  /**
+   * The recipient a limit is scoped to, or the recipient the allowlist refused.
+   *
+   * @generated from field: optional string recipient = 4;
+   */
+  recipient?: string | undefined;
+
+  /**
+   * The bound, in the rule's unit: USD decimal string, a number of payments, or wei.
+   *
+   * @generated from field: optional string limit = 5;
+   */
+  limit?: string | undefined;
+
+  /**
+   * What the window already held before this payment, in the same unit.
+   *
+   * @generated from field: optional string spent = 6;
+   */
+  spent?: string | undefined;
+};
+
+/**
+ * Describes the message paypolicy.v1.PolicyRule.
+ * Use `create(PolicyRuleSchema)` to create a new message.
+ */
+export const PolicyRuleSchema: GenMessage<PolicyRule> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 12);
 
 /**
  * MppCredential describes the Tempo transaction an MPP credential carries.
@@ -715,7 +781,7 @@ export type MppCredential = Message<"paypolicy.v1.MppCredential"> & {
  * Use `create(MppCredentialSchema)` to create a new message.
  */
 export const MppCredentialSchema: GenMessage<MppCredential> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 12);
+  messageDesc(file_paypolicy_v1_payment_policy, 13);
 
 /**
  * QuoteRequest asks the server to probe a paywalled URL.
@@ -750,7 +816,7 @@ export type QuoteRequest = Message<"paypolicy.v1.QuoteRequest"> & {
  * Use `create(QuoteRequestSchema)` to create a new message.
  */
 export const QuoteRequestSchema: GenMessage<QuoteRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 13);
+  messageDesc(file_paypolicy_v1_payment_policy, 14);
 
 /**
  * OfferRecipient is who an offer pays.
@@ -785,7 +851,7 @@ export type OfferRecipient = Message<"paypolicy.v1.OfferRecipient"> & {
  * Use `create(OfferRecipientSchema)` to create a new message.
  */
 export const OfferRecipientSchema: GenMessage<OfferRecipient> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 14);
+  messageDesc(file_paypolicy_v1_payment_policy, 15);
 
 /**
  * QuoteResponse is the parsed offer with its dry-run verdict.
@@ -883,7 +949,7 @@ export type QuoteResponse = Message<"paypolicy.v1.QuoteResponse"> & {
  * Use `create(QuoteResponseSchema)` to create a new message.
  */
 export const QuoteResponseSchema: GenMessage<QuoteResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 15);
+  messageDesc(file_paypolicy_v1_payment_policy, 16);
 
 /**
  * ResolveRequest names the slugs to look up.
@@ -904,7 +970,7 @@ export type ResolveRequest = Message<"paypolicy.v1.ResolveRequest"> & {
  * Use `create(ResolveRequestSchema)` to create a new message.
  */
 export const ResolveRequestSchema: GenMessage<ResolveRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 16);
+  messageDesc(file_paypolicy_v1_payment_policy, 17);
 
 /**
  * ResolveResult is the lookup of one slug.
@@ -932,7 +998,7 @@ export type ResolveResult = Message<"paypolicy.v1.ResolveResult"> & {
  * Use `create(ResolveResultSchema)` to create a new message.
  */
 export const ResolveResultSchema: GenMessage<ResolveResult> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 17);
+  messageDesc(file_paypolicy_v1_payment_policy, 18);
 
 /**
  * ResolveResponse lists one result per distinct requested slug, in request order.
@@ -967,7 +1033,7 @@ export type ResolveResponse = Message<"paypolicy.v1.ResolveResponse"> & {
  * Use `create(ResolveResponseSchema)` to create a new message.
  */
 export const ResolveResponseSchema: GenMessage<ResolveResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 18);
+  messageDesc(file_paypolicy_v1_payment_policy, 19);
 
 /**
  * GetAgentSpendRequest names an agent of the caller's organization.
@@ -988,7 +1054,7 @@ export type GetAgentSpendRequest = Message<"paypolicy.v1.GetAgentSpendRequest"> 
  * Use `create(GetAgentSpendRequestSchema)` to create a new message.
  */
 export const GetAgentSpendRequestSchema: GenMessage<GetAgentSpendRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 19);
+  messageDesc(file_paypolicy_v1_payment_policy, 20);
 
 /**
  * GetAgentSpendResponse is an agent's spend in its rolling cap window, as the policy check sums it.
@@ -1058,6 +1124,14 @@ export type GetAgentSpendResponse = Message<"paypolicy.v1.GetAgentSpendResponse"
    * @generated from field: google.protobuf.Timestamp as_of = 9;
    */
   asOf?: Timestamp | undefined;
+
+  /**
+   * Every limit that binds the agent, the 24-hour spend cap first, then the agent's window limits,
+   * then its organization's, each with what its window holds now.
+   *
+   * @generated from field: repeated paypolicy.v1.LimitStatus limits = 10;
+   */
+  limits: LimitStatus[];
 };
 
 /**
@@ -1065,7 +1139,91 @@ export type GetAgentSpendResponse = Message<"paypolicy.v1.GetAgentSpendResponse"
  * Use `create(GetAgentSpendResponseSchema)` to create a new message.
  */
 export const GetAgentSpendResponseSchema: GenMessage<GetAgentSpendResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 20);
+  messageDesc(file_paypolicy_v1_payment_policy, 21);
+
+/**
+ * LimitStatus is one limit and how much of it is used.
+ *
+ * @generated from message paypolicy.v1.LimitStatus
+ */
+export type LimitStatus = Message<"paypolicy.v1.LimitStatus"> & {
+  /**
+   * The window ("1h", "24h", "30d").
+   *
+   * @generated from field: string window = 1;
+   */
+  window: string;
+
+  /**
+   * Whose limit: `agent` or `organization`.
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * The recipient the limit counts, when it is scoped to one.
+   *
+   * @generated from field: optional string recipient = 3;
+   */
+  recipient?: string | undefined;
+
+  /**
+   * The USD maximum, decimal text, when the limit has one.
+   *
+   * @generated from field: optional string max_usd = 4;
+   */
+  maxUsd?: string | undefined;
+
+  /**
+   * USD committed in the window (for the whole scope, whatever the maximum), decimal text.
+   *
+   * @generated from field: string spent_usd = 5;
+   */
+  spentUsd: string;
+
+  /**
+   * Maximum minus spent, never below zero, when the limit has a USD maximum.
+   *
+   * @generated from field: optional string remaining_usd = 6;
+   */
+  remainingUsd?: string | undefined;
+
+  /**
+   * The most payments in the window, when the limit has one.
+   *
+   * @generated from field: optional uint32 max_count = 7;
+   */
+  maxCount?: number | undefined;
+
+  /**
+   * Payments in the window.
+   *
+   * @generated from field: uint32 count = 8;
+   */
+  count: number;
+
+  /**
+   * The most network fee in the window, in wei, when the limit has one.
+   *
+   * @generated from field: optional string max_network_fee_wei = 9;
+   */
+  maxNetworkFeeWei?: string | undefined;
+
+  /**
+   * Network fee committed in the window, in wei (whole gwei, rounded up).
+   *
+   * @generated from field: string network_fee_wei = 10;
+   */
+  networkFeeWei: string;
+};
+
+/**
+ * Describes the message paypolicy.v1.LimitStatus.
+ * Use `create(LimitStatusSchema)` to create a new message.
+ */
+export const LimitStatusSchema: GenMessage<LimitStatus> = /*@__PURE__*/
+  messageDesc(file_paypolicy_v1_payment_policy, 22);
 
 /**
  * GetApprovalStatusRequest names an approval request.
@@ -1086,7 +1244,7 @@ export type GetApprovalStatusRequest = Message<"paypolicy.v1.GetApprovalStatusRe
  * Use `create(GetApprovalStatusRequestSchema)` to create a new message.
  */
 export const GetApprovalStatusRequestSchema: GenMessage<GetApprovalStatusRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 21);
+  messageDesc(file_paypolicy_v1_payment_policy, 23);
 
 /**
  * GetApprovalStatusResponse is the state of one approval request.
@@ -1128,7 +1286,7 @@ export type GetApprovalStatusResponse = Message<"paypolicy.v1.GetApprovalStatusR
  * Use `create(GetApprovalStatusResponseSchema)` to create a new message.
  */
 export const GetApprovalStatusResponseSchema: GenMessage<GetApprovalStatusResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 22);
+  messageDesc(file_paypolicy_v1_payment_policy, 24);
 
 /**
  * PingRequest names the agent to check.
@@ -1149,7 +1307,7 @@ export type PingRequest = Message<"paypolicy.v1.PingRequest"> & {
  * Use `create(PingRequestSchema)` to create a new message.
  */
 export const PingRequestSchema: GenMessage<PingRequest> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 23);
+  messageDesc(file_paypolicy_v1_payment_policy, 25);
 
 /**
  * PingResponse is a snapshot of the agent and its organization.
@@ -1198,7 +1356,7 @@ export type PingResponse = Message<"paypolicy.v1.PingResponse"> & {
  * Use `create(PingResponseSchema)` to create a new message.
  */
 export const PingResponseSchema: GenMessage<PingResponse> = /*@__PURE__*/
-  messageDesc(file_paypolicy_v1_payment_policy, 24);
+  messageDesc(file_paypolicy_v1_payment_policy, 26);
 
 /**
  * PaymentType selects what Sign produces.

@@ -1,3 +1,4 @@
+import { parseLimits } from '../../domain/limits.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import { formatUsd, parseUsd } from '../../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
@@ -14,7 +15,7 @@ const MAX_ALLOWLIST = 1000;
 
 /** A policy that allows nothing: new agents start here until an operator sets one. */
 export function denyAllPolicy(now: number): Policy {
-  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, maxPerPaymentMicros: null, updatedAt: now };
+  return { allowlist: [], spendCapMicros: 0n, approvalThresholdMicros: 0n, maxNetworkFeeWei: DEFAULT_MAX_NETWORK_FEE_WEI, maxPerPaymentMicros: null, limits: [], updatedAt: now };
 }
 
 const agentNotFound = () => new DomainError('not_found', 'Agent not found', { code: 'agent_not_found' });
@@ -80,7 +81,11 @@ export async function listAgents(deps: AppDeps, principal: Principal, orgId: str
  * Policy fields as every transport delivers them. An unset fee ceiling or per-payment maximum
  * keeps the current one; an empty per-payment maximum removes it.
  */
-export type PolicyInput = { allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string; maxNetworkFeeWei?: string; maxPerPaymentUsd?: string };
+export type PolicyInput = {
+  allowlist: string[]; spendCapUsd: string; approvalThresholdUsd: string; maxNetworkFeeWei?: string; maxPerPaymentUsd?: string;
+  /** Window limits as the policy document writes them (domain/limits.ts); undefined keeps the agent's. */
+  limits?: unknown;
+};
 
 /**
  * Validates and normalizes policy input: addresses lowercased, duplicates dropped. An unset fee
@@ -106,6 +111,7 @@ export function parsePolicy(input: PolicyInput, now: number): Policy {
     approvalThresholdMicros: parseUsd(input.approvalThresholdUsd, 'approval_threshold_usd'),
     maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? DEFAULT_MAX_NETWORK_FEE_WEI : parseMaxNetworkFeeWei(input.maxNetworkFeeWei),
     maxPerPaymentMicros: input.maxPerPaymentUsd === undefined || input.maxPerPaymentUsd === '' ? null : parseUsd(input.maxPerPaymentUsd, 'max_per_payment_usd'),
+    limits: input.limits === undefined ? [] : parseLimits(input.limits),
     updatedAt: now,
   };
 }
@@ -124,6 +130,7 @@ export async function setPolicy(deps: AppDeps, principal: Principal, input: Poli
       ...parsed,
       maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? agent.policy.maxNetworkFeeWei : parsed.maxNetworkFeeWei,
       maxPerPaymentMicros: input.maxPerPaymentUsd === undefined ? agent.policy.maxPerPaymentMicros : parsed.maxPerPaymentMicros,
+      limits: input.limits === undefined ? agent.policy.limits : parsed.limits,
     };
     await tx.agents.setPolicy(input.agentId, policy);
     return { policy, warnings: await policyWarnings(inTx, principal, agent.orgId, policy) };

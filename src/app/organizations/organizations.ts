@@ -1,3 +1,4 @@
+import { parseLimits } from '../../domain/limits.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { Organization, Principal } from '../../domain/types.js';
 import { requireName } from '../../domain/validate.js';
@@ -29,19 +30,29 @@ export async function createOrganization(deps: AppDeps, principal: Principal, in
   const window = requireWindow(input.approvalWindowSeconds || DEFAULT_APPROVAL_WINDOW_SECONDS);
   const org = { id: newId('org'), name, approvalWindowSeconds: window, createdAt: deps.now() };
   await deps.uow.write((tx) => tx.organizations.insert(org), { alone: true });
-  return { ...org, treasuryAddress: null };
+  return { ...org, treasuryAddress: null, limits: [] };
 }
 
-/** Renames an organization or changes its approval window; pending approvals keep their expiry. */
-export async function updateOrganization(deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number }): Promise<Organization> {
+/**
+ * Renames an organization, changes its approval window (pending approvals keep their expiry) or
+ * replaces its window limits (`limits` as the document writes them, parsed by domain/limits.ts;
+ * they bind the next decision of every agent of the organization).
+ */
+export async function updateOrganization(
+  deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number; limits?: unknown },
+): Promise<Organization> {
   requirePermission(principal, 'operate');
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
+  const limits = input.limits === undefined ? undefined : parseLimits(input.limits);
   // An update that says nothing was not understood (a field the caller's tool dropped), not a success to report.
-  if (name === undefined && window === undefined) throw invalidArgument('name or approval_window_seconds is required: the update would change nothing');
+  if (name === undefined && window === undefined && limits === undefined) {
+    throw invalidArgument('name, approval_window_seconds or limits is required: the update would change nothing');
+  }
   return deps.uow.write(async (tx) => {
     const org = await requireOrganization(withinWrite(deps, tx), input.orgId);
-    await tx.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
+    if (name !== undefined || window !== undefined) await tx.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
+    if (limits !== undefined) await tx.organizations.setLimits(org.id, limits);
     return (await tx.organizations.get(org.id))!;
   }, { alone: true });
 }

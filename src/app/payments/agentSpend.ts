@@ -1,3 +1,4 @@
+import type { LimitScope, SpendLimit } from '../../domain/limits.js';
 import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { requireAgentInOrg } from '../organizations/agents.js';
@@ -18,7 +19,12 @@ export type AgentSpendStatus = {
   approvalThresholdMicros: bigint;
   /** The instant the window ends at (epoch milliseconds). */
   asOf: number;
+  /** Every limit: the spend cap first, then the agent's window limits, then its organization's. */
+  limits: LimitStatus[];
 };
+
+/** One limit and what its window holds now. */
+export type LimitStatus = { scope: LimitScope; limit: SpendLimit; micros: bigint; count: number; feeWei: bigint };
 
 /**
  * GET /api/agents/{id}/spend (an extension beyond the wire protocol): an agent's own remaining
@@ -31,9 +37,20 @@ export async function getAgentSpend(deps: AppDeps, principal: ApiKeyPrincipal, a
   // The same sum the policy check uses (overdue approvals no longer hold the cap).
   const committed = await deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
   const cap = agent.policy.spendCapMicros;
+  const org = await deps.store.organizations.get(agent.orgId);
+  const status = async (scope: LimitScope, limit: SpendLimit, micros?: bigint): Promise<LimitStatus> => {
+    const w = await deps.store.payments.windowUse({
+      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
+    });
+    return { scope, limit, micros: micros ?? w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n };
+  };
+  const capLimit: SpendLimit = { window: '24h', windowMs: CAP_WINDOW_MS, maxMicros: cap, maxCount: null, maxNetworkFeeWei: null, recipient: null };
+  const limits = [await status('agent', capLimit, committed)];
+  for (const l of agent.policy.limits) limits.push(await status('agent', l));
+  for (const l of org?.limits ?? []) limits.push(await status('organization', l));
   return {
     agentId: agent.id, agentName: agent.name, status: agent.status, windowMs: CAP_WINDOW_MS,
     spendCapMicros: cap, committedMicros: committed, remainingMicros: cap > committed ? cap - committed : 0n,
-    approvalThresholdMicros: agent.policy.approvalThresholdMicros, asOf: now,
+    approvalThresholdMicros: agent.policy.approvalThresholdMicros, asOf: now, limits,
   };
 }

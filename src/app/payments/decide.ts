@@ -1,6 +1,6 @@
 import type { Address } from 'viem';
 import { MAX_USD_MICROS } from '../../domain/money.js';
-import { evaluatePolicy } from '../../domain/policy.js';
+import { evaluatePolicy, type RuleInfo } from '../../domain/policy.js';
 import type { PaymentRequest } from '../../domain/paymentRequest.js';
 import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
 import { shedIfLate } from '../../overload/admission.js';
@@ -13,6 +13,7 @@ import { intentFacts, type Intent } from './intent.js';
 import { signOrFail } from './settle.js';
 import type { SignedPayment } from './signatures.js';
 import { withinWrite } from '../withinWrite.js';
+import { feeGweiOf } from '../../domain/networkFee.js';
 import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './funds.js';
 
 /**
@@ -23,8 +24,8 @@ import { readFundsForSigning, treasuryFundsVerdict, type FundsReading } from './
 
 /** What the deciding write recorded; `row` is the payment's row as inserted. */
 export type Decision =
-  | { outcome: 'denied'; row: PaymentRow; reason: string }
-  | { outcome: 'pending_approval'; row: PaymentRow; reason: string; approvalId: string }
+  | { outcome: 'denied'; row: PaymentRow; reason: string; rule: RuleInfo }
+  | { outcome: 'pending_approval'; row: PaymentRow; reason: string; approvalId: string; rule: RuleInfo }
   /** Signed before the write and recorded in it as `signed`: the signature may leave now. */
   | { outcome: 'signed'; row: PaymentRow; signed: SignedPayment }
   /** Recorded as `signing` (a raw transaction with its nonce): signed and settled after (settle.ts). */
@@ -87,23 +88,23 @@ export async function decide(
       // largest amount it can hold, and the reason the real one.
       recipient: intent.recipient, amountMicros: intent.amountMicros > MAX_USD_MICROS ? MAX_USD_MICROS : intent.amountMicros, reason: '', serviceSlug: facts.attributedSlug ?? '',
       resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
-      approvalId: null, createdAt: now,
+      approvalId: null, createdAt: now, feeGwei: feeGweiOf(intent.networkFee),
     };
     if (verdict.outcome === 'denied') {
-      const denied = withState(row, 'denied', verdict.reason, null, null);
+      const denied = withState(row, 'denied', verdict.reason, null, null, verdict.info);
       await payments.insert(denied);
-      return { outcome: 'denied', row: denied, reason: verdict.reason };
+      return { outcome: 'denied', row: denied, reason: verdict.reason, rule: verdict.info };
     }
     if (verdict.outcome === 'pending_approval') {
       const approvalId = newUuid();
       const windowMs = (await organizations.get(principal.orgId))!.approvalWindowSeconds * 1000;
-      const pending = withState(row, 'pending_approval', verdict.reason, null, approvalId);
+      const pending = withState(row, 'pending_approval', verdict.reason, null, approvalId, verdict.rule);
       await payments.insert(pending);
       await approvals.insert({
         id: approvalId, orgId: principal.orgId, agentId: agent.id, transactionId: row.id, status: 'pending', createdAt: now,
         expiresAt: now + windowMs, decidedAt: null, decidedBy: '', note: '',
       });
-      return { outcome: 'pending_approval', row: pending, reason: verdict.reason, approvalId };
+      return { outcome: 'pending_approval', row: pending, reason: verdict.reason, approvalId, rule: verdict.rule };
     }
     if (presigned) {
       const signed = withState(row, 'signed', row.reason, JSON.stringify(presigned), null);
@@ -125,10 +126,13 @@ export async function decide(
  * The row in its first state, every field written out: V8 builds `{ ...row, status, … }` on a
  * slow path (about 1.5 µs per payment for this 17-field row).
  */
-function withState(row: Omit<PaymentRow, 'status'>, status: InitialState, reason: string, result: string | null, approvalId: string | null): PaymentRow & { status: InitialState } {
+function withState(
+  row: Omit<PaymentRow, 'status'>, status: InitialState, reason: string, result: string | null, approvalId: string | null, rule: RuleInfo | null = null,
+): PaymentRow & { status: InitialState } {
   return {
     id: row.id, orgId: row.orgId, agentId: row.agentId, type: row.type, status, chainId: row.chainId, recipient: row.recipient,
     amountMicros: row.amountMicros, reason, serviceSlug: row.serviceSlug, resourceUrl: row.resourceUrl, idempotencyKey: row.idempotencyKey,
-    requestHash: row.requestHash, request: row.request, result, approvalId, createdAt: row.createdAt,
+    requestHash: row.requestHash, request: row.request, result, approvalId, createdAt: row.createdAt, feeGwei: row.feeGwei,
+    rule: rule && JSON.stringify(rule),
   };
 }

@@ -5,7 +5,7 @@ import { rpcReason, type ChainRpc } from '../../chain/rpc.js';
 import { DomainError } from '../../domain/errors.js';
 import { formatUsd } from '../../domain/money.js';
 import { maxNetworkFeeWei, type NetworkFee } from '../../domain/networkFee.js';
-import type { Verdict } from '../../domain/policy.js';
+import { deny, type Verdict } from '../../domain/policy.js';
 import { USDC } from '../../signing/tokens.js';
 import type { AppDeps } from '../deps.js';
 import { storedNetworkFee } from './recheck.js';
@@ -82,7 +82,7 @@ export async function treasuryFundsVerdict(
     if (fee) unminedFeeWei += maxNetworkFeeWei(fee);
   }
   const shortfall = treasuryShortfall(chainId, funds, { unminedMicros, unminedFeeWei }, payment);
-  return shortfall ? { outcome: 'denied', rule: shortfall.rule, reason: shortfall.reason } : verdict;
+  return shortfall ? deny(shortfall.rule, shortfall.reason, { scope: 'organization' }) : verdict;
 }
 
 /**

@@ -87,9 +87,9 @@ async function newPayment(deps: AppDeps, principal: ApiKeyPrincipal, agent: Agen
     const { row } = decision;
     switch (decision.outcome) {
       case 'denied':
-        return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: decision.reason, idempotent: false };
+        return { outcome: 'denied', agentId: agent.id, transactionId: row.id, reason: decision.reason, idempotent: false, rule: decision.rule };
       case 'pending_approval':
-        return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: decision.approvalId, reason: decision.reason, idempotent: false };
+        return { outcome: 'pending_approval', agentId: agent.id, transactionId: row.id, approvalRequestId: decision.approvalId, reason: decision.reason, idempotent: false, rule: decision.rule };
       case 'signed':
         return allowedResult(row, decision.signed, false);
       case 'reserved': {

@@ -1,4 +1,5 @@
 import type { Agent } from '../../domain/types.js';
+import { limitCovers, type LimitScope, type LimitUsage, type SpendLimit } from '../../domain/limits.js';
 import type { PolicyFacts } from '../../domain/policy.js';
 import type { AppDeps } from '../deps.js';
 
@@ -17,7 +18,37 @@ const NONE: MoreFacts = {};
  */
 export async function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n, more: MoreFacts = NONE): Promise<PolicyFacts> {
   const now = deps.now();
-  return factsOf(agent, recipient, amountMicros, (await committedNow(deps, agent.id, now)) - excludeMicros, more);
+  const facts = factsOf(agent, recipient, amountMicros, (await committedNow(deps, agent.id, now)) - excludeMicros, more);
+  facts.limits = await limitUsages(deps, agent, recipient, more.attributedSlug ?? null, now, excludeMicros);
+  return facts;
+}
+
+const NO_LIMITS: readonly LimitUsage[] = [];
+
+/**
+ * The agent's and its organization's window limits that cover a payment to `recipient`, each
+ * with what its window holds now. `excludeMicros` is a payment already holding (an approved one
+ * being collected): its amount and its one payment are taken out of every window, as out of the
+ * cap. Its network fee stays counted, which can only refuse more.
+ */
+async function limitUsages(deps: AppDeps, agent: Agent, recipient: string, slug: string | null, now: number, excludeMicros: bigint): Promise<readonly LimitUsage[]> {
+  const org = await deps.store.organizations.get(agent.orgId);
+  const agentLimits = agent.policy.limits;
+  const orgLimits = org?.limits ?? [];
+  if (agentLimits.length === 0 && orgLimits.length === 0) return NO_LIMITS;
+  const out: LimitUsage[] = [];
+  const measure = async (scope: LimitScope, limit: SpendLimit) => {
+    if (!limitCovers(limit, recipient, slug)) return;
+    const w = await deps.store.payments.windowUse({
+      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
+    });
+    const own = excludeMicros > 0n ? 1 : 0;
+    const micros = w.micros - excludeMicros;
+    out.push({ scope, limit, use: { micros: micros < 0n ? 0n : micros, count: Math.max(0, w.count - own), feeWei: w.feeGwei * 1_000_000_000n } });
+  };
+  for (const l of agentLimits) await measure('agent', l);
+  for (const l of orgLimits) await measure('organization', l);
+  return out;
 }
 
 /** Every field written out in one literal (see policyFacts). */

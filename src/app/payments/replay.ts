@@ -1,3 +1,4 @@
+import type { RuleInfo } from '../../domain/policy.js';
 import type { Address } from 'viem';
 import { DomainError } from '../../domain/errors.js';
 import { unauthenticated } from '../accounts/auth/credentials.js';
@@ -84,7 +85,7 @@ async function collectApproved(deps: AppDeps, row: PaymentRow, treasury: Address
   });
   // Someone else moved the row first (a concurrent collection, the sweep): report what it is now.
   if (step.kind === 'over') return replayPayment(deps, (await deps.store.payments.get(row.id))!, row.requestHash, treasury, keyId);
-  if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true };
+  if (step.kind === 'denied') return { outcome: 'denied', agentId: row.agentId, transactionId: row.id, reason: step.reason, idempotent: true, rule: null };
   // Only once the floor is committed: the pair needs no more asking of the node.
   if (step.floored) deps.submitter.markNonceSynced(row.orgId, row.chainId);
   const signed = await signAndSettle(deps, row.id, row.orgId, treasury, request, step.nonce);
@@ -99,6 +100,8 @@ async function probeApproved(deps: AppDeps, row: PaymentRow): Promise<Probed> {
   const { offer, chain } = await probeOffer(deps, row.orgId, stored.payload.resourceUrl, stored.payload.method);
   return { offer, chain, approved: offerFromJson(stored.offer), request: JSON.stringify({ ...stored, offer: offerToJson(offer) }) };
 }
+
+const storedRule = (row: PaymentRow): RuleInfo | null => (row.rule ? JSON.parse(row.rule) as RuleInfo : null);
 
 /** Replays the stored outcome of an earlier request with the same key. */
 export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash: string, treasury: Address, keyId?: string): Promise<SignResult> {
@@ -118,12 +121,13 @@ export async function replayPayment(deps: AppDeps, row: PaymentRow, requestHash:
     case 'signed':
       return allowedResult(current, JSON.parse(current.result!) as SignedPayment, true);
     case 'pending_approval':
-      return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason };
+      return { outcome: 'pending_approval', ...base, approvalRequestId: current.approvalId!, reason: current.reason, rule: storedRule(current) };
     case 'approved':
       return collectApproved(deps, current, treasury, keyId);
     case 'denied':
     case 'expired':
-      return { outcome: 'denied', ...base, reason: current.reason };
+      // Only the policy's own denial has a rule: a person's denial or an expiry came later.
+      return { outcome: 'denied', ...base, reason: current.reason, rule: current.status === 'denied' && current.approvalId === null ? storedRule(current) : null };
     case 'signing':
       throw new DomainError('conflict', 'This payment is still being signed; repeat the request shortly', { code: 'in_progress' });
     case 'reverted':

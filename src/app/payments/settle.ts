@@ -2,7 +2,7 @@ import type { Address } from 'viem';
 import { checksumAddress } from '../../domain/address.js';
 import { DomainError } from '../../domain/errors.js';
 import type { PaymentType } from '../../domain/paymentRequest.js';
-import type { Verdict } from '../../domain/policy.js';
+import type { RuleInfo, Verdict } from '../../domain/policy.js';
 import type { PaymentRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { parseStored, preparePayment, storedMppOffer, type SignedPayment } from './signatures.js';
@@ -23,8 +23,8 @@ export type SignResult =
       /** The on-chain transaction hash once a node accepted it (raw transactions the service submits); else null. */
       txHash: string | null;
     }
-  | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean }
-  | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean }
+  | { outcome: 'pending_approval'; agentId: string; transactionId: string; approvalRequestId: string; reason: string; idempotent: boolean; rule: RuleInfo | null }
+  | { outcome: 'denied'; agentId: string; transactionId: string; reason: string; idempotent: boolean; rule: RuleInfo | null }
   | { outcome: 'dry_run'; agentId: string; verdict: Verdict; type: PaymentType; chainId: number; recipient: string; amountMicros: bigint };
 
 /** A signature whose row is durably `signed`: the one thing of a payment that may leave the process. */

@@ -8,8 +8,14 @@ import {
   UpdateAgentResponseSchema,
   type Agent,
   type Policy,
+  type SpendLimit,
+  type SpendLimitSchema,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
-import { toJson } from '@bufbuild/protobuf';
+import { toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import { DomainError } from '../../domain/errors.js';
+import { DEFAULT_MAX_NETWORK_FEE_WEI } from '../../domain/networkFee.js';
+import { parsePolicyDocument, policyDocument } from '../../domain/policyDocument.js';
+import { readJsonFile } from '../jsonFile.js';
 import { formatEther } from 'viem';
 import { commandOutput, type Command } from '../command.js';
 import { UsageError } from '../errors.js';
@@ -37,12 +43,13 @@ function policyFields(p: Policy | undefined): [string, string][] {
     ['approval above', formatUsdText(p?.approvalThresholdUsd ?? '')],
     ['max per payment', p?.maxPerPaymentUsd ? formatUsdText(p.maxPerPaymentUsd) : 'no maximum'],
     ['max network fee', weiText(p?.maxNetworkFeeWei ?? '')],
+    ['limits', limitsText(p?.limits ?? [])],
     ['policy updated', formatTime(p?.updatedAt)],
     ...otherPolicyFields(p),
   ];
 }
 
-const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_wei', 'updated_at'];
+const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_wei', 'limits', 'updated_at'];
 
 /** Policy fields without a rendering of their own are shown as their JSON value, so none is hidden. */
 function otherPolicyFields(p: Policy | undefined): [string, string][] {
@@ -75,7 +82,52 @@ const POLICY_FLAGS = messageFlags(SetPolicyRequestSchema, {
   spend_cap_usd: { flag: '--cap', placeholder: 'USD' },
   approval_threshold_usd: { flag: '--threshold', placeholder: 'USD' },
   max_network_fee_wei: { flag: '--max-fee-wei', placeholder: 'WEI' },
-}, ['agent_id']);
+}, ['agent_id', 'limits']);
+
+/** A policy document file (domain/policyDocument.ts) as a SetPolicy request: the whole policy, every field set. */
+function requestFromDocument(agentId: string, path: string): MessageInitShape<typeof SetPolicyRequestSchema> {
+  let doc;
+  try {
+    doc = parsePolicyDocument(readJsonFile(path));
+  } catch (err) {
+    if (err instanceof DomainError) throw new UsageError(`${path}: ${err.message}`);
+    throw err;
+  }
+  return {
+    agentId, allowlist: doc.allowlist, spendCapUsd: doc.spendCapUsd, approvalThresholdUsd: doc.approvalThresholdUsd,
+    maxPerPaymentUsd: doc.maxPerPaymentUsd, maxNetworkFeeWei: doc.maxNetworkFeeWei ?? String(DEFAULT_MAX_NETWORK_FEE_WEI),
+    limits: { items: doc.limits.map((l) => limitMessage(l)) },
+  };
+}
+
+/** A document limit as its message: the keys it sets, by their proto names. */
+export function limitMessage(l: Record<string, unknown>): MessageInitShape<typeof SpendLimitSchema> {
+  return {
+    window: l.window as string, maxUsd: l.max_usd as string | undefined, maxCount: l.max_count as number | undefined,
+    maxNetworkFeeWei: l.max_network_fee_wei as string | undefined, recipient: l.recipient as string | undefined,
+  };
+}
+
+/** The agent's policy as its document, with limits written as the document writes them. */
+function documentOf(p: Policy | undefined): Record<string, unknown> {
+  const json = p ? toJson(PolicySchema, p, { alwaysEmitImplicit: true }) as { limits?: Array<Record<string, unknown>> } : {};
+  const limits = (json.limits ?? []).map((l) => Object.fromEntries(Object.entries({
+    window: l.window, max_usd: l.maxUsd, max_count: l.maxCount, max_network_fee_wei: l.maxNetworkFeeWei, recipient: l.recipient,
+  }).filter(([, v]) => v !== undefined)));
+  return policyDocument({
+    allowlist: p?.allowlist ?? [], spendCapUsd: p?.spendCapUsd ?? '0', approvalThresholdUsd: p?.approvalThresholdUsd ?? '0',
+    maxPerPaymentUsd: p?.maxPerPaymentUsd ?? '', maxNetworkFeeWei: p?.maxNetworkFeeWei ?? '0', limits,
+  });
+}
+
+/** Window limits, one line each, as people read them. */
+export function limitsText(limits: readonly SpendLimit[]): string {
+  if (limits.length === 0) return 'none';
+  return limits.map((l) => [
+    `${l.window}:`, l.maxUsd !== undefined ? formatUsdText(l.maxUsd) : '', l.maxCount !== undefined ? `${l.maxCount} payments` : '',
+    l.maxNetworkFeeWei !== undefined ? `${l.maxNetworkFeeWei} wei of fees` : '', l.recipient ? `to ${l.recipient}` : '',
+  ].filter(Boolean).join(' ')).join('; ');
+}
 
 /** `agent create|update|get|list` and `policy set`. */
 export const agentCommands: Command[] = [
@@ -146,16 +198,33 @@ export const agentCommands: Command[] = [
   {
     group: 'policy',
     action: 'set',
-    synopsis: `--agent AGENT_ID ${POLICY_FLAGS.synopsis}`,
-    summary: "Replace an agent's policy; --allow repeats, and --allow '' allows nothing. Without --max-fee-wei or --max-per-payment-usd that value stays as it is; --max-per-payment-usd '' removes the maximum.",
-    flags: { '--agent': 'value', ...POLICY_FLAGS.flags },
+    synopsis: `--agent AGENT_ID (--file POLICY.json | ${POLICY_FLAGS.synopsis})`,
+    summary: "Replace an agent's policy, whole from a policy document (--file), or from flags: --allow repeats, and --allow '' allows nothing; without --max-fee-wei or --max-per-payment-usd that value stays as it is, and so do the window limits; --max-per-payment-usd '' removes the maximum.",
+    flags: { '--agent': 'value', '--file': 'value', ...POLICY_FLAGS.flags },
     prepare(flags) {
       const agentId = flags.require('--agent');
+      const file = flags.get('--file');
+      const mixed = Object.keys(POLICY_FLAGS.flags).find((f) => flags.has(f));
+      if (file !== undefined && mixed !== undefined) throw new UsageError(`--file cannot be combined with ${mixed}: the document is the whole policy`);
       // The server validates the values; an optional one left out keeps the agent's current value.
-      const request = POLICY_FLAGS.read(flags, { agentId });
+      const request = file !== undefined ? requestFromDocument(agentId, file) : POLICY_FLAGS.read(flags, { agentId });
       return async (client) => {
         const r = await client.setPolicy(request);
         return { ...commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`), warnings: r.warnings };
+      };
+    },
+  },
+  {
+    group: 'policy',
+    action: 'get',
+    synopsis: '--agent AGENT_ID',
+    summary: "Show an agent's policy; with --json, as the policy document that policy set --file takes.",
+    flags: { '--agent': 'value' },
+    prepare(flags) {
+      const request = { agentId: flags.require('--agent') };
+      return async (client) => {
+        const r = await client.getAgent(request);
+        return { json: documentOf(r.agent?.policy) as JsonValue, text: `policy of ${request.agentId}\n${formatFields(policyFields(r.agent?.policy))}` };
       };
     },
   },

@@ -12,6 +12,8 @@ import { APPROVAL_WINDOW_SECONDS } from '../../app/organizations/organizations.j
 import { UsageError } from '../errors.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
+import { readJsonFile } from '../jsonFile.js';
+import { limitMessage, limitsText } from './agents.js';
 
 function organizationFields(o: Organization): string {
   return formatFields([
@@ -19,6 +21,7 @@ function organizationFields(o: Organization): string {
     ['name', o.name],
     ['treasury', o.treasuryAddress || 'not provisioned'],
     ['approval window', `${o.approvalWindowSeconds}s`],
+    ['limits', limitsText(o.limits)],
     ['created', formatTime(o.createdAt)],
   ]);
 }
@@ -57,6 +60,26 @@ export const organizationCommands: Command[] = [
         approvalWindowSeconds: approvalWindow(flags),
       };
       if (request.name === undefined && request.approvalWindowSeconds === undefined) throw new UsageError('org update needs --name or --approval-window');
+      return async (client) => {
+        const r = await client.updateOrganization(request);
+        return commandOutput(UpdateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'updated');
+      };
+    },
+  },
+  {
+    group: 'org',
+    action: 'limits set',
+    synopsis: '--org ORG_ID --file LIMITS.json',
+    summary: 'Replace the window limits every agent of the organization shares, from {"limits": [...]} (each like a policy document\'s limits).',
+    flags: { '--org': 'value', '--file': 'value' },
+    prepare(flags) {
+      const orgId = flags.require('--org');
+      const path = flags.require('--file');
+      const doc = readJsonFile(path);
+      if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || Object.keys(doc).some((k) => k !== 'limits') || !Array.isArray((doc as { limits?: unknown }).limits)) {
+        throw new UsageError(`${path} must be a JSON object with one key, "limits", an array of limits`);
+      }
+      const request = { orgId, limits: { items: ((doc as { limits: Array<Record<string, unknown>> }).limits).map(limitMessage) } };
       return async (client) => {
         const r = await client.updateOrganization(request);
         return commandOutput(UpdateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'updated');

@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { JsonDuplicateKeyError, parseJson } from '../../http/parseJson.js';
 import {
   DeleteServiceResponseSchema,
   ListServicesResponseSchema,
@@ -12,25 +10,13 @@ import { UsageError } from '../errors.js';
 import { optionalChoice } from '../flagValues.js';
 import type { Flags } from '../parseFlags.js';
 import { formatFields, formatList } from '../render.js';
+import { readJsonFile } from '../jsonFile.js';
 import { serviceRecordFromJson, type ServiceRecordInit } from '../serviceRecordFromJson.js';
 
 const FLAG_FORM = ['--slug', '--name', '--description', '--category', '--base-url', '--protocol', '--realm'];
 
 function recordFromFile(path: string): ServiceRecordInit {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new UsageError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? 'unknown error'}`);
-  }
-  let json: unknown;
-  try {
-    json = parseJson(text);
-  } catch (err) {
-    if (err instanceof JsonDuplicateKeyError) throw new UsageError(`${path} has a duplicate key "${err.key}"`);
-    throw new UsageError(`${path} is not valid JSON: ${(err as Error).message}`);
-  }
-  return serviceRecordFromJson(json, path);
+  return serviceRecordFromJson(readJsonFile(path), path);
 }
 
 /** The flag form describes at most one payment rail and no endpoints; richer records need --file. */

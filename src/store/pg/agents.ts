@@ -1,3 +1,4 @@
+import { limitsFromStored, limitsToStored } from '../../domain/limits.js';
 import type { Agent, Policy } from '../../domain/types.js';
 import type { AgentStatus } from '../../domain/validate.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
@@ -6,18 +7,18 @@ import type { AgentRepository } from '../port.js';
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: bigint; updated_at: bigint;
   last_ping_at: bigint | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
-  max_network_fee_wei: string; max_per_payment_micros: bigint | null; policy_updated_at: bigint;
+  max_network_fee_wei: string; max_per_payment_micros: bigint | null; limits: string; policy_updated_at: bigint;
 };
 
 const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
-  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.updated_at AS policy_updated_at
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.limits, p.updated_at AS policy_updated_at
   FROM agents a JOIN policies p ON p.agent_id = a.id`;
 
 const INSERT = statement('agent.insert', 'INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)');
-const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, limits, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
   spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
-  max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, updated_at = excluded.updated_at`);
+  max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, limits = excluded.limits, updated_at = excluded.updated_at`);
 const BY_ID = statement('agent.byId', `${SELECT} WHERE a.id = $1`);
 // The policy row is what a deciding write holds: FOR SHARE OF p makes a change's UPDATE of it wait
 // for the write, or, committed since the write's snapshot, makes this read a serialization failure
@@ -45,6 +46,7 @@ function toAgent(r: AgentRow): Agent {
       approvalThresholdMicros: BigInt(r.approval_threshold_micros),
       maxNetworkFeeWei: BigInt(r.max_network_fee_wei),
       maxPerPaymentMicros: r.max_per_payment_micros === null ? null : BigInt(r.max_per_payment_micros),
+      limits: limitsFromStored(r.limits),
       updatedAt: num(r.policy_updated_at),
     },
   };
@@ -57,7 +59,7 @@ function toAgent(r: AgentRow): Agent {
  */
 export function createPgAgentStore(sql: Sql): AgentRepository {
   const setPolicy = async (agentId: string, p: Policy): Promise<void> => {
-    await sql.run(UPSERT_POLICY, [agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, p.updatedAt]);
+    await sql.run(UPSERT_POLICY, [agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt]);
   };
   return {
     async insert(agent) {

@@ -24,11 +24,11 @@ type Raw = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint; recipient: string;
   amount_micros: bigint; reason: string; service_slug: string; resource_url: string; idempotency_key: string | null;
   request_hash: string; request: string; result: string | null; approval_id: string | null; created_at: bigint; tx_hash: string | null;
-  submit_status: string | null;
+  submit_status: string | null; rule: string | null;
 };
 
 const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, resource_url,
-  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash, submit_status`;
+  idempotency_key, request_hash, request, result, approval_id, created_at, tx_hash, submit_status, rule`;
 
 function toRow(r: Raw): PaymentRow {
   return {
@@ -36,7 +36,7 @@ function toRow(r: Raw): PaymentRow {
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
     resourceUrl: r.resource_url, idempotencyKey: r.idempotency_key, requestHash: r.request_hash, request: r.request,
     result: r.result, approvalId: r.approval_id, createdAt: num(r.created_at), txHash: r.tx_hash,
-    submitStatus: r.submit_status as ChainState | null,
+    submitStatus: r.submit_status as ChainState | null, rule: r.rule,
   };
 }
 
@@ -47,13 +47,18 @@ const CAP_SUM = statement('pay.capSum', `SELECT
     (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
     (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
      WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5 AND t.holds_cap = 1 AND t.cap_at > $3)::bigint AS overdue`);
+// What one window limit's window holds (../payments.ts WINDOW_USE_SQL).
+const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS micros, COUNT(*)::bigint AS count,
+    COALESCE(SUM(t.fee_gwei), 0)::bigint AS fee FROM transactions t
+  WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4)
+  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= $5))`);
 const BY_KEY = statement('pay.byKey', `SELECT ${COLUMNS} FROM transactions WHERE agent_id = $1 AND idempotency_key = $2`);
 const KEYLESS_BY_ID = statement('pay.keylessById',
   `SELECT ${COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2 AND idempotency_key IS NULL AND type != 'ping'`);
 const BY_ID = statement('pay.byId', `SELECT ${COLUMNS} FROM transactions WHERE id = $1`);
 const INSERT = statement('pay.insert', `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10)`);
+  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10, $19, $20)`);
 // A raw transaction settles only while the row still holds the nonce it was signed with, not just
 // while it is `signing`: another replica's stale-signing repair may have taken the row back (its
 // nonce handed back, maybe to another payment) and a repeat reserved it again with a new nonce;
@@ -145,6 +150,12 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       const r = (await sql.one<{ hours: bigint; edge: bigint; overdue: bigint }>(CAP_SUM, [agentId, bucket, since, end, now]))!;
       return r.hours + r.edge - r.overdue;
     },
+    async windowUse(q) {
+      // Every payment of the organization reads and may change what its windows hold.
+      sql.contend(`limits:${q.orgId}`);
+      const r = (await sql.one<{ micros: bigint; count: bigint; fee: bigint }>(WINDOW_USE, [q.orgId, q.since, q.agentId, q.recipient, q.now]))!;
+      return { micros: r.micros, count: Number(r.count), feeGwei: r.fee };
+    },
     async findByIdempotencyKey(agentId, key) {
       const r = await sql.one<Raw>(BY_KEY, [agentId, key]);
       return r && toRow(r);
@@ -163,7 +174,7 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       if (holdsCap(row.status)) sql.contend(`cap:${row.agentId}`);
       await sql.run(INSERT, [row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros,
         holdsCap(row.status) ? 1 : 0, row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey,
-        row.requestHash, row.request, row.result, row.approvalId]);
+        row.requestHash, row.request, row.result, row.approvalId, row.feeGwei ?? 0n, row.rule ?? null]);
     },
     async settleSigned(id, result, now, submit = false, nonce) {
       return (await sql.run(SETTLE, [result, submit ? 'pending' : null, now, id, nonce ?? null])) === 1;

@@ -37,7 +37,7 @@ beforeEach(async () => {
   agentId = `agt_foruse${String(++seq).padStart(8, '0')}`;
   await a.uow.write((tx) => tx.agents.insert({
     id: agentId, orgId: ORG, name: 'foruse', status: 'active', createdAt: 1, updatedAt: 1, lastPingAt: null,
-    policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, updatedAt: 1 },
+    policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, limits: [], updatedAt: 1 },
   }));
 });
 

@@ -110,7 +110,7 @@ describe('repairStaleSigning', () => {
   test('only rows in signing older than the cutoff are repaired, once, whichever replicas run it', async () => {
     const T = 1_000_000;
     const q = (text: string, values: unknown[] = []) => pools[0]!.query(text, values);
-    await q(`INSERT INTO organizations VALUES ('org', 'o', 3600, 0)`);
+    await q(`INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org', 'o', 3600, 0)`);
     await q(`INSERT INTO agents VALUES ('agt', 'org', 'a', 'active', 0, 0, NULL)`);
     const insert = (id: string, at: number, status = 'signing', approval: string | null = null) => q(
       `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, amount_micros, holds_cap, cap_at, created_at, updated_at, approval_id)

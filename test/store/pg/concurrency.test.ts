@@ -28,7 +28,7 @@ beforeAll(async () => {
     await tx.organizations.insert({ id: ORG, name: 'race', approvalWindowSeconds: 3600, createdAt: 1 });
     await tx.agents.insert({
       id: AGENT, orgId: ORG, name: 'racer', status: 'active', createdAt: 1, updatedAt: 1, lastPingAt: null,
-      policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, updatedAt: 1 },
+      policy: { allowlist: [], spendCapMicros: 500_000n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: null, limits: [], updatedAt: 1 },
     });
   });
 }, 60_000);

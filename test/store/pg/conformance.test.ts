@@ -1,3 +1,4 @@
+import { parseLimits } from '../../../src/domain/limits.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,7 +49,7 @@ const uuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0
 function agent(id: string, orgId: string, createdAt: number, cap = 1_000_000n): Agent {
   return {
     id, orgId, name: `agent ${id}`, status: 'active', createdAt, updatedAt: createdAt, lastPingAt: null,
-    policy: { allowlist: ['0xaa', 'example.com'], spendCapMicros: cap, approvalThresholdMicros: 250_000n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: 400_000n, updatedAt: createdAt },
+    policy: { allowlist: ['0xaa', 'example.com'], spendCapMicros: cap, approvalThresholdMicros: 250_000n, maxNetworkFeeWei: 10n ** 15n, maxPerPaymentMicros: 400_000n, limits: [], updatedAt: createdAt },
   };
 }
 
@@ -80,6 +81,8 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('org.get', t.organizations.get(A));
   await rec('org.get missing', t.organizations.get('org_none'));
   await rec('org.update', t.organizations.update(B, 'Beta 2', 120));
+  await rec('org.setLimits', t.organizations.setLimits(B, parseLimits([{ window: '1h', max_usd: '5', max_count: 3 }, { window: '366d', max_network_fee_wei: '1', recipient: 'weather' }])));
+  await rec('org.get with limits', t.organizations.get(B));
   await rec('org.insertTreasury', t.organizations.insertTreasury(A, '0xTreasury', Buffer.from([0, 1, 2, 255]), 11));
   await rec('org.treasuryKey', t.organizations.treasuryKey(A));
   await rec('org.treasuryKey missing', t.organizations.treasuryKey(B));
@@ -106,7 +109,7 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('agent.get', t.agents.get('agt_1'));
   await rec('agent.get missing', t.agents.get('agt_none'));
   await rec('agent.update', t.agents.update('agt_2', 'renamed', 'paused', 42));
-  await rec('agent.setPolicy', t.agents.setPolicy('agt_2', { allowlist: [], spendCapMicros: 9_007_199_254_740_993n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 21n, maxPerPaymentMicros: 9_007_199_254_740_993n, updatedAt: 43 }));
+  await rec('agent.setPolicy', t.agents.setPolicy('agt_2', { allowlist: [], spendCapMicros: 9_007_199_254_740_993n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 10n ** 21n, maxPerPaymentMicros: 9_007_199_254_740_993n, limits: [], updatedAt: 43 }));
   await rec('agent.touchPing', t.agents.touchPing('agt_3', 44));
   await rec('agent.listByOrg', t.agents.listByOrg(A));
   await rec('agent.get 3', t.agents.get('agt_3'));
@@ -168,6 +171,12 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('pay.committedSince', t.payments.committedSince('agt_1', 0, 5_000));
   await rec('pay.committedSince big', t.payments.committedSince('agt_2', 0, 5_000));
   await rec('pay.committedSince window', t.payments.committedSince('agt_1', 1_003, 5_000));
+  await rec('pay.insert raw with fee', t.payments.insert(payment(10, { status: 'signed', type: 'raw_transaction', feeGwei: 12_345n, rule: null })));
+  await rec('pay.insert denied with rule', t.payments.insert(payment(11, { status: 'denied', rule: '{"kind":"max_usd"}' })));
+  await rec('pay.windowUse org', t.payments.windowUse({ orgId: A, agentId: null, recipient: null, since: 0, now: 5_000 }));
+  await rec('pay.windowUse agent', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 1_003, now: 5_000 }));
+  await rec('pay.windowUse recipient', t.payments.windowUse({ orgId: A, agentId: null, recipient: '0xnobody', since: 0, now: 5_000 }));
+  await rec('pay.get with rule', t.payments.get(uuid(11)));
   await rec('pay.findByIdempotencyKey', t.payments.findByIdempotencyKey('agt_1', 'key-1'));
   await rec('pay.findByIdempotencyKey missing', t.payments.findByIdempotencyKey('agt_1', 'key-x'));
   await rec('pay.findKeylessById', t.payments.findKeylessById('agt_1', uuid(7)));
@@ -226,6 +235,7 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('appr.countPending', t.approvals.countPending());
   await rec('appr.due', t.approvals.due(1_600));
   await rec('pay.committedSince overdue', t.payments.committedSince('agt_1', 0, 1_600));
+  await rec('pay.windowUse overdue', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 0, now: 1_600 }));
   await rec('appr.decide', t.approvals.decide(uuid(500), 'approved', 1_300, 'owner@x', 'ok'));
   await rec('appr.decide again', t.approvals.decide(uuid(500), 'denied', 1_301, 'owner@x', ''));
   await rec('pay.markApproved', t.payments.markApproved(uuid(4), 1_300));

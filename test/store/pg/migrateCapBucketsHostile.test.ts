@@ -29,7 +29,7 @@ function source(hostile: string): string {
   dirs.push(dir);
   const db = openDatabase(join(dir, 'paypolicy.db'));
   const run = (sql: string, ...v: unknown[]) => db.prepare(sql).run(...v);
-  run('INSERT INTO organizations VALUES (?, ?, ?, ?)', 'org_a', 'A', 3600, T0);
+  run('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)', 'org_a', 'A', 3600, T0);
   run('INSERT INTO agents VALUES (?, ?, ?, ?, ?, ?, ?)', 'agt_1', 'org_a', 'a', 'active', T0, T0, null);
   run('INSERT INTO agents VALUES (?, ?, ?, ?, ?, ?, ?)', 'agt_2', 'org_a', 'b', 'active', T0, T0, null);
   for (const [id, agent, at] of [['tx_1', 'agt_1', T0], ['tx_2', 'agt_1', T0 + 3_600_000], ['tx_3', 'agt_2', T0]] as const) {

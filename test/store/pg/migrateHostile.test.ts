@@ -26,7 +26,7 @@ function source(hostile: string, ...values: unknown[]): string {
   dirs.push(dir);
   const db = openDatabase(join(dir, 'paypolicy.db'));
   const run = (sql: string, ...v: unknown[]) => db.prepare(sql).run(...v);
-  run('INSERT INTO organizations VALUES (?, ?, ?, ?)', 'org_a', 'A', 3600, T0);
+  run('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)', 'org_a', 'A', 3600, T0);
   run('INSERT INTO agents VALUES (?, ?, ?, ?, ?, ?, ?)', 'agt_1', 'org_a', 'a', 'active', T0, T0, null);
   run(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, holds_cap, cap_at, request_hash, request, created_at, updated_at)
        VALUES ('tx_1', 'org_a', 'agt_1', 'eip3009', 'signing', 8453, '0x${'1'.repeat(40)}', 1000, 1, ?, 'h', '{}', ?, ?)`, T0, T0, T0);

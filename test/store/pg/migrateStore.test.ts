@@ -25,8 +25,8 @@ const T0 = 1_700_000_000_000;
 function fill(db: Db, payments: number): void {
   const run = (sql: string, ...v: unknown[]) => db.prepare(sql).run(...v);
   db.transaction(() => {
-    run('INSERT INTO organizations VALUES (?, ?, ?, ?)', 'org_a', 'Acme Ünïcode ✓', 3600, T0);
-    run('INSERT INTO organizations VALUES (?, ?, ?, ?)', 'org_b', "B's org", 60, T0 + 1);
+    run('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)', 'org_a', 'Acme Ünïcode ✓', 3600, T0);
+    run('INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES (?, ?, ?, ?)', 'org_b', "B's org", 60, T0 + 1);
     run('INSERT INTO treasuries VALUES (?, ?, ?, ?)', 'org_a', '0x' + 'a'.repeat(40), randomBytes(77), T0);
     run('INSERT INTO treasuries VALUES (?, ?, ?, ?)', 'org_b', '0x' + 'b'.repeat(40), randomBytes(77), T0);
     run('INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)', 'key_1', 'org_a', 'live', 'pp_live_ab', randomBytes(32), 'main', T0, null);

@@ -18,7 +18,7 @@ beforeAll(async () => {
     await tx.organizations.insert({ id: ORG, name: 'uow', approvalWindowSeconds: 3600, createdAt: 1 });
     await tx.agents.insert({
       id: AGENT, orgId: ORG, name: 'a', status: 'active', createdAt: 1, updatedAt: 1, lastPingAt: null,
-      policy: { allowlist: [], spendCapMicros: 10n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 1n, maxPerPaymentMicros: null, updatedAt: 1 },
+      policy: { allowlist: [], spendCapMicros: 10n, approvalThresholdMicros: 0n, maxNetworkFeeWei: 1n, maxPerPaymentMicros: null, limits: [], updatedAt: 1 },
     });
   });
 });

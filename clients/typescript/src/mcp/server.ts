@@ -242,7 +242,8 @@ export function createPaypolicyMcpServer(options: McpServerOptions): McpServer {
     title: 'Remaining budget',
     description:
       'What this agent may still spend: spend_cap_usd per rolling window_hours, committed_usd already used (signed and pending payments), remaining_usd, '
-      + 'and approval_threshold_usd (payments above it need a human). Also the per-call ceiling of these tools. A snapshot: the policy decides again at signing.',
+      + 'approval_threshold_usd (payments above it need a human), and limits: every window limit of the agent and its organization with spent_usd, '
+      + 'remaining_usd, count and max_count. Also the per-call ceiling of these tools. A snapshot: the policy decides again at signing.',
     inputSchema: z.object({}).strict(),
     annotations: { readOnlyHint: true, openWorldHint: false },
   }, (_args, { signal }) => guarded(async () => ok({ ...(await client.spendStatus(agentId, { signal })), max_amount_per_call_usd: formatMicros(ceiling) })));
