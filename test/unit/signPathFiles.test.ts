@@ -31,7 +31,7 @@ import { testDeps } from '../helpers/testDeps.js';
  */
 const SRC = resolve(import.meta.dirname, '../../src');
 const MAX_APP_FILES = 9;
-const MAX_SRC_FILES = 32;
+const MAX_SRC_FILES = 35;
 const RECIPIENT = '0x2222222222222222222222222222222222222222';
 
 let dir: string;
