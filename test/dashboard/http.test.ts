@@ -422,6 +422,31 @@ describe('policy form: the maximum per payment', () => {
   });
 });
 
+describe('agent page: window limits', () => {
+  test('behavior: the agent\'s and the organization\'s limits are listed for every role, and saving the form keeps them', async () => {
+    const id = await createAgent(admin, orgId, 'windowed');
+    await admin.client.setPolicy({
+      agentId: id, allowlist: [], spendCapUsd: '10', approvalThresholdUsd: '1',
+      limits: { items: [{ window: '1h', maxUsd: '5', maxCount: 30 }, { window: '24h', maxUsd: '3', recipient: 'weather' }] },
+    }, admin.auth);
+    await admin.client.updateOrganization({ orgId, limits: { items: [{ window: '30d', maxUsd: '200' }] } }, admin.auth);
+    try {
+      const page = await (await dashboardFetch(s.url, viewer, `/dashboard/agents/${id}`)).text();
+      expect(page).toContain('<h2 id="limits-heading">Window limits</h2>');
+      const rows = [...page.matchAll(/<tr><td>(This agent|Organization)<\/td><td>([^<]+)<\/td><td>(.*?)<\/td>\s*<td>([^<]+)<\/td><td>([^<]+)<\/td>/g)].map((m) => m.slice(1));
+      expect(rows).toEqual([
+        ['This agent', '1h', 'every recipient', '$5.00', '30'],
+        ['This agent', '24h', '<code>weather</code>', '$3.00', '—'],
+        ['Organization', '30d', 'every recipient', '$200.00', '—'],
+      ]);
+      expect((await postPolicyForm(id, { spend_cap_usd: '8' })).status).toBe(303);
+      expect((await admin.client.getAgent({ agentId: id }, admin.auth)).agent!.policy!.limits.map((l) => l.window)).toEqual(['1h', '24h']);
+    } finally {
+      await admin.client.updateOrganization({ orgId, limits: { items: [] } }, admin.auth);
+    }
+  });
+});
+
 describe('services registry', () => {
   const boundary = 'XdashboardBoundary';
   function multipart(fields: Record<string, string>, file?: { name: string; content: string }): { body: Buffer; type: string } {

@@ -2,7 +2,9 @@ import { createAgent, getAgent, listAgents, parsePolicy, setPolicy, updateAgent 
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/accounts/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
+import type { SpendLimit } from '../../domain/limits.js';
 import type { Agent } from '../../domain/types.js';
+import { getOrganization } from '../../app/organizations/organizations.js';
 import { maxNetworkFeeFromEth, maxNetworkFeeMessage, weiToEthText } from '../ether.js';
 import { duration, usd, utc, wei } from '../format.js';
 import { html, type Html, type Renderable } from '../html.js';
@@ -127,7 +129,21 @@ ${fieldError('max-fee', errors.fee)}</div>
 </form>`;
 }
 
-function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; errors: PolicyErrors }): Reply {
+/** The agent's and its organization's window limits, read-only: they are set whole from a policy document (CLI or AdminService). */
+function limitsPanel(agentLimits: readonly SpendLimit[], orgLimits: readonly SpendLimit[]): Html {
+  const rows = [...agentLimits.map((l) => ['agent', l] as const), ...orgLimits.map((l) => ['organization', l] as const)];
+  const body = rows.length === 0
+    ? html`<p>No window limits: only the spend cap bounds what the agent commits over time.</p>`
+    : tableWrap('Window limits', html`<table><thead><tr><th scope="col">Whose</th><th scope="col">Window</th><th scope="col">Recipient</th><th scope="col">Max USD</th><th scope="col">Max payments</th><th scope="col">Max network fee</th></tr></thead><tbody>
+${rows.map(([scope, l]) => html`<tr><td>${scope === 'agent' ? 'This agent' : 'Organization'}</td><td>${l.window}</td><td>${l.recipient === null ? 'every recipient' : html`<code>${l.recipient}</code>`}</td>
+<td>${l.maxMicros === null ? '—' : usd(l.maxMicros)}</td><td>${l.maxCount === null ? '—' : String(l.maxCount)}</td><td>${l.maxNetworkFeeWei === null ? '—' : wei(l.maxNetworkFeeWei)}</td></tr>`)}
+</tbody></table>`);
+  return html`<section class="panel" aria-labelledby="limits-heading"><h2 id="limits-heading">Window limits</h2>
+<p class="small muted">Rolling budgets checked after the spend cap; the organization's bind every agent together. Set with <code>paypolicy policy set --file</code> and <code>paypolicy org limits set</code>.</p>
+${body}</section>`;
+}
+
+function agentPage(ctx: RouteContext, a: Agent, orgLimits: readonly SpendLimit[], edit?: { values: PolicyValues; errors: PolicyErrors }): Reply {
   const { session, deps } = ctx;
   const values = edit?.values ?? {
     allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
@@ -158,7 +174,8 @@ function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; e
 <p class="small"><a href="/dashboard/transactions?agent=${a.id}">Transactions of this agent</a> · <a href="/dashboard/spend#agent-${a.id}">Spend</a></p></section>
 <section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
 <p class="small muted">Checked in this order on every payment: agent status, maximum per payment, allowlist, network fee, spend cap, approval threshold.</p>
-${policy}</section>`,
+${policy}</section>
+${limitsPanel(a.policy.limits, orgLimits)}`,
   };
 }
 
@@ -187,7 +204,10 @@ export const agentRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/agents/{id}',
     permission: 'read',
-    handle: async (ctx) => agentPage(ctx, await getAgent(ctx.deps, ctx.principal, ctx.params.id!)),
+    handle: async (ctx) => {
+      const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
+      return agentPage(ctx, agent, (await getOrganization(ctx.deps, ctx.principal, agent.orgId)).limits);
+    },
   },
   {
     method: 'POST',
@@ -226,7 +246,7 @@ export const agentRoutes: Route[] = [
         perPayment: ctx.form.has('max_per_payment_usd') ? ctx.form.get('max_per_payment_usd') : undefined,
       };
       const errors = policyErrors(values);
-      if (errors.allowlist || errors.cap || errors.threshold || errors.fee || errors.perPayment) return agentPage(ctx, agent, { values, errors });
+      if (errors.allowlist || errors.cap || errors.threshold || errors.fee || errors.perPayment) return agentPage(ctx, agent, (await getOrganization(ctx.deps, ctx.principal, agent.orgId)).limits, { values, errors });
       const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee === undefined ? undefined : maxNetworkFeeFromEth(values.fee, POLICY_LABELS.fee).toString(),
