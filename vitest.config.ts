@@ -61,6 +61,7 @@ const BOTH_STORES = [
   'test/adversarial/submitIsolation.test.ts',
   'test/maxPerPayment.test.ts',
   'test/limits.test.ts',
+  'test/policyVersions.test.ts',
 ];
 
 /**

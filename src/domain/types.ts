@@ -37,8 +37,13 @@ export type Policy = {
   maxPerPaymentMicros: bigint | null;
   /** Rolling-window limits besides the 24-hour spend cap (domain/limits.ts), in the order written. */
   limits: SpendLimit[];
+  /** The policy's version, counted from 1 per agent (every change is a new version); absent on a policy not yet stored. */
+  version?: number;
   updatedAt: number;
 };
+
+/** One kept version of an agent's policy: who made it and when. */
+export type PolicyVersion = { agentId: string; version: number; createdAt: number; actor: string; policy: Policy };
 
 export type Agent = {
   id: string;
@@ -108,6 +113,8 @@ export type TransactionRecord = {
   serviceSlug: string;
   approvalId: string | null;
   createdAt: number;
+  /** The version of the agent's policy that decided it; null for pings and rows older than versions. */
+  policyVersion?: number | null;
   /** The on-chain side of a raw transaction the service submits (docs/onchain.md); absent otherwise. */
   chain?: ChainTracking;
 };

@@ -5,7 +5,7 @@ import type { RuleInfo } from '../domain/policy.js';
 import { formatUsd } from '../domain/money.js';
 import { isAgentStatus } from '../domain/validate.js';
 import { DomainError } from '../domain/errors.js';
-import type { Agent, ApiKeyRecord, Organization, Policy, ServiceRecord, TransactionRecord } from '../domain/types.js';
+import type { Agent, ApiKeyRecord, Organization, Policy, PolicyVersion, ServiceRecord, TransactionRecord } from '../domain/types.js';
 import {
   ApiKeyMode,
   type AgentSchema,
@@ -13,6 +13,7 @@ import {
   type ApprovalSchema,
   type OrganizationSchema,
   type PolicySchema,
+  type PolicyVersionSchema,
   type SetPolicyRequest,
   type SpendLimits,
   type SpendLimitSchema,
@@ -100,8 +101,12 @@ export function policyToProto(p: Policy): MessageInitShape<typeof PolicySchema> 
     allowlist: p.allowlist, spendCapUsd: formatUsd(p.spendCapMicros),
     approvalThresholdUsd: formatUsd(p.approvalThresholdMicros), updatedAt: timestampFromMs(p.updatedAt),
     maxNetworkFeeWei: p.maxNetworkFeeWei.toString(), maxPerPaymentUsd: p.maxPerPaymentMicros === null ? '' : formatUsd(p.maxPerPaymentMicros),
-    limits: p.limits.map(limitToProto),
+    limits: p.limits.map(limitToProto), version: p.version ?? 0,
   };
+}
+
+export function policyVersionToProto(v: PolicyVersion): MessageInitShape<typeof PolicyVersionSchema> {
+  return { version: v.version, createdAt: timestampFromMs(v.createdAt), actor: v.actor, policy: policyToProto(v.policy) };
 }
 
 /** A SetPolicy request as the use case's input: a policy field added to the proto is mapped here and in policyToProto, not in the service. */
@@ -161,7 +166,7 @@ export function transactionToProto(t: TransactionRecord): MessageInitShape<typeo
   return {
     id: t.id, orgId: t.orgId, agentId: t.agentId, type: t.type, status: transactionStatus.toProto(t.status), amountUsd: formatUsd(t.amountMicros),
     recipientAddress: t.recipient, chainId: t.chainId, reason: t.reason, createdAt: timestampFromMs(t.createdAt),
-    approvalRequestId: t.approvalId ?? '', serviceSlug: t.serviceSlug,
+    approvalRequestId: t.approvalId ?? '', serviceSlug: t.serviceSlug, policyVersion: t.policyVersion ?? undefined,
     ...(t.chain ? {
       txHash: t.chain.txHash ?? '', chainStatus: chainStatus.toProto(t.chain.status), networkFeeWei: t.chain.networkFeeWei ?? '',
       blockNumber: BigInt(t.chain.blockNumber ?? 0), confirmations: t.chain.confirmations ?? 0,

@@ -4,7 +4,7 @@ import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import { AdminService, ApiKeyMode, DashboardRole, Decision, type DashboardUserSchema } from '../../gen/paypolicy/v1/admin_pb.js';
 import { decideApproval, describeApproval, listApprovals } from '../app/approvals/approvals.js';
 import { authenticateAdmin } from '../app/accounts/auth/credentials.js';
-import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../app/organizations/agents.js';
+import { createAgent, getAgent, listAgents, policyHistory, setPolicy, updateAgent } from '../app/organizations/agents.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../app/accounts/apiKeys.js';
 import {
   createDashboardUser, deleteDashboardUser, listDashboardUsers, resetDashboardUserPassword, updateDashboardUser,
@@ -22,6 +22,7 @@ import {
   approvalToProto,
   apiKeyToProto,
   limitsFromProto,
+  policyVersionToProto,
   organizationToProto,
   policyInputFromProto,
   policyToProto,
@@ -102,6 +103,10 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       const op = admin(ctx);
       const { policy, warnings } = await setPolicy(deps, op, policyInputFromProto(req));
       return { policy: policyToProto(policy), warnings };
+    },
+    async listPolicyVersions(req, ctx) {
+      const versions = await policyHistory(deps, admin(ctx), req.agentId);
+      return { versions: versions.map(policyVersionToProto) };
     },
     async upsertService(req, ctx) {
       const op = admin(ctx);

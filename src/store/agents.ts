@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import { limitsFromStored, limitsToStored } from '../domain/limits.js';
-import type { Agent, Policy } from '../domain/types.js';
+import type { Agent, Policy, PolicyVersion } from '../domain/types.js';
+import { decodePolicyVersion, encodePolicyVersion } from './policyVersionJson.js';
 import type { AgentStatus } from '../domain/validate.js';
 import type { AgentIdentity, AgentRepository } from './port.js';
 import type { Synchronous } from './syncTables.js';
@@ -16,11 +17,11 @@ export type SharedCache<T> = { records: Map<string, T>; cacheable: () => boolean
 type AgentRow = {
   id: string; org_id: string; name: string; status: AgentStatus; created_at: number; updated_at: number;
   last_ping_at: number | null; allowlist: string; spend_cap_micros: bigint; approval_threshold_micros: bigint;
-  max_network_fee_wei: string; max_per_payment_micros: bigint | null; limits: string; policy_updated_at: number;
+  max_network_fee_wei: string; max_per_payment_micros: bigint | null; limits: string; version: bigint; policy_updated_at: number;
 };
 
 const SELECT = `SELECT a.id, a.org_id, a.name, a.status, a.created_at, a.updated_at, a.last_ping_at,
-  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.limits, p.updated_at AS policy_updated_at
+  p.allowlist, p.spend_cap_micros, p.approval_threshold_micros, p.max_network_fee_wei, p.max_per_payment_micros, p.limits, p.version, p.updated_at AS policy_updated_at
   FROM agents a JOIN policies p ON p.agent_id = a.id`;
 
 function toAgent(r: AgentRow): Agent {
@@ -34,6 +35,7 @@ function toAgent(r: AgentRow): Agent {
       maxNetworkFeeWei: BigInt(r.max_network_fee_wei),
       maxPerPaymentMicros: r.max_per_payment_micros === null ? null : BigInt(r.max_per_payment_micros),
       limits: limitsFromStored(r.limits),
+      version: Number(r.version),
       updatedAt: Number(r.policy_updated_at),
     },
   };
@@ -51,18 +53,22 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchrono
   const cache = shared?.records ?? new Map<string, Agent>();
   const cacheable = shared?.cacheable ?? (() => !db.inTransaction);
   const insertAgent = db.prepare('INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
-  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, limits, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
+  const upsertPolicy = db.prepare(`INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, limits, updated_at, version)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT MAX(version) FROM policy_versions WHERE agent_id = ?)) ON CONFLICT (agent_id) DO UPDATE SET allowlist = excluded.allowlist,
     spend_cap_micros = excluded.spend_cap_micros, approval_threshold_micros = excluded.approval_threshold_micros,
-    max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, limits = excluded.limits, updated_at = excluded.updated_at`);
+    max_network_fee_wei = excluded.max_network_fee_wei, max_per_payment_micros = excluded.max_per_payment_micros, limits = excluded.limits, updated_at = excluded.updated_at, version = excluded.version`);
+  const addVersion = db.prepare(`INSERT INTO policy_versions (agent_id, version, created_at, actor, policy)
+    SELECT ?, COALESCE(MAX(version), 0) + 1, ?, ?, ? FROM policy_versions WHERE agent_id = ?`);
+  const versions = db.prepare('SELECT version, created_at, actor, policy FROM policy_versions WHERE agent_id = ? ORDER BY version');
   // Money columns are read as bigint so no sum or comparison ever passes through a double.
   const byId = db.prepare(`${SELECT} WHERE a.id = ?`).safeIntegers(true);
   const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
   const update = db.prepare('UPDATE agents SET name = ?, status = ?, updated_at = ? WHERE id = ?');
   const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
-  const setPolicy = (agentId: string, p: Policy) => {
+  const setPolicy = (agentId: string, p: Policy, actor = '') => {
     cache.delete(agentId);
-    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt);
+    addVersion.run(agentId, p.updatedAt, actor, encodePolicyVersion(p), agentId);
+    upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt, agentId);
   };
   const get = (id: string): Agent | undefined => {
     const hit = cache.get(id);
@@ -75,9 +81,14 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchrono
     return agent;
   };
   return {
-    insert(agent: Agent): void {
+    insert(agent: Agent, actor = ''): void {
       insertAgent.run(agent.id, agent.orgId, agent.name, agent.status, agent.createdAt, agent.updatedAt);
-      setPolicy(agent.id, agent.policy);
+      setPolicy(agent.id, agent.policy, actor);
+    },
+    policyVersions(agentId: string): PolicyVersion[] {
+      return (versions.all(agentId) as Array<{ version: number; created_at: number; actor: string; policy: string }>).map((r) => ({
+        agentId, version: Number(r.version), createdAt: Number(r.created_at), actor: r.actor, policy: decodePolicyVersion(r.policy, Number(r.version), Number(r.created_at)),
+      }));
     },
     get,
     /**

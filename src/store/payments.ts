@@ -106,8 +106,8 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
   // Positional parameters: binding by name needed the row copied with holdsCap added, a slow
   // object spread in V8, and a name lookup per parameter.
   const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   // A raw transaction's nonce must still be the row's: see pg/payments.ts SETTLE.
   const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ? AND (? IS NULL OR nonce = ?)'));
   // Submission is a column of a signed row, not a state (migration 0007).
@@ -244,7 +244,7 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
     insert(row: PaymentRow & { status: InitialState }): void {
       insert.run(row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros, holdsCap(row.status) ? 1 : 0,
         row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey, row.requestHash, row.request, row.result, row.approvalId,
-        row.createdAt, row.createdAt, row.feeGwei ?? 0n, row.rule ?? null);
+        row.createdAt, row.createdAt, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null);
     },
     /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
     settleSigned(id: string, result: string, now: number, submit = false, nonce?: number): boolean {

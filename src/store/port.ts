@@ -2,7 +2,7 @@ import type { SpendLimit } from '../domain/limits.js';
 import type { RegistryIndex } from '../domain/indexRegistry.js';
 import type { InitialState } from '../domain/transactionState.js';
 import type {
-  Agent, ApiKeyRecord, ChainState, DashboardUser, Organization, Policy, RegisteredService, ServiceRecord, ServiceSummary,
+  Agent, ApiKeyRecord, PolicyVersion, ChainState, DashboardUser, Organization, Policy, RegisteredService, ServiceRecord, ServiceSummary,
   TransactionRecord,
 } from '../domain/types.js';
 import type { AgentStatus } from '../domain/validate.js';
@@ -68,7 +68,7 @@ export type AgentIdentity = Pick<Agent, 'id' | 'orgId' | 'name' | 'status' | 'la
 
 /** Agents and their policies; an agent always has exactly one policy. Callers treat records as read-only. */
 export interface AgentRepository {
-  insert(agent: Agent): Promise<void>;
+  insert(agent: Agent, actor?: string): Promise<void>;
   get(id: string): Promise<Agent | undefined>;
   /**
    * The agent and policy a write decides on (a payment, an approval, a collection, a fee bump),
@@ -79,8 +79,14 @@ export interface AgentRepository {
   getIdentity(id: string): Promise<AgentIdentity | undefined>;
   listByOrg(orgId: string): Promise<Agent[]>;
   update(id: string, name: string, status: AgentStatus, now: number): Promise<void>;
-  setPolicy(agentId: string, policy: Policy): Promise<void>;
+  /**
+   * Replaces the agent's policy with a new version, numbered one above the last, kept in its
+   * history with `actor` (who made it); `insert` makes version 1 the same way.
+   */
+  setPolicy(agentId: string, policy: Policy, actor?: string): Promise<void>;
   touchPing(id: string, now: number): Promise<void>;
+  /** Every version of the agent's policy, oldest first. */
+  policyVersions(agentId: string): Promise<PolicyVersion[]>;
 }
 
 /** Records, base URLs (payment methods with a base URL) and stored bytes of one organization's own records, for its limits. */
@@ -153,6 +159,8 @@ export type PaymentRow = TransactionRecord & {
   feeGwei?: bigint;
   /** JSON of the rule that decided a denial or an approval request (domain/policy.ts RuleInfo); null otherwise. */
   rule?: string | null;
+  /** The version of the agent's policy that decided it. */
+  policyVersion?: number | null;
 };
 
 /** A submitted raw transaction the tracker follows (app/submission/submit.ts). */

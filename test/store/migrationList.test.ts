@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { openDatabase } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
+import { decodePolicyVersion } from '../../src/store/policyVersionJson.js';
 import { migratePg } from '../../src/store/pg/migrate.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/pgDatabase.js';
 
@@ -62,6 +63,45 @@ describe('MIGRATIONS', () => {
       await migratePg(c);
       const { rows } = await c.query<{ version: number; name: string }>('SELECT version::int AS version, name FROM schema_migrations ORDER BY version');
       expect(rows.map((r) => [r.version, r.name])).toEqual(list);
+    } finally {
+      await c.end();
+    }
+  });
+
+  test('behavior: policy versions start from each existing policy as version 1, the same on both stores', async () => {
+    const before = MIGRATIONS.findIndex((m) => m.name === 'policy_versions');
+    const seed = [
+      "INSERT INTO organizations (id, name, approval_window_s, created_at) VALUES ('org_v', 'v', 3600, 1)",
+      "INSERT INTO agents (id, org_id, name, status, created_at, updated_at) VALUES ('agt_v', 'org_v', 'v', 'active', 1, 1)",
+      `INSERT INTO policies (agent_id, allowlist, spend_cap_micros, approval_threshold_micros, max_network_fee_wei, max_per_payment_micros, limits, updated_at)
+        VALUES ('agt_v', '["0xaa","weather"]', 9007199254740993, 5, '1000000000000000000000', NULL, '[{"window":"1h","max_usd":"2.5"}]', 77)`,
+    ];
+    const expected = { allowlist: ['0xaa', 'weather'], spendCapMicros: 9_007_199_254_740_993n, approvalThresholdMicros: 5n, maxNetworkFeeWei: 10n ** 21n,
+      maxPerPaymentMicros: null, version: 1, updatedAt: 77 };
+
+    const lite = new Database(':memory:');
+    lite.defaultSafeIntegers(true);
+    for (const m of MIGRATIONS.slice(0, before)) lite.exec(m.sqlite);
+    for (const q of seed) lite.exec(q);
+    lite.exec(MIGRATIONS[before]!.sqlite);
+    const liteRow = lite.prepare("SELECT version, created_at, actor, policy FROM policy_versions WHERE agent_id = 'agt_v'").get() as { version: bigint; created_at: bigint; actor: string; policy: string };
+    lite.close();
+    expect([liteRow.version, liteRow.created_at, liteRow.actor]).toEqual([1n, 77n, '']);
+    expect(decodePolicyVersion(liteRow.policy, 1, 77)).toMatchObject({ ...expected, limits: [{ window: '1h', maxMicros: 2_500_000n }] });
+
+    const d = await createTestDatabase();
+    dbs.push(d);
+    const c = new pg.Client({ connectionString: d.url });
+    await c.connect();
+    try {
+      await migratePg(c, MIGRATIONS.slice(0, before));
+      for (const q of seed) await c.query(q);
+      await migratePg(c);
+      const { rows } = await c.query<{ version: string; actor: string; policy: string }>("SELECT version::text, actor, policy FROM policy_versions WHERE agent_id = 'agt_v'");
+      expect(rows.map((r) => [r.version, r.actor])).toEqual([['1', '']]);
+      expect(decodePolicyVersion(rows[0]!.policy, 1, 77)).toEqual(decodePolicyVersion(liteRow.policy, 1, 77));
+      const current = await c.query<{ version: string }>("SELECT version::text FROM policies WHERE agent_id = 'agt_v'");
+      expect(current.rows[0]!.version).toBe('1');
     } finally {
       await c.end();
     }

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { getAgentSpend } from '../../src/app/payments/agentSpend.js';
-import { createAgent, getAgent, listAgents, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
+import { createAgent, getAgent, listAgents, policyHistory, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
 import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/accounts/apiKeys.js';
 import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals/approvals.js';
 import {
@@ -114,6 +114,7 @@ const USE_CASES: Record<string, UseCase> = {
   },
   // agents.ts
   getAgent: { call: (p) => getAgent(deps, p, agentA), other: nf('agent_not_found'), allowed: () => getAgent(deps, user(orgA, 'viewer'), agentA) },
+  policyHistory: { call: (p) => policyHistory(deps, p, agentA), other: nf('agent_not_found'), allowed: () => policyHistory(deps, user(orgA, 'viewer'), agentA) },
   listAgents: { call: (p) => listAgents(deps, p, orgA), other: nf('organization_not_found'), allowed: () => listAgents(deps, user(orgA, 'viewer'), orgA) },
   createAgent: { call: (p) => createAgent(deps, p, { orgId: orgA, name: 'intruder' }), other: nf('organization_not_found'), refusedRoles: ['approver', 'viewer'] },
   updateAgent: {

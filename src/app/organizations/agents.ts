@@ -2,7 +2,7 @@ import { parseLimits } from '../../domain/limits.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import { formatUsd, parseUsd } from '../../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
-import type { Agent, Policy, Principal } from '../../domain/types.js';
+import type { Agent, Policy, PolicyVersion, Principal } from '../../domain/types.js';
 import { ADDRESS, AGENT_ID, SLUG, isAgentStatus, requireName } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
 import { requireAccess, type Permission } from '../access.js';
@@ -47,9 +47,9 @@ export async function createAgent(deps: AppDeps, principal: Principal, input: { 
     const now = deps.now();
     const agent: Agent = {
       id: newId('agt'), orgId: input.orgId, name, status: 'active', createdAt: now, updatedAt: now,
-      lastPingAt: null, policy: input.policy ?? denyAllPolicy(now),
+      lastPingAt: null, policy: { ...(input.policy ?? denyAllPolicy(now)), version: 1 },
     };
-    await tx.agents.insert(agent);
+    await tx.agents.insert(agent, actorOf(principal));
     return agent;
   }, { alone: true });
 }
@@ -132,9 +132,25 @@ export async function setPolicy(deps: AppDeps, principal: Principal, input: Poli
       maxPerPaymentMicros: input.maxPerPaymentUsd === undefined ? agent.policy.maxPerPaymentMicros : parsed.maxPerPaymentMicros,
       limits: input.limits === undefined ? agent.policy.limits : parsed.limits,
     };
-    await tx.agents.setPolicy(input.agentId, policy);
+    await tx.agents.setPolicy(input.agentId, policy, actorOf(principal));
+    policy.version = (agent.policy.version ?? 0) + 1;
     return { policy, warnings: await policyWarnings(inTx, principal, agent.orgId, policy) };
   }, { alone: true });
+}
+
+/** Who made a policy version, as its history shows it. */
+function actorOf(principal: Principal): string {
+  switch (principal.kind) {
+    case 'operator': return 'admin token';
+    case 'dashboard_user': return `dashboard user ${principal.email}`;
+    default: return `API key ${principal.keyId}`;
+  }
+}
+
+/** Every version of an agent's policy, oldest first, for whoever may read the agent. */
+export async function policyHistory(deps: AppDeps, principal: Principal, agentId: string): Promise<PolicyVersion[]> {
+  const agent = await requireAgentAccess(deps, principal, 'read', agentId);
+  return deps.store.agents.policyVersions(agent.id);
 }
 
 /**

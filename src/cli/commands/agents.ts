@@ -12,6 +12,7 @@ import {
   type SpendLimitSchema,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { DomainError } from '../../domain/errors.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from '../../domain/networkFee.js';
 import { parsePolicyDocument, policyDocument } from '../../domain/policyDocument.js';
@@ -44,12 +45,12 @@ function policyFields(p: Policy | undefined): [string, string][] {
     ['max per payment', p?.maxPerPaymentUsd ? formatUsdText(p.maxPerPaymentUsd) : 'no maximum'],
     ['max network fee', weiText(p?.maxNetworkFeeWei ?? '')],
     ['limits', limitsText(p?.limits ?? [])],
-    ['policy updated', formatTime(p?.updatedAt)],
+    ['policy updated', `${formatTime(p?.updatedAt)} (version ${p?.version ?? '-'})`],
     ...otherPolicyFields(p),
   ];
 }
 
-const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_wei', 'limits', 'updated_at'];
+const SHOWN_POLICY_FIELDS = ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_wei', 'limits', 'version', 'updated_at'];
 
 /** Policy fields without a rendering of their own are shown as their JSON value, so none is hidden. */
 function otherPolicyFields(p: Policy | undefined): [string, string][] {
@@ -211,6 +212,29 @@ export const agentCommands: Command[] = [
       return async (client) => {
         const r = await client.setPolicy(request);
         return { ...commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`), warnings: r.warnings };
+      };
+    },
+  },
+  {
+    group: 'policy',
+    action: 'history',
+    synopsis: '--agent AGENT_ID',
+    summary: "Every version of an agent's policy, oldest first, with who made it and what changed; with --json, each version's policy document.",
+    flags: { '--agent': 'value' },
+    prepare(flags) {
+      const request = { agentId: flags.require('--agent') };
+      return async (client) => {
+        const r = await client.listPolicyVersions(request);
+        let previous: Record<string, unknown> | undefined;
+        const versions = r.versions.map((v) => {
+          const doc = documentOf(v.policy);
+          const changed = previous === undefined ? Object.keys(doc) : Object.keys(doc).filter((k) => JSON.stringify(doc[k]) !== JSON.stringify(previous![k]));
+          previous = doc;
+          return { version: v.version, created_at: v.createdAt ? new Date(timestampMs(v.createdAt)).toISOString() : null, actor: v.actor, changed, policy: doc };
+        });
+        const text = versions.map((v) => `version ${v.version}  ${v.created_at ?? '-'}  ${v.actor || 'before versions were kept'}\n  ${
+          v.version === 1 ? 'first policy' : v.changed.length === 0 ? 'nothing changed' : v.changed.map((k) => `${k}: ${JSON.stringify(v.policy[k])}`).join('\n  ')}`).join('\n');
+        return { json: versions as unknown as JsonValue, text: text || 'no versions' };
       };
     },
   },

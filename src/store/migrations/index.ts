@@ -15,11 +15,12 @@ import { migration as registryScopes } from './0013_registry_scopes.js';
 import { migration as registryEndpointCounts } from './0014_registry_endpoint_counts.js';
 import { migration as maxPerPayment } from './0015_max_per_payment.js';
 import { migration as windowLimits } from './0016_window_limits.js';
+import { migration as policyVersions } from './0017_policy_versions.js';
 
 export type { Migration };
 
 /** Every migration in version order: the one list both stores' runners apply. */
 export const MIGRATIONS: readonly Migration[] = [
   init, dashboard, privateServices, networkFee, nonceReuse, transactionStates, submission, chainTracking, treasuryFunds,
-  capBuckets, capRows, capBucketsHot, registryScopes, registryEndpointCounts, maxPerPayment, windowLimits,
+  capBuckets, capRows, capBucketsHot, registryScopes, registryEndpointCounts, maxPerPayment, windowLimits, policyVersions,
 ];

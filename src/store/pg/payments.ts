@@ -57,8 +57,8 @@ const KEYLESS_BY_ID = statement('pay.keylessById',
   `SELECT ${COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2 AND idempotency_key IS NULL AND type != 'ping'`);
 const BY_ID = statement('pay.byId', `SELECT ${COLUMNS} FROM transactions WHERE id = $1`);
 const INSERT = statement('pay.insert', `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10, $19, $20)`);
+  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10, $19, $20, $21)`);
 // A raw transaction settles only while the row still holds the nonce it was signed with, not just
 // while it is `signing`: another replica's stale-signing repair may have taken the row back (its
 // nonce handed back, maybe to another payment) and a repeat reserved it again with a new nonce;
@@ -174,7 +174,7 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       if (holdsCap(row.status)) sql.contend(`cap:${row.agentId}`);
       await sql.run(INSERT, [row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros,
         holdsCap(row.status) ? 1 : 0, row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey,
-        row.requestHash, row.request, row.result, row.approvalId, row.feeGwei ?? 0n, row.rule ?? null]);
+        row.requestHash, row.request, row.result, row.approvalId, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null]);
     },
     async settleSigned(id, result, now, submit = false, nonce) {
       return (await sql.run(SETTLE, [result, submit ? 'pending' : null, now, id, nonce ?? null])) === 1;

@@ -7,11 +7,11 @@ type TxRow = {
   id: string; org_id: string; agent_id: string; type: string; status: string; chain_id: bigint;
   recipient: string; amount_micros: bigint; reason: string; service_slug: string; approval_id: string | null;
   created_at: bigint; submit_status: string | null; tx_hash: string | null; block_number: bigint | null; confirmations: bigint | null;
-  network_fee_wei: string | null;
+  network_fee_wei: string | null; policy_version: bigint | number | null;
 };
 
 const COLUMNS = `id, org_id, agent_id, type, status, chain_id, recipient, amount_micros, reason, service_slug, approval_id, created_at,
-  submit_status, tx_hash, block_number, confirmations, network_fee_wei`;
+  submit_status, tx_hash, block_number, confirmations, network_fee_wei, policy_version`;
 
 const INSERT = statement('tx.insert', `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient,
   amount_micros, holds_cap, cap_at, reason, service_slug, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`);
@@ -22,7 +22,7 @@ function toTx(r: TxRow): TransactionRecord {
   return {
     id: r.id, orgId: r.org_id, agentId: r.agent_id, type: r.type, status: r.status as TransactionState, chainId: num(r.chain_id),
     recipient: r.recipient, amountMicros: BigInt(r.amount_micros), reason: r.reason, serviceSlug: r.service_slug,
-    approvalId: r.approval_id, createdAt: num(r.created_at),
+    approvalId: r.approval_id, createdAt: num(r.created_at), policyVersion: r.policy_version === null ? null : Number(r.policy_version),
     ...(r.submit_status === null ? {} : {
       chain: {
         status: r.submit_status as ChainState, txHash: r.tx_hash, blockNumber: numOrNull(r.block_number),
