@@ -229,6 +229,35 @@ describe('policy document through the CLI', () => {
     expect(set.stdout).toMatch(/limits +1h: 1 payments/);
     expect((await postSign(s.url, t.apiKey, pay(t.agentId, '0.01'))).status).toBe(200);
     expect((await postSign(s.url, t.apiKey, pay(t.agentId, '0.01'))).json.rule).toMatchObject({ kind: 'max_count', scope: 'organization' });
+    // A file it does not understand is a usage error naming the place, and nothing is sent.
+    for (const [limits, message] of [
+      [[{ window: '1h', max_usd: '5', recipeint: SHOP }], /limits\[0\] has an unknown key "recipeint"/],
+      [[{ window: '1h', max_usd: 5 }], /limits\[0\]\.max_usd must be a decimal string/],
+      [[null], /limits\[0\] must be an object/],
+      [[{ window: 60, max_count: 1 }], /limits\[0\]\.window/],
+    ] as const) {
+      writeFileSync(path, JSON.stringify({ limits }));
+      const bad = await cli(['org', 'limits', 'set', '--org', t.orgId, '--file', path]);
+      expect(bad.code, bad.stderr).toBe(2);
+      expect(bad.stderr).toMatch(message);
+    }
+    expect((await admin.client.listOrganizations({}, admin.auth)).organizations.find((o) => o.id === t.orgId)!.limits.map((l) => [l.window, l.maxCount])).toEqual([['1h', 1]]);
+  });
+
+  test('behavior: a network-fee limit counts whole gwei, so a window never holds more fee than its limit', async () => {
+    const t = await tenant('fee-window');
+    await admin.client.setPolicy({
+      agentId: t.agentId, allowlist: [SHOP], spendCapUsd: '1000', approvalThresholdUsd: '50', limits: { items: [{ window: '1h', maxNetworkFeeWei: '2000000000' }] },
+    }, admin.auth);
+    const raw = (gas: number, fee: string) => ({ ...pay(t.agentId, '0.01'), type: 'raw_transaction', payload: { gas, max_fee_per_gas: fee, max_priority_fee_per_gas: '1' } });
+    expect((await postSign(s.url, t.apiKey, raw(21_000, '1'))).status).toBe(200);
+    // 21,000 × 47,620 wei is just over a gwei: counted as two, over the 2-gwei limit with the one held.
+    const over = await postSign(s.url, t.apiKey, raw(21_000, '47620'));
+    expect(over.status, over.text).toBe(403);
+    expect(over.json.rule).toMatchObject({ kind: 'max_network_fee_wei', limit: '2000000000', spent: '1000000000' });
+    expect((await postSign(s.url, t.apiKey, raw(21_000, '1'))).status).toBe(200);
+    const spend = await rest(s.url, 'GET', `/api/agents/${t.agentId}/spend`, { key: t.apiKey });
+    expect(spend.json.limits[1]).toMatchObject({ max_network_fee_wei: '2000000000', network_fee_wei: '2000000000', count: 2 });
   });
 });
 

@@ -7,7 +7,7 @@ import { approvalStatus } from '../src/protoMapping/enums.js';
 import { adminFor, createAgent, upsertService, type Admin } from './helpers/admin.js';
 import { listAllTransactions, postSign, setPolicy } from './helpers/payments.js';
 import { MPP_RECIPIENT, MPP_REALM, carriesPayment, startMppPeer, type MppPeer } from './helpers/peers.js';
-import { startTestServer, type TestServer } from './helpers/server.js';
+import { rest, startTestServer, type TestServer } from './helpers/server.js';
 import { createUser, dashboardFetch, httpSignIn, type HttpSession } from './dashboard/helpers.js';
 import { runCliInProcess as runCli } from './helpers/cliInProcess.js';
 import { expectRpcError } from './helpers/rpc.js';
@@ -97,6 +97,23 @@ describe('POST /api/sign type mpp with splits', () => {
     expect(r.json.cost_usd).toBe('0.01');
     const paid = await fetch(url, { headers: { accept: 'application/json', [r.json.payment_header.name]: r.json.payment_header.value } });
     expect(paid.status, await paid.clone().text()).toBe(200);
+  });
+
+  test('error: a window limit scoped to a split recipient counts every payment that pays it, whole', async () => {
+    const agentId = await agent([MPP_RECIPIENT, SPLIT_TO]);
+    await admin.client.setPolicy({
+      agentId, allowlist: [MPP_RECIPIENT, SPLIT_TO], spendCapUsd: '10', approvalThresholdUsd: '1',
+      limits: { items: [{ window: '1h', maxCount: 1, recipient: SPLIT_TO.toLowerCase() }] },
+    }, admin.auth);
+    expect((await postSign(s.url, s.bootstrap.api_key, body(agentId, peer.url('/limited/a')))).status).toBe(200);
+    const second = await postSign(s.url, s.bootstrap.api_key, body(agentId, peer.url('/limited/b')));
+    expect(second.status, second.text).toBe(403);
+    expect(second.json.rule).toMatchObject({ kind: 'max_count', recipient: SPLIT_TO.toLowerCase(), spent: '1' });
+    // A direct payment to the split recipient is in the same window.
+    const direct = await postSign(s.url, s.bootstrap.api_key, { agent_id: agentId, type: 'eip3009', chain_id: 8453, recipient_address: SPLIT_TO, amount_usd: '0.01' });
+    expect(direct.status, direct.text).toBe(403);
+    const spend = await rest(s.url, 'GET', `/api/agents/${agentId}/spend`, { key: s.bootstrap.api_key });
+    expect(spend.json.limits[1]).toMatchObject({ recipient: SPLIT_TO.toLowerCase(), count: 1, spent_usd: '0.01' });
   });
 
   test('behavior: allowed through an attributed service slug, the service\'s splits are accepted', async () => {

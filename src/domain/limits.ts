@@ -80,7 +80,8 @@ function parseLimit(item: unknown, at: string): SpendLimit {
   const maxNetworkFeeWei = o.max_network_fee_wei === undefined ? null : parseMaxNetworkFeeWei(o.max_network_fee_wei, `${at}.max_network_fee_wei`);
   let recipient: string | null = null;
   if (o.recipient !== undefined) {
-    if (typeof o.recipient !== 'string' || !(ADDRESS.test(o.recipient) || SLUG.test(o.recipient))) {
+    // As in an allowlist, a value that starts like an address is a mistyped address, never a slug.
+    if (typeof o.recipient !== 'string' || !(ADDRESS.test(o.recipient) || (SLUG.test(o.recipient) && !/^0x/i.test(o.recipient)))) {
       throw invalidArgument(`${at}.recipient must be a 0x address or a registry service slug`);
     }
     recipient = o.recipient.toLowerCase();
@@ -91,11 +92,13 @@ function parseLimit(item: unknown, at: string): SpendLimit {
   return { window: o.window as string, windowMs, maxMicros, maxCount, maxNetworkFeeWei, recipient };
 }
 
-/** Amounts are decimal strings on the wire; a JSON number is read as the decimal it was written as. */
+/**
+ * Amounts are decimal strings, as on every admin surface: a JSON number has already passed through
+ * a double (1.0000000000000001 would read as 1), so it is refused rather than rounded.
+ */
 function stringOf(v: unknown, field: string): string {
   if (typeof v === 'string') return v;
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
-  throw invalidArgument(`${field} must be a decimal string`);
+  throw invalidArgument(`${field} must be a decimal string, like "5" or "0.25"`);
 }
 
 /** A limit as the policy document writes it: only the keys it sets. */
@@ -108,9 +111,13 @@ export function limitToJson(l: SpendLimit): Record<string, string | number> {
   return out;
 }
 
-/** Whether a payment to `recipient` (attributed to `slug`, or null) counts against `limit`. */
-export function limitCovers(limit: SpendLimit, recipient: string, slug: string | null): boolean {
-  return limit.recipient === null || limit.recipient === recipient || (slug !== null && limit.recipient === slug);
+/**
+ * Whether a payment to `recipient` (attributed to `slug`, or null, and also paying `others`, the
+ * split recipients of an MPP payment) counts against `limit`. A payment that pays a limit's
+ * recipient anything counts whole against it: fail-closed, never a share the payer chose.
+ */
+export function limitCovers(limit: SpendLimit, recipient: string, slug: string | null, others: readonly string[] = []): boolean {
+  return limit.recipient === null || limit.recipient === recipient || (slug !== null && limit.recipient === slug) || others.includes(limit.recipient);
 }
 
 /** "the last hour", "the last 30 days": how a denial names a window. */

@@ -42,3 +42,8 @@ const GWEI = 1_000_000_000n;
 export function feeGweiOf(fee: NetworkFee | null): bigint {
   return fee ? (maxNetworkFeeWei(fee) + GWEI - 1n) / GWEI : 0n;
 }
+
+/** The fee a window limit counts for a payment, in wei: what the ledger will hold for it (feeGweiOf), so admission and the window agree. */
+export function countedFeeWei(fee: NetworkFee | null): bigint {
+  return feeGweiOf(fee) * GWEI;
+}

@@ -1,6 +1,6 @@
 import { describeWindow, type LimitUsage } from './limits.js';
 import { formatUsd, MAX_USD_MICROS } from './money.js';
-import { maxNetworkFeeWei, type NetworkFee } from './networkFee.js';
+import { countedFeeWei, maxNetworkFeeWei, type NetworkFee } from './networkFee.js';
 import type { AgentStatus } from './validate.js';
 
 /**
@@ -148,7 +148,7 @@ export function evaluatePolicy(f: PolicyFacts, options: EvaluateOptions = {}): V
  * they were written; a limit checks its amount, then its count, then its network fees.
  */
 function windowLimitVerdict(f: PolicyFacts): Verdict | null {
-  const fee = f.networkFee ? maxNetworkFeeWei(f.networkFee) : 0n;
+  const fee = countedFeeWei(f.networkFee ?? null);
   for (const { scope, limit, use } of f.limits!) {
     const whose = scope === 'agent' ? "the agent's" : "the organization's";
     const name = `${whose} ${limit.window} limit${limit.recipient ? ` for ${limit.recipient}` : ''}`;
@@ -162,7 +162,7 @@ function windowLimitVerdict(f: PolicyFacts): Verdict | null {
         { ...where, kind: 'max_count', limit: String(limit.maxCount), spent: String(use.count) });
     }
     if (limit.maxNetworkFeeWei !== null && fee > 0n && use.feeWei + fee > limit.maxNetworkFeeWei) {
-      return deny('limit', `Network fee of up to ${fee} wei would exceed ${name} of ${limit.maxNetworkFeeWei} wei: ${use.feeWei} wei already committed in ${describeWindow(limit)}`,
+      return deny('limit', `Network fee of up to ${fee} wei (counted in whole gwei) would exceed ${name} of ${limit.maxNetworkFeeWei} wei: ${use.feeWei} wei already committed in ${describeWindow(limit)}`,
         { ...where, kind: 'max_network_fee_wei', limit: limit.maxNetworkFeeWei.toString(), spent: use.feeWei.toString() });
     }
   }

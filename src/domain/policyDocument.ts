@@ -44,6 +44,7 @@ export function parsePolicyDocument(doc: unknown): PolicyDocumentFields {
     return v;
   };
   // Validated here so that an error names the document's own place (limits[2].window).
+  if (o.limits === null) throw invalidArgument('limits must be an array of limits; leave the key out, or write [], for none');
   const limits = parseLimits(o.limits ?? [], 'limits');
   const raw = (o.limits ?? []) as Array<Record<string, unknown>>;
   const capAt = raw.findIndex(isSpendCap);

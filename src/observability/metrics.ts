@@ -66,7 +66,7 @@ export function signReasonClass(reason: string): string {
   if (reason.includes("not on the agent's allowlist")) return 'allowlist';
   if (reason.startsWith('Maximum network fee ')) return 'network_fee';
   if (reason.startsWith('Spend cap of ')) return 'spend_cap';
-  if (/^(Payment of \$[\d.]+ would exceed|Payment would exceed|Network fee of up to \d+ wei would exceed) the (agent|organization)'s /.test(reason)) return 'limit';
+  if (/^(Payment of \$[\d.]+ would exceed|Payment would exceed|Network fee of up to \d+ wei \(counted in whole gwei\) would exceed) the (agent|organization)'s /.test(reason)) return 'limit';
   if (reason.includes('exceeds the approval threshold')) return 'approval_threshold';
   if (reason.startsWith('Denied by approver')) return 'approver';
   if (/expired/i.test(reason)) return 'expired';

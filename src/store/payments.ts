@@ -76,12 +76,17 @@ export const CAP_SUM_BOUNDED_SQL = `${CAP_SUM_SQL},
   (SELECT MIN(cap_at) FROM transactions WHERE holds_cap = 1 AND cap_at > (SELECT horizon FROM cap_horizon)),
   (SELECT MIN(expires_at) FROM approvals WHERE agent_id = ? AND status = 'pending' AND expires_at > ?)`;
 
+/** Split recipients as stored (migration 0016): `,a,b,` so one is found by `,a,`; '' for none. */
+export function splitsText(splits: readonly string[] | undefined): string {
+  return splits && splits.length > 0 ? `,${splits.join(',')},` : '';
+}
+
 /**
  * What one window limit's window holds (port.ts windowUse): the organization's holding rows by
  * time (transactions_limits, migration 0016), narrowed to an agent and a recipient when asked.
  */
 export const WINDOW_USE_SQL = `SELECT COALESCE(SUM(t.amount_micros), 0), COUNT(*), COALESCE(SUM(t.fee_gwei), 0) FROM transactions t
-  WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND (? IS NULL OR t.agent_id = ?) AND (? IS NULL OR t.recipient = ? OR t.service_slug = ?)
+  WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND (? IS NULL OR t.agent_id = ?) AND (? IS NULL OR t.recipient = ? OR t.service_slug = ? OR instr(t.split_recipients, ',' || ? || ',') > 0) AND (? IS NULL OR t.id != ?)
   AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ?))`;
 
 /**
@@ -106,8 +111,8 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
   // Positional parameters: binding by name needed the row copied with holdsCap added, a slow
   // object spread in V8, and a name lookup per parameter.
   const insert = db.prepare(`INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version, split_recipients)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   // A raw transaction's nonce must still be the row's: see pg/payments.ts SETTLE.
   const settle = db.prepare(move('signing', 'signed', 'result = ?, submit_status = ?, updated_at = ?', 'id = ? AND (? IS NULL OR nonce = ?)'));
   // Submission is a column of a signed row, not a state (migration 0007).
@@ -200,7 +205,7 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
     windowUse(q: WindowQuery): WindowUse {
-      const [micros, count, feeGwei] = windowUse.get(q.orgId, q.since, q.agentId, q.agentId, q.recipient, q.recipient, q.recipient, q.now) as [bigint, bigint, bigint];
+      const [micros, count, feeGwei] = windowUse.get(q.orgId, q.since, q.agentId, q.agentId, q.recipient, q.recipient, q.recipient, q.recipient, q.excludeId ?? null, q.excludeId ?? null, q.now) as [bigint, bigint, bigint];
       return { micros, count: Number(count), feeGwei };
     },
     committedSince(agentId: string, since: number, now: number): bigint {
@@ -244,7 +249,7 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
     insert(row: PaymentRow & { status: InitialState }): void {
       insert.run(row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros, holdsCap(row.status) ? 1 : 0,
         row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey, row.requestHash, row.request, row.result, row.approvalId,
-        row.createdAt, row.createdAt, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null);
+        row.createdAt, row.createdAt, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null, splitsText(row.splitRecipients));
     },
     /** Records the signature; `submit` marks a raw transaction for broadcast (its chain has an RPC endpoint). */
     settleSigned(id: string, result: string, now: number, submit = false, nonce?: number): boolean {

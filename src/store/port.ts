@@ -140,7 +140,7 @@ export interface TransactionRepository {
   list(f: TransactionFilter): Promise<TransactionRecord[]>;
 }
 
-export type WindowQuery = { orgId: string; agentId: string | null; recipient: string | null; since: number; now: number };
+export type WindowQuery = { orgId: string; agentId: string | null; recipient: string | null; since: number; now: number; excludeId?: string | null };
 export type WindowUse = { micros: bigint; count: number; feeGwei: bigint };
 
 export type PaymentRow = TransactionRecord & {
@@ -161,6 +161,8 @@ export type PaymentRow = TransactionRecord & {
   rule?: string | null;
   /** The version of the agent's policy that decided it. */
   policyVersion?: number | null;
+  /** The other lowercased addresses the payment pays (an MPP split); written on insert. */
+  splitRecipients?: readonly string[];
 };
 
 /** A submitted raw transaction the tracker follows (app/submission/submit.ts). */
@@ -193,9 +195,10 @@ export interface PaymentRepository {
   /**
    * What a window limit's window holds (domain/limits.ts): the amounts, the number and the
    * network fees (whole gwei, rounded up) of the organization's rows holding the cap with
-   * cap_at > since, only the agent's when `agentId` is set, only those to `recipient` (a lowercased
-   * address, or the registry slug the payment was attributed to) when it is set; less pending
-   * approvals overdue at `now`, as committedSince.
+   * cap_at > since, only the agent's when `agentId` is set, only those paying `recipient` (a
+   * lowercased address, as the recipient or a split's; or the registry slug the payment was
+   * attributed to) when it is set; less pending
+   * approvals overdue at `now`, as committedSince; and less the row `excludeId` (a payment being re-checked).
    */
   windowUse(q: WindowQuery): Promise<WindowUse>;
   findByIdempotencyKey(agentId: string, key: string): Promise<PaymentRow | undefined>;

@@ -47,6 +47,12 @@ describe('window limits: parsing', () => {
     expect(refused([{ window: '1h', max_usd: '1.0000001' }])).toMatch(/limits\[0\]\.max_usd/);
     expect(refused(Array.from({ length: 33 }, () => ({ window: '1h', max_count: 1 })))).toMatch(/at most 32/);
     expect(refused({ window: '1h' })).toMatch(/must be an array/);
+    // Amounts are strings: a JSON number has already been rounded through a double.
+    expect(refused([{ window: '1h', max_usd: 1.0000000000000001 }])).toMatch(/limits\[0\]\.max_usd must be a decimal string/);
+    // Something that starts like an address is a mistyped address, never a slug.
+    for (const typo of ['0x123', '0xzz', '0x-weather', `0x${'2'.repeat(41)}`]) {
+      expect(refused([{ window: '1h', max_usd: '1', recipient: typo }]), typo).toMatch(/limits\[0\]\.recipient/);
+    }
   });
 
   test('property: a stored list reads back as the same limits', () => {
@@ -85,18 +91,22 @@ describe('window limits: evaluation', () => {
     expect(evaluatePolicy(facts([{ scope: 'agent', limit: hourly, use: use(5n * USD) }], { spendCapMicros: 0n }))).toMatchObject({ rule: 'spend_cap' });
   });
 
-  test('behavior: a count limit counts payments; a fee limit counts only payments that carry a fee', () => {
-    const counted = limit({ window: '7d', max_count: 3, max_network_fee_wei: '1000' });
+  test('behavior: a count limit counts payments; a fee limit counts only payments that carry a fee, in whole gwei rounded up as the ledger keeps them', () => {
+    const counted = limit({ window: '7d', max_count: 3, max_network_fee_wei: '2000000000' });
     expect(evaluatePolicy(facts([{ scope: 'organization', limit: counted, use: use(0n, 3) }]))).toMatchObject({
       rule: 'limit', reason: "Payment would exceed the organization's 7d limit of 3 payments: 3 already made in the last 7 days",
       info: { kind: 'max_count', scope: 'organization', limit: '3', spent: '3' },
     });
-    const atFee = { scope: 'agent' as const, limit: counted, use: use(0n, 0, 900n) };
-    expect(evaluatePolicy(facts([atFee]))).toEqual({ outcome: 'allowed' });
-    expect(evaluatePolicy(facts([atFee], { networkFee: { gas: 100n, maxFeePerGas: 1n } }))).toEqual({ outcome: 'allowed' });
-    expect(evaluatePolicy(facts([atFee], { networkFee: { gas: 101n, maxFeePerGas: 1n } }))).toMatchObject({
-      info: { kind: 'max_network_fee_wei', limit: '1000', spent: '900' },
+    const oneGweiHeld = { scope: 'agent' as const, limit: counted, use: use(0n, 0, 1_000_000_000n) };
+    expect(evaluatePolicy(facts([oneGweiHeld]))).toEqual({ outcome: 'allowed' });
+    // 21,000 wei is counted as a whole gwei: 2 gwei with the one held, exactly the limit.
+    expect(evaluatePolicy(facts([oneGweiHeld], { networkFee: { gas: 21_000n, maxFeePerGas: 1n } }))).toEqual({ outcome: 'allowed' });
+    // One wei over a gwei is counted as two: over the limit, so the window never holds more than it allows.
+    expect(evaluatePolicy(facts([oneGweiHeld], { networkFee: { gas: 1n, maxFeePerGas: 1_000_000_001n } }))).toMatchObject({
+      info: { kind: 'max_network_fee_wei', limit: '2000000000', spent: '1000000000' },
     });
+    const tiny = limit({ window: '1h', max_network_fee_wei: '21000' });
+    expect(evaluatePolicy(facts([{ scope: 'agent', limit: tiny, use: use(0n) }], { networkFee: { gas: 21_000n, maxFeePerGas: 1n } }))).toMatchObject({ rule: 'limit' });
   });
 
   test('property: the verdict is denied by a limit exactly when some covering limit would overflow', () => {
@@ -134,5 +144,7 @@ describe('policy document', () => {
     expect(() => parsePolicyDocument({ allow: [] })).toThrow(/approval_threshold_usd/);
     expect(() => parsePolicyDocument({ ...doc, limits: [{ window: '2y', max_usd: '1' }] })).toThrow(/limits\[0\]\.window/);
     expect(() => parsePolicyDocument({ ...doc, allow: 'everything' })).toThrow(/allow must be an array/);
+    expect(() => parsePolicyDocument({ ...doc, limits: null })).toThrow(/limits must be an array/);
+    expect(() => parsePolicyDocument({ ...doc, limits: [{ window: '24h', max_usd: -0 }] })).toThrow(/limits\[0\]\.max_usd must be a decimal string/);
   });
 });

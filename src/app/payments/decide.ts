@@ -88,7 +88,7 @@ export async function decide(
       // largest amount it can hold, and the reason the real one.
       recipient: intent.recipient, amountMicros: intent.amountMicros > MAX_USD_MICROS ? MAX_USD_MICROS : intent.amountMicros, reason: '', serviceSlug: facts.attributedSlug ?? '',
       resourceUrl: intent.resourceUrl, idempotencyKey: req.idempotencyKey ?? null, requestHash, request: intent.stored, result: null,
-      approvalId: null, createdAt: now, feeGwei: feeGweiOf(intent.networkFee), policyVersion: current.policy.version ?? null,
+      approvalId: null, createdAt: now, feeGwei: feeGweiOf(intent.networkFee), policyVersion: current.policy.version ?? null, splitRecipients: intent.otherRecipients,
     };
     if (verdict.outcome === 'denied') {
       const denied = withState(row, 'denied', verdict.reason, null, null, verdict.info);
@@ -132,7 +132,7 @@ function withState(
   return {
     id: row.id, orgId: row.orgId, agentId: row.agentId, type: row.type, status, chainId: row.chainId, recipient: row.recipient,
     amountMicros: row.amountMicros, reason, serviceSlug: row.serviceSlug, resourceUrl: row.resourceUrl, idempotencyKey: row.idempotencyKey,
-    requestHash: row.requestHash, request: row.request, result, approvalId, createdAt: row.createdAt, feeGwei: row.feeGwei, policyVersion: row.policyVersion,
+    requestHash: row.requestHash, request: row.request, result, approvalId, createdAt: row.createdAt, feeGwei: row.feeGwei, policyVersion: row.policyVersion, splitRecipients: row.splitRecipients,
     rule: rule && JSON.stringify(rule),
   };
 }

@@ -7,7 +7,10 @@ import type { AppDeps } from '../deps.js';
 export const CAP_WINDOW_MS = 24 * 3600 * 1000;
 
 /** The facts a use case knows besides the agent, the recipient, the amount and the ledger. */
-export type MoreFacts = Partial<Pick<PolicyFacts, 'otherRecipients' | 'attributedSlug' | 'attributionNote' | 'networkFee' | 'maxAmountMicros'>>;
+export type MoreFacts = Partial<Pick<PolicyFacts, 'otherRecipients' | 'attributedSlug' | 'attributionNote' | 'networkFee' | 'maxAmountMicros'>> & {
+  /** The ledger row of the payment being re-checked (an approved one): left out of every window, as it is the payment itself. */
+  ownId?: string;
+};
 const NONE: MoreFacts = {};
 
 /**
@@ -19,7 +22,7 @@ const NONE: MoreFacts = {};
 export async function policyFacts(deps: AppDeps, agent: Agent, recipient: string, amountMicros: bigint, excludeMicros = 0n, more: MoreFacts = NONE): Promise<PolicyFacts> {
   const now = deps.now();
   const facts = factsOf(agent, recipient, amountMicros, (await committedNow(deps, agent.id, now)) - excludeMicros, more);
-  facts.limits = await limitUsages(deps, agent, recipient, more.attributedSlug ?? null, now, excludeMicros);
+  facts.limits = await limitUsages(deps, agent, recipient, more.attributedSlug ?? null, more.otherRecipients ?? [], now, more.ownId ?? null);
   return facts;
 }
 
@@ -27,24 +30,21 @@ const NO_LIMITS: readonly LimitUsage[] = [];
 
 /**
  * The agent's and its organization's window limits that cover a payment to `recipient`, each
- * with what its window holds now. `excludeMicros` is a payment already holding (an approved one
- * being collected): its amount and its one payment are taken out of every window, as out of the
- * cap. Its network fee stays counted, which can only refuse more.
+ * with what its window holds now, less the payment's own row when it is re-checked (`ownId`): it
+ * is then the payment being judged, wherever its hold falls relative to each window.
  */
-async function limitUsages(deps: AppDeps, agent: Agent, recipient: string, slug: string | null, now: number, excludeMicros: bigint): Promise<readonly LimitUsage[]> {
+async function limitUsages(deps: AppDeps, agent: Agent, recipient: string, slug: string | null, others: readonly string[], now: number, ownId: string | null): Promise<readonly LimitUsage[]> {
   const org = await deps.store.organizations.get(agent.orgId);
   const agentLimits = agent.policy.limits;
   const orgLimits = org?.limits ?? [];
   if (agentLimits.length === 0 && orgLimits.length === 0) return NO_LIMITS;
   const out: LimitUsage[] = [];
   const measure = async (scope: LimitScope, limit: SpendLimit) => {
-    if (!limitCovers(limit, recipient, slug)) return;
+    if (!limitCovers(limit, recipient, slug, others)) return;
     const w = await deps.store.payments.windowUse({
-      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
+      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now, excludeId: ownId,
     });
-    const own = excludeMicros > 0n ? 1 : 0;
-    const micros = w.micros - excludeMicros;
-    out.push({ scope, limit, use: { micros: micros < 0n ? 0n : micros, count: Math.max(0, w.count - own), feeWei: w.feeGwei * 1_000_000_000n } });
+    out.push({ scope, limit, use: { micros: w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n } });
   };
   for (const l of agentLimits) await measure('agent', l);
   for (const l of orgLimits) await measure('organization', l);

@@ -30,7 +30,7 @@ export function storedNetworkFee(request: string): NetworkFee | null {
  */
 export async function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRow, ownMicros: bigint): Promise<Verdict> {
   return evaluatePolicy(await policyFacts(deps, agent, tx.recipient, tx.amountMicros, ownMicros, {
-    attributedSlug: tx.serviceSlug || null,
+    attributedSlug: tx.serviceSlug || null, ownId: tx.id,
     otherRecipients: storedSplitRecipients(tx.request),
     networkFee: storedNetworkFee(tx.request),
   }), { skipThreshold: true });
@@ -40,7 +40,7 @@ export async function recheckApproved(deps: AppDeps, agent: Agent, tx: PaymentRo
 export async function recheckProbed(deps: AppDeps, agent: Agent, row: PaymentRow, probed: { offer: Offer; chain: readonly string[] }): Promise<Verdict> {
   const attribution = await attributeOffer(deps, agent, probed.offer, probed.chain);
   return evaluatePolicy(await policyFacts(deps, agent, probed.offer.payTo.toLowerCase(), row.amountMicros, row.amountMicros, {
-    otherRecipients: splitRecipients(probed.offer),
+    otherRecipients: splitRecipients(probed.offer), ownId: row.id,
     attributedSlug: attribution.attributed ? attribution.slug : null,
     attributionNote: attribution.note,
   }), { skipThreshold: true });

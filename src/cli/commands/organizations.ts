@@ -13,6 +13,8 @@ import { UsageError } from '../errors.js';
 import { optionalInteger } from '../flagValues.js';
 import { formatFields, formatList, formatTime } from '../render.js';
 import { readJsonFile } from '../jsonFile.js';
+import { DomainError } from '../../domain/errors.js';
+import { limitToJson, parseLimits } from '../../domain/limits.js';
 import { limitMessage, limitsText } from './agents.js';
 
 function organizationFields(o: Organization): string {
@@ -76,10 +78,17 @@ export const organizationCommands: Command[] = [
       const orgId = flags.require('--org');
       const path = flags.require('--file');
       const doc = readJsonFile(path);
-      if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || Object.keys(doc).some((k) => k !== 'limits') || !Array.isArray((doc as { limits?: unknown }).limits)) {
+      if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || Object.keys(doc).some((k) => k !== 'limits') || !('limits' in doc)) {
         throw new UsageError(`${path} must be a JSON object with one key, "limits", an array of limits`);
       }
-      const request = { orgId, limits: { items: ((doc as { limits: Array<Record<string, unknown>> }).limits).map(limitMessage) } };
+      let limits;
+      try {
+        limits = parseLimits((doc as { limits: unknown }).limits).map(limitToJson);
+      } catch (err) {
+        if (err instanceof DomainError) throw new UsageError(`${path}: ${err.message}`);
+        throw err;
+      }
+      const request = { orgId, limits: { items: limits.map(limitMessage) } };
       return async (client) => {
         const r = await client.updateOrganization(request);
         return commandOutput(UpdateOrganizationResponseSchema, r, r.organization ? organizationFields(r.organization) : 'updated');

@@ -1,6 +1,6 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
-import { capHourOf } from '../payments.js';
+import { capHourOf, splitsText } from '../payments.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
 import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
@@ -50,15 +50,15 @@ const CAP_SUM = statement('pay.capSum', `SELECT
 // What one window limit's window holds (../payments.ts WINDOW_USE_SQL).
 const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS micros, COUNT(*)::bigint AS count,
     COALESCE(SUM(t.fee_gwei), 0)::bigint AS fee FROM transactions t
-  WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4)
+  WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4 OR strpos(t.split_recipients, ',' || $4 || ',') > 0) AND ($6::text IS NULL OR t.id <> $6)
   AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= $5))`);
 const BY_KEY = statement('pay.byKey', `SELECT ${COLUMNS} FROM transactions WHERE agent_id = $1 AND idempotency_key = $2`);
 const KEYLESS_BY_ID = statement('pay.keylessById',
   `SELECT ${COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2 AND idempotency_key IS NULL AND type != 'ping'`);
 const BY_ID = statement('pay.byId', `SELECT ${COLUMNS} FROM transactions WHERE id = $1`);
 const INSERT = statement('pay.insert', `INSERT INTO transactions (id, org_id, agent_id, type, status, chain_id, recipient, amount_micros,
-  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10, $19, $20, $21)`);
+  holds_cap, cap_at, reason, service_slug, resource_url, idempotency_key, request_hash, request, result, approval_id, created_at, updated_at, fee_gwei, rule, policy_version, split_recipients)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $10, $10, $19, $20, $21, $22)`);
 // A raw transaction settles only while the row still holds the nonce it was signed with, not just
 // while it is `signing`: another replica's stale-signing repair may have taken the row back (its
 // nonce handed back, maybe to another payment) and a repeat reserved it again with a new nonce;
@@ -153,7 +153,7 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
     async windowUse(q) {
       // Every payment of the organization reads and may change what its windows hold.
       sql.contend(`limits:${q.orgId}`);
-      const r = (await sql.one<{ micros: bigint; count: bigint; fee: bigint }>(WINDOW_USE, [q.orgId, q.since, q.agentId, q.recipient, q.now]))!;
+      const r = (await sql.one<{ micros: bigint; count: bigint; fee: bigint }>(WINDOW_USE, [q.orgId, q.since, q.agentId, q.recipient, q.now, q.excludeId ?? null]))!;
       return { micros: r.micros, count: Number(r.count), feeGwei: r.fee };
     },
     async findByIdempotencyKey(agentId, key) {
@@ -174,7 +174,7 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       if (holdsCap(row.status)) sql.contend(`cap:${row.agentId}`);
       await sql.run(INSERT, [row.id, row.orgId, row.agentId, row.type, row.status, row.chainId, row.recipient, row.amountMicros,
         holdsCap(row.status) ? 1 : 0, row.createdAt, row.reason, row.serviceSlug, row.resourceUrl, row.idempotencyKey,
-        row.requestHash, row.request, row.result, row.approvalId, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null]);
+        row.requestHash, row.request, row.result, row.approvalId, row.feeGwei ?? 0n, row.rule ?? null, row.policyVersion ?? null, splitsText(row.splitRecipients)]);
     },
     async settleSigned(id, result, now, submit = false, nonce) {
       return (await sql.run(SETTLE, [result, submit ? 'pending' : null, now, id, nonce ?? null])) === 1;
