@@ -143,6 +143,17 @@ describe('window limits', () => {
     expect((await postSign(s.url, t.apiKey, pay(t.agentId, '30'))).status).toBe(202);
   });
 
+  test('behavior: approving and collecting a pending payment counts it once against its limits, not twice', async () => {
+    const t = await tenant('approve-once', [{ window: '1h', maxUsd: '50', maxCount: 1 }]);
+    await limitPolicy(t.agentId, [{ window: '1h', maxUsd: '60', maxCount: 1 }], '10');
+    const waiting = await postSign(s.url, t.apiKey, pay(t.agentId, '40'), 'approve-once');
+    expect(waiting.status, waiting.text).toBe(202);
+    await admin.client.decideApproval({ id: waiting.json.approval_request_id as string, decision: Decision.APPROVE }, admin.auth);
+    const collected = await postSign(s.url, t.apiKey, pay(t.agentId, '40'), 'approve-once');
+    expect(collected.status, collected.text).toBe(200);
+    expect((await postSign(s.url, t.apiKey, pay(t.agentId, '1'))).json.rule).toMatchObject({ kind: 'max_count', spent: '1' });
+  });
+
   test('behavior: the spend read lists the cap and every limit with what its window holds', async () => {
     const t = await tenant('spend-read', [{ window: '30d', maxUsd: '200', maxCount: 50 }]);
     await limitPolicy(t.agentId, [{ window: '1h', maxUsd: '5', maxCount: 30 }, { window: '24h', maxUsd: '3', recipient: SHOP }]);
