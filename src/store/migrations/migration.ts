@@ -10,6 +10,6 @@ export type Migration = {
   /** Recorded with the version; a database whose name for a version differs was written by another build. */
   readonly name: string;
   readonly sqlite: string;
-  /** SQL of the same change on PostgreSQL; `SELECT 1;` where the change is SQLite's alone. */
+  /** SQL of the same change on PostgreSQL; `SELECT 1;` where the change is SQLite's alone (and the reverse). */
   readonly postgres: string;
 };

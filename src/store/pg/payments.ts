@@ -41,14 +41,16 @@ function toRow(r: Raw): PaymentRow {
 }
 
 // What counts against the cap: the hourly sums after the hour of `since`, the rows of that hour,
-// less overdue pending approvals (../payments.ts capSum); one statement, one round trip.
-const CAP_SUM = statement('pay.capSum', `SELECT
+// less overdue pending approvals (../payments.ts capSum); one statement, one round trip. Each
+// overdue row is looked up by its id: a join left the planner free to scan a time range of every
+// agent's rows instead, which under SERIALIZABLE conflicts with every other agent's payments.
+export const CAP_SUM = statement('pay.capSum', `SELECT
     (SELECT COALESCE(SUM(total), 0) FROM cap_buckets WHERE agent_id = $1 AND bucket > $2)::bigint AS hours,
     (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
-    (SELECT COALESCE(SUM(t.amount_micros), 0) FROM approvals a JOIN transactions t ON t.id = a.transaction_id
-     WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5 AND t.holds_cap = 1 AND t.cap_at > $3)::bigint AS overdue`);
+    (SELECT COALESCE(SUM((SELECT t.amount_micros FROM transactions t WHERE t.id = a.transaction_id AND t.holds_cap = 1 AND t.cap_at > $3)), 0)
+     FROM approvals a WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5)::bigint AS overdue`);
 // What one window limit's window holds (../payments.ts WINDOW_USE_SQL).
-const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS micros, COUNT(*)::bigint AS count,
+export const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS micros, COUNT(*)::bigint AS count,
     COALESCE(SUM(t.fee_gwei), 0)::bigint AS fee FROM transactions t
   WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4 OR strpos(t.split_recipients, ',' || $4 || ',') > 0) AND ($6::text IS NULL OR t.id <> $6)
   AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= $5))`);
