@@ -32,6 +32,7 @@ const BOTH_STORES = [
   'test/pagination.test.ts',
   'test/admin.test.ts',
   'test/agent-spend.test.ts',
+  'test/policySimulation.test.ts',
   'test/auth.test.ts',
   'test/rpc-auth.test.ts',
   'test/rest-golden.test.ts',

@@ -40,7 +40,7 @@ describe('AdminService authentication', () => {
     (admin[name as keyof typeof admin] as unknown as (req: object, o: CallOptions) => Promise<unknown>)({}, options);
 
   test('error: unauthenticated: every RPC without an Authorization header', async () => {
-    expect(methods.length).toBe(25);
+    expect(methods.length).toBe(26);
     for (const m of methods) {
       const err = await expectRpcError(call(m.localName, anonymous), Code.Unauthenticated, /Missing Authorization header/);
       expect(err.metadata.get('x-error-code'), m.name).toBe('unauthenticated');

@@ -2,7 +2,10 @@ import type { DescEnum } from '@bufbuild/protobuf';
 import { AGENT_STATUSES, type AgentStatus as DomainAgentStatus } from '../domain/validate.js';
 import { PAYMENT_TYPES, type PaymentType as DomainPaymentType } from '../domain/paymentRequest.js';
 import { TRANSACTION_STATES, type TransactionState } from '../domain/transactionState.js';
-import { ChainStatusSchema, TransactionStatusSchema, type ChainStatus, type TransactionStatus } from '../../gen/paypolicy/v1/admin_pb.js';
+import {
+  ChainStatusSchema, SimulatedOutcomeSchema, TransactionStatusSchema, type ChainStatus, type SimulatedOutcome, type TransactionStatus,
+} from '../../gen/paypolicy/v1/admin_pb.js';
+import { OUTCOMES, type Outcome } from '../domain/simulation.js';
 import { CHAIN_STATES, type ChainState } from '../domain/types.js';
 import {
   AgentStatusSchema,
@@ -65,3 +68,4 @@ export const approvalStatus = enumCodec<ApprovalState, ApprovalStatus>(ApprovalS
 export const paymentType = enumCodec<DomainPaymentType, PaymentType>(PaymentTypeSchema, PAYMENT_TYPES);
 export const signOutcome = enumCodec<Verdict, SignOutcome>(SignOutcomeSchema, VERDICTS);
 export const offerStatus = enumCodec<Verdict, OfferStatus>(OfferStatusSchema, VERDICTS);
+export const simulatedOutcome = enumCodec<Outcome, SimulatedOutcome>(SimulatedOutcomeSchema, OUTCOMES);

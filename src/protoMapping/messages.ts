@@ -15,6 +15,7 @@ import {
   type PolicySchema,
   type PolicyVersionSchema,
   type SetPolicyRequest,
+  type SimulatePolicyResponseSchema,
   type SpendLimits,
   type SpendLimitSchema,
   type TransactionSchema,
@@ -30,13 +31,14 @@ import type {
   SignResponseSchema,
 } from '../../gen/paypolicy/v1/payment_policy_pb.js';
 import type { AgentSpendStatus } from '../app/payments/agentSpend.js';
+import type { SimulationReport } from '../app/payments/policySimulation.js';
 import type { PingResult } from '../app/organizations/ping.js';
 import type { PolicyInput } from '../app/organizations/agents.js';
 import type { ResolveResult } from '../app/registry/registry.js';
 import type { SignResult } from '../app/payments/pipeline.js';
 import type { QuoteResult } from '../app/payments/quote.js';
 import type { SignedPayment } from '../app/payments/signatures.js';
-import { agentStatus, approvalStatus, chainStatus, offerStatus, paymentType, signOutcome, transactionStatus, type ApprovalState } from './enums.js';
+import { agentStatus, approvalStatus, chainStatus, offerStatus, paymentType, signOutcome, simulatedOutcome, transactionStatus, type ApprovalState } from './enums.js';
 
 /**
  * Use-case results → the protobuf messages of the contract (proto/paypolicy/v1). Both transports
@@ -232,6 +234,20 @@ function ruleToProto(r: RuleInfo | null): MessageInitShape<typeof PolicyRuleSche
   return {
     kind: r.kind, window: r.window ?? undefined, scope: r.scope ?? undefined, recipient: r.recipient ?? undefined,
     limit: r.limit ?? undefined, spent: r.spent ?? undefined,
+  };
+}
+
+/** The most changed requests a simulation's answer lists (the total is counted beside). */
+export const MAX_LISTED_CHANGES = 1000;
+
+export function simulationToProto(r: SimulationReport): MessageInitShape<typeof SimulatePolicyResponseSchema> {
+  return {
+    requests: r.requests, allowed: r.allowed, pendingApproval: r.pendingApproval, denied: r.denied,
+    changed: r.changed.slice(0, MAX_LISTED_CHANGES).map((c) => ({
+      transactionId: c.id, createdAt: timestampFromMs(c.at), amountUsd: formatUsd(c.amountMicros), recipient: c.recipient, service: c.slug ?? '',
+      was: simulatedOutcome.toProto(c.had), wouldBe: simulatedOutcome.toProto(c.wouldBe), rule: ruleToProto(c.rule), reason: c.reason,
+    })),
+    since: timestampFromMs(r.since), until: timestampFromMs(r.until), changedTotal: r.changed.length,
   };
 }
 

@@ -12,6 +12,7 @@ import {
 import type { DashboardUser } from '../domain/types.js';
 import type { AppDeps } from '../app/deps.js';
 import { listTransactions } from '../app/organizations/ledger.js';
+import { simulatePolicyChange } from '../app/payments/policySimulation.js';
 import { createOrganization, listOrganizations, provisionTreasury, updateOrganization } from '../app/organizations/organizations.js';
 import { deleteService, listServices, MAX_LIST_PAGE_BYTES, recordsWithin, serviceRecords, upsertService, type RegistryScope } from '../app/registry/registry.js';
 import { getTreasuryBalances } from '../app/organizations/treasury.js';
@@ -25,6 +26,7 @@ import {
   policyVersionToProto,
   organizationToProto,
   policyInputFromProto,
+  simulationToProto,
   policyToProto,
   serviceFromProto,
   serviceToProto,
@@ -107,6 +109,11 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
     async listPolicyVersions(req, ctx) {
       const versions = await policyHistory(deps, admin(ctx), req.agentId);
       return { versions: versions.map(policyVersionToProto) };
+    },
+    async simulatePolicy(req, ctx) {
+      const op = admin(ctx);
+      if (!req.policy) throw invalidArgument('policy is required');
+      return simulationToProto(await simulatePolicyChange(deps, op, { ...policyInputFromProto(req.policy), days: req.days }));
     },
     async upsertService(req, ctx) {
       const op = admin(ctx);

@@ -2,7 +2,7 @@ import type { Db } from './db.js';
 import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
-import type { ChainAttempt, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, WindowQuery, WindowUse } from './port.js';
+import type { ChainAttempt, HoldingRow, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, RequestHistoryRow, WindowQuery, WindowUse } from './port.js';
 import type { Synchronous } from './syncTables.js';
 
 /**
@@ -81,6 +81,37 @@ export function splitsText(splits: readonly string[] | undefined): string {
   return splits && splits.length > 0 ? `,${splits.join(',')},` : '';
 }
 
+/** Split recipients from their stored text. */
+export function splitsOf(text: string): string[] {
+  return text === '' ? [] : text.slice(1, -1).split(',');
+}
+
+/** An agent's requests for a policy simulation, by the organization's time index (port.ts requestHistory). */
+export const REQUEST_HISTORY_SQL = `SELECT id, created_at, status, approval_id, type, recipient, amount_micros, service_slug, split_recipients, fee_gwei, request, reason, rule
+  FROM transactions WHERE org_id = ? AND created_at >= ? AND agent_id = ? AND type != 'ping' ORDER BY created_at, id LIMIT ?`;
+/** The other agents' holding rows (port.ts heldByOthers), by transactions_limits. */
+export const HELD_BY_OTHERS_SQL = `SELECT t.cap_at, CASE WHEN t.status = 'pending_approval' THEN a.expires_at END, t.recipient, t.service_slug, t.split_recipients, t.amount_micros, t.fee_gwei
+  FROM transactions t LEFT JOIN approvals a ON a.id = t.approval_id
+  WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND t.agent_id != ? ORDER BY t.cap_at LIMIT ?`;
+
+type HistoryTuple = [string, bigint | number, string, string | null, string, string, bigint, string, string, bigint | number, string, string, string | null];
+type HoldingTuple = [bigint | number, bigint | number | null, string, string, string, bigint, bigint | number];
+
+/** Both stores read the same columns in the same order (pg/payments.ts). */
+export function historyRowOf(r: HistoryTuple): RequestHistoryRow {
+  return {
+    id: r[0], createdAt: Number(r[1]), status: r[2] as TransactionState, approvalId: r[3], type: r[4], recipient: r[5], amountMicros: BigInt(r[6]),
+    serviceSlug: r[7], splitRecipients: splitsOf(r[8]), feeGwei: BigInt(r[9]), request: r[10], reason: r[11], rule: r[12],
+  };
+}
+
+export function holdingRowOf(r: HoldingTuple): HoldingRow {
+  return {
+    capAt: Number(r[0]), expiresAt: r[1] === null ? null : Number(r[1]), recipient: r[2], serviceSlug: r[3], splitRecipients: splitsOf(r[4]),
+    amountMicros: BigInt(r[5]), feeGwei: BigInt(r[6]),
+  };
+}
+
 /**
  * What one window limit's window holds (port.ts windowUse): the organization's holding rows by
  * time (transactions_limits, migration 0016), narrowed to an agent and a recipient when asked.
@@ -103,6 +134,8 @@ const CAP_MEMO_AGENTS = 100_000;
 export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
   const windowUse = db.prepare(WINDOW_USE_SQL).raw(true).safeIntegers(true);
+  const requestHistory = db.prepare(REQUEST_HISTORY_SQL).raw(true).safeIntegers(true);
+  const heldByOthers = db.prepare(HELD_BY_OTHERS_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
   const remembered = new Map<string, { version: number; window: number; from: number; until: number; sum: bigint }>();
   const byKey = db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE agent_id = ? AND idempotency_key = ?`).safeIntegers(true);
@@ -207,6 +240,12 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
     windowUse(q: WindowQuery): WindowUse {
       const [micros, count, feeGwei] = windowUse.get(q.orgId, q.since, q.agentId, q.agentId, q.recipient, q.recipient, q.recipient, q.recipient, q.excludeId ?? null, q.excludeId ?? null, q.now) as [bigint, bigint, bigint];
       return { micros, count: Number(count), feeGwei };
+    },
+    requestHistory(orgId: string, agentId: string, since: number, limit: number): RequestHistoryRow[] {
+      return (requestHistory.all(orgId, since, agentId, limit) as HistoryTuple[]).map(historyRowOf);
+    },
+    heldByOthers(orgId: string, agentId: string, since: number, limit: number): HoldingRow[] {
+      return (heldByOthers.all(orgId, since, agentId, limit) as HoldingTuple[]).map(holdingRowOf);
     },
     committedSince(agentId: string, since: number, now: number): bigint {
       const version = memo?.version();

@@ -1,6 +1,6 @@
 import type { SpendLimit } from '../domain/limits.js';
 import type { RegistryIndex } from '../domain/indexRegistry.js';
-import type { InitialState } from '../domain/transactionState.js';
+import type { InitialState, TransactionState } from '../domain/transactionState.js';
 import type {
   Agent, ApiKeyRecord, PolicyVersion, ChainState, DashboardUser, Organization, Policy, RegisteredService, ServiceRecord, ServiceSummary,
   TransactionRecord,
@@ -140,6 +140,15 @@ export interface TransactionRepository {
   list(f: TransactionFilter): Promise<TransactionRecord[]>;
 }
 
+/** A past payment request of an agent, as a policy simulation replays it (domain/simulation.ts). */
+export type RequestHistoryRow = {
+  id: string; createdAt: number; status: TransactionState; approvalId: string | null; type: string; recipient: string; amountMicros: bigint;
+  serviceSlug: string; splitRecipients: string[]; feeGwei: bigint; request: string; reason: string; rule: string | null;
+};
+
+/** A payment holding its organization's windows now: from `capAt`, until `expiresAt` for a pending approval (null: for good). */
+export type HoldingRow = { capAt: number; expiresAt: number | null; recipient: string; serviceSlug: string; splitRecipients: string[]; amountMicros: bigint; feeGwei: bigint };
+
 export type WindowQuery = { orgId: string; agentId: string | null; recipient: string | null; since: number; now: number; excludeId?: string | null };
 export type WindowUse = { micros: bigint; count: number; feeGwei: bigint };
 
@@ -201,6 +210,10 @@ export interface PaymentRepository {
    * approvals overdue at `now`, as committedSince; and less the row `excludeId` (a payment being re-checked).
    */
   windowUse(q: WindowQuery): Promise<WindowUse>;
+  /** An agent's payment requests (pings left out) made at or after `since`, oldest first (by time, then id); at most `limit`. */
+  requestHistory(orgId: string, agentId: string, since: number, limit: number): Promise<RequestHistoryRow[]>;
+  /** The organization's rows of every agent but `agentId` that hold its windows now, held since after `since`, oldest hold first; at most `limit`. */
+  heldByOthers(orgId: string, agentId: string, since: number, limit: number): Promise<HoldingRow[]>;
   findByIdempotencyKey(agentId: string, key: string): Promise<PaymentRow | undefined>;
   /** A keyless request's row, found by its transaction id (how keyless callers collect results). */
   findKeylessById(agentId: string, id: string): Promise<PaymentRow | undefined>;

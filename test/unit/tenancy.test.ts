@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { getAgentSpend } from '../../src/app/payments/agentSpend.js';
 import { createAgent, getAgent, listAgents, policyHistory, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
+import { simulatePolicyChange } from '../../src/app/payments/policySimulation.js';
 import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/accounts/apiKeys.js';
 import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals/approvals.js';
 import {
@@ -115,6 +116,10 @@ const USE_CASES: Record<string, UseCase> = {
   // agents.ts
   getAgent: { call: (p) => getAgent(deps, p, agentA), other: nf('agent_not_found'), allowed: () => getAgent(deps, user(orgA, 'viewer'), agentA) },
   policyHistory: { call: (p) => policyHistory(deps, p, agentA), other: nf('agent_not_found'), allowed: () => policyHistory(deps, user(orgA, 'viewer'), agentA) },
+  simulatePolicyChange: {
+    call: (p) => simulatePolicyChange(deps, p, { agentId: agentA, allowlist: [], spendCapUsd: '1', approvalThresholdUsd: '1' }), other: nf('agent_not_found'),
+    allowed: () => simulatePolicyChange(deps, user(orgA, 'viewer'), { agentId: agentA, allowlist: [], spendCapUsd: '1', approvalThresholdUsd: '1' }),
+  },
   listAgents: { call: (p) => listAgents(deps, p, orgA), other: nf('organization_not_found'), allowed: () => listAgents(deps, user(orgA, 'viewer'), orgA) },
   createAgent: { call: (p) => createAgent(deps, p, { orgId: orgA, name: 'intruder' }), other: nf('organization_not_found'), refusedRoles: ['approver', 'viewer'] },
   updateAgent: {
@@ -204,7 +209,8 @@ const NOT_USE_CASES: Record<string, string> = {
   sweepExpiredApprovals: 'server maintenance', expireIfDue: 'server maintenance', expireCollectionIfDue: 'server maintenance',
   repairInterrupted: 'server start-up repair',
   // pure functions and constants
-  denyAllPolicy: 'pure', parsePolicy: 'pure', normalizeService: 'pure', normalizeEmail: 'pure', isDashboardRole: 'pure', DASHBOARD_ROLES: 'constant',
+  denyAllPolicy: 'pure', parsePolicy: 'pure', policyAfter: 'pure',
+  DEFAULT_SIMULATION_DAYS: 'constant', MAX_SIMULATION_DAYS: 'constant', MAX_SIMULATED_REQUESTS: 'constant', MAX_OTHER_HOLDS: 'constant', normalizeService: 'pure', normalizeEmail: 'pure', isDashboardRole: 'pure', DASHBOARD_ROLES: 'constant',
   hashPassword: 'pure', verifyPassword: 'pure', validateNewPassword: 'pure', MIN_PASSWORD_LENGTH: 'constant', MAX_PASSWORD_LENGTH: 'constant',
   signInAddressKey: 'pure', SESSION_TTL_MS: 'constant', MAX_FAILED_SIGN_INS: 'constant', MAX_FAILED_SIGN_INS_PER_ADDRESS: 'constant',
   LOCKOUT_MS: 'constant', LOGIN_FAILURE_PRUNE_MS: 'constant', MAX_LOGIN_FAILURE_ROWS: 'constant',

@@ -126,16 +126,21 @@ export async function setPolicy(deps: AppDeps, principal: Principal, input: Poli
   return deps.uow.write(async (tx) => {
     const inTx = withinWrite(deps, tx);
     const agent = await requireAgentAccess(inTx, principal, 'manage', input.agentId);
-    const policy: Policy = {
-      ...parsed,
-      maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? agent.policy.maxNetworkFeeWei : parsed.maxNetworkFeeWei,
-      maxPerPaymentMicros: input.maxPerPaymentUsd === undefined ? agent.policy.maxPerPaymentMicros : parsed.maxPerPaymentMicros,
-      limits: input.limits === undefined ? agent.policy.limits : parsed.limits,
-    };
+    const policy = policyAfter(agent, input, parsed);
     await tx.agents.setPolicy(input.agentId, policy, actorOf(principal));
     policy.version = (agent.policy.version ?? 0) + 1;
     return { policy, warnings: await policyWarnings(inTx, principal, agent.orgId, policy) };
   }, { alone: true });
+}
+
+/** The policy `input` (parsed as `parsed`) makes of the agent's: an unset fee ceiling, per-payment maximum or limits keeps the agent's. */
+export function policyAfter(agent: Agent, input: PolicyInput, parsed: Policy): Policy {
+  return {
+    ...parsed,
+    maxNetworkFeeWei: input.maxNetworkFeeWei === undefined ? agent.policy.maxNetworkFeeWei : parsed.maxNetworkFeeWei,
+    maxPerPaymentMicros: input.maxPerPaymentUsd === undefined ? agent.policy.maxPerPaymentMicros : parsed.maxPerPaymentMicros,
+    limits: input.limits === undefined ? agent.policy.limits : parsed.limits,
+  };
 }
 
 /** Who made a policy version, as its history shows it. */

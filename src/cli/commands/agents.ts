@@ -5,6 +5,7 @@ import {
   PolicySchema,
   SetPolicyRequestSchema,
   SetPolicyResponseSchema,
+  SimulatedOutcome,
   UpdateAgentResponseSchema,
   type Agent,
   type Policy,
@@ -12,6 +13,7 @@ import {
   type SpendLimitSchema,
 } from '../../../gen/paypolicy/v1/admin_pb.js';
 import { toJson, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
+import { PolicyRuleSchema } from '../../../gen/paypolicy/v1/payment_policy_pb.js';
 import { timestampMs } from '@bufbuild/protobuf/wkt';
 import { DomainError } from '../../domain/errors.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI } from '../../domain/networkFee.js';
@@ -20,11 +22,12 @@ import { readJsonFile } from '../jsonFile.js';
 import { formatEther } from 'viem';
 import { commandOutput, type Command } from '../command.js';
 import { UsageError } from '../errors.js';
-import { optionalChoice } from '../flagValues.js';
+import { optionalChoice, optionalInteger } from '../flagValues.js';
 import { messageFlags } from '../messageFlags.js';
+import type { Flags } from '../parseFlags.js';
 import { formatFields, formatList, formatTime, formatUsdText } from '../render.js';
 
-import { agentStatus } from '../../protoMapping/enums.js';
+import { agentStatus, simulatedOutcome } from '../../protoMapping/enums.js';
 import { AGENT_STATUSES } from '../../domain/validate.js';
 import { allPages } from './pages.js';
 
@@ -99,6 +102,17 @@ function requestFromDocument(agentId: string, path: string): MessageInitShape<ty
     maxPerPaymentUsd: doc.maxPerPaymentUsd, maxNetworkFeeWei: doc.maxNetworkFeeWei ?? String(DEFAULT_MAX_NETWORK_FEE_WEI),
     limits: { items: doc.limits.map((l) => limitMessage(l)) },
   };
+}
+
+/**
+ * The SetPolicy request `policy set` and `policy simulate` send: from a document (--file) or from
+ * flags, never both. The server validates the values; an optional one left out keeps the agent's.
+ */
+function policyRequest(flags: Flags, agentId: string): MessageInitShape<typeof SetPolicyRequestSchema> {
+  const file = flags.get('--file');
+  const mixed = Object.keys(POLICY_FLAGS.flags).find((f) => flags.has(f));
+  if (file !== undefined && mixed !== undefined) throw new UsageError(`--file cannot be combined with ${mixed}: the document is the whole policy`);
+  return file !== undefined ? requestFromDocument(agentId, file) : POLICY_FLAGS.read(flags, { agentId });
 }
 
 /** A document limit as its message: the keys it sets, by their proto names. */
@@ -204,14 +218,39 @@ export const agentCommands: Command[] = [
     flags: { '--agent': 'value', '--file': 'value', ...POLICY_FLAGS.flags },
     prepare(flags) {
       const agentId = flags.require('--agent');
-      const file = flags.get('--file');
-      const mixed = Object.keys(POLICY_FLAGS.flags).find((f) => flags.has(f));
-      if (file !== undefined && mixed !== undefined) throw new UsageError(`--file cannot be combined with ${mixed}: the document is the whole policy`);
-      // The server validates the values; an optional one left out keeps the agent's current value.
-      const request = file !== undefined ? requestFromDocument(agentId, file) : POLICY_FLAGS.read(flags, { agentId });
+      const request = policyRequest(flags, agentId);
       return async (client) => {
         const r = await client.setPolicy(request);
         return { ...commandOutput(SetPolicyResponseSchema, r, `policy of ${agentId}\n${formatFields(policyFields(r.policy))}`), warnings: r.warnings };
+      };
+    },
+  },
+  {
+    group: 'policy',
+    action: 'simulate',
+    synopsis: `--agent AGENT_ID (--file POLICY.json | ${POLICY_FLAGS.synopsis}) [--days N]`,
+    summary: "Replay the agent's payment requests of the last N days (30 unless given, at most 366), in order, under a proposed policy, given as policy set takes it, and show what would change; writes nothing.",
+    flags: { '--agent': 'value', '--file': 'value', '--days': 'value', ...POLICY_FLAGS.flags },
+    prepare(flags) {
+      const policy = policyRequest(flags, flags.require('--agent'));
+      const days = optionalInteger(flags, '--days', 1, 366);
+      return async (client) => {
+        const r = await client.simulatePolicy({ policy, days });
+        const outcome = (o: SimulatedOutcome) => simulatedOutcome.fromProto(o) ?? 'unknown';
+        const iso = (t: typeof r.since) => (t ? new Date(timestampMs(t)).toISOString() : null);
+        const changed = r.changed.map((c) => ({
+          transaction_id: c.transactionId, created_at: iso(c.createdAt), amount_usd: c.amountUsd, recipient: c.recipient, service: c.service || null,
+          was: outcome(c.was), would_be: outcome(c.wouldBe), rule: c.rule ? toJson(PolicyRuleSchema, c.rule, { useProtoFieldName: true }) : null, reason: c.reason || null,
+        }));
+        const json = {
+          requests: r.requests, allowed: r.allowed, pending_approval: r.pendingApproval, denied: r.denied, changed, changed_total: r.changedTotal,
+          since: iso(r.since), until: iso(r.until),
+        };
+        const lines = changed.map((c) => `  ${c.created_at}  ${c.transaction_id}  ${formatUsdText(c.amount_usd)} to ${c.service ?? c.recipient}: ${c.was} -> ${c.would_be}${c.reason ? ` (${c.reason})` : ''}`);
+        const more = r.changedTotal > changed.length ? `\n  … and ${r.changedTotal - changed.length} more` : '';
+        const text = `${r.requests} requests since ${json.since}: ${r.allowed} allowed, ${r.pendingApproval} pending approval, ${r.denied} denied under the proposed policy\n`
+          + (r.changedTotal === 0 ? 'no outcome would change' : `${r.changedTotal} would change:\n${lines.join('\n')}${more}`);
+        return { json: json as unknown as JsonValue, text };
       };
     },
   },

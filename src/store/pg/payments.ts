@@ -1,6 +1,6 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
-import { capHourOf, splitsText } from '../payments.js';
+import { capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText } from '../payments.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
 import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
@@ -54,6 +54,10 @@ export const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amou
     COALESCE(SUM(t.fee_gwei), 0)::bigint AS fee FROM transactions t
   WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4 OR strpos(t.split_recipients, ',' || $4 || ',') > 0) AND ($6::text IS NULL OR t.id <> $6)
   AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= $5))`);
+/** SQLite's text with numbered parameters: the two stores read the same rows the same way. */
+const numbered = (text: string) => { let n = 0; return text.replace(/\?/g, () => `$${++n}`); };
+const REQUEST_HISTORY = statement('pay.requestHistory', numbered(REQUEST_HISTORY_SQL));
+const HELD_BY_OTHERS = statement('pay.heldByOthers', numbered(HELD_BY_OTHERS_SQL));
 const BY_KEY = statement('pay.byKey', `SELECT ${COLUMNS} FROM transactions WHERE agent_id = $1 AND idempotency_key = $2`);
 const KEYLESS_BY_ID = statement('pay.keylessById',
   `SELECT ${COLUMNS} FROM transactions WHERE id = $1 AND agent_id = $2 AND idempotency_key IS NULL AND type != 'ping'`);
@@ -157,6 +161,12 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       sql.contend(`limits:${q.orgId}`);
       const r = (await sql.one<{ micros: bigint; count: bigint; fee: bigint }>(WINDOW_USE, [q.orgId, q.since, q.agentId, q.recipient, q.now, q.excludeId ?? null]))!;
       return { micros: r.micros, count: Number(r.count), feeGwei: r.fee };
+    },
+    async requestHistory(orgId, agentId, since, limit) {
+      return (await sql.tuples(REQUEST_HISTORY, [orgId, since, agentId, limit])).map((r) => historyRowOf(r as Parameters<typeof historyRowOf>[0]));
+    },
+    async heldByOthers(orgId, agentId, since, limit) {
+      return (await sql.tuples(HELD_BY_OTHERS, [orgId, since, agentId, limit])).map((r) => holdingRowOf(r as Parameters<typeof holdingRowOf>[0]));
     },
     async findByIdempotencyKey(agentId, key) {
       const r = await sql.one<Raw>(BY_KEY, [agentId, key]);

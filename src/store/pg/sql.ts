@@ -27,6 +27,8 @@ export type Runner = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 export type Sql = {
   rows<R>(s: Statement, values?: unknown[]): Promise<R[]>;
   one<R>(s: Statement, values?: unknown[]): Promise<R | undefined>;
+  /** Rows as arrays in the statement's column order (SQLite's `raw`), for statements both stores share. */
+  tuples(s: Statement, values?: unknown[]): Promise<unknown[][]>;
   /** Runs a statement and returns how many rows it changed (SQLite's `changes`). */
   run(s: Statement, values?: unknown[]): Promise<number>;
   /** Runs `fn` once the enclosing transaction commits (at once outside a transaction); never when it rolls back. */
@@ -51,12 +53,15 @@ export type SqlOptions = {
 };
 
 export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
+  const failed = (err: unknown): unknown => {
+    options.onError?.(err);
+    return options.mapError ? options.mapError(err) : err;
+  };
   const exec = async (s: Statement, values: unknown[] = []) => {
     try {
       return await runner.query({ name: s.name, text: s.text, values });
     } catch (err) {
-      options.onError?.(err);
-      throw options.mapError ? options.mapError(err) : err;
+      throw failed(err);
     }
   };
   return {
@@ -65,6 +70,13 @@ export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
     },
     async one<R>(s: Statement, values?: unknown[]) {
       return (await exec(s, values)).rows[0] as R | undefined;
+    },
+    async tuples(s: Statement, values: unknown[] = []) {
+      try {
+        return (await runner.query({ name: s.name, text: s.text, values, rowMode: 'array' })).rows as unknown[][];
+      } catch (err) {
+        throw failed(err);
+      }
     },
     async run(s: Statement, values?: unknown[]) {
       return (await exec(s, values)).rowCount ?? 0;

@@ -176,6 +176,10 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('pay.windowUse org', t.payments.windowUse({ orgId: A, agentId: null, recipient: null, since: 0, now: 5_000 }));
   await rec('pay.windowUse agent', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 1_003, now: 5_000 }));
   await rec('pay.windowUse recipient', t.payments.windowUse({ orgId: A, agentId: null, recipient: '0xnobody', since: 0, now: 5_000 }));
+  await rec('pay.requestHistory', t.payments.requestHistory(A, 'agt_1', 0, 100));
+  await rec('pay.requestHistory since and limit', t.payments.requestHistory(A, 'agt_1', 1_003, 2));
+  await rec('pay.heldByOthers', t.payments.heldByOthers(A, 'agt_2', 0, 100));
+  await rec('pay.heldByOthers of agt_1', t.payments.heldByOthers(A, 'agt_1', 1_002, 100));
   await rec('pay.get with rule', t.payments.get(uuid(11)));
   await rec('pay.findByIdempotencyKey', t.payments.findByIdempotencyKey('agt_1', 'key-1'));
   await rec('pay.findByIdempotencyKey missing', t.payments.findByIdempotencyKey('agt_1', 'key-x'));
@@ -235,6 +239,7 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('appr.countPending', t.approvals.countPending());
   await rec('appr.due', t.approvals.due(1_600));
   await rec('pay.committedSince overdue', t.payments.committedSince('agt_1', 0, 1_600));
+  await rec('pay.heldByOthers pending', t.payments.heldByOthers(A, 'agt_2', 0, 100));
   await rec('pay.windowUse overdue', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 0, now: 1_600 }));
   await rec('appr.decide', t.approvals.decide(uuid(500), 'approved', 1_300, 'owner@x', 'ok'));
   await rec('appr.decide again', t.approvals.decide(uuid(500), 'denied', 1_301, 'owner@x', ''));
