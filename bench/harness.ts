@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { AdminService } from '../gen/paypolicy/v1/admin_pb.js';
+import { AdminService, ApiKeyMode } from '../gen/paypolicy/v1/admin_pb.js';
 import { QUANTILE_PERCENTS, type Load } from './interleave.js';
 
 /**
@@ -34,6 +34,35 @@ export async function createBenchAgents(base: string, boot: Boot): Promise<strin
     agents.push(agent!.id);
   }
   return agents;
+}
+
+/**
+ * A second organization for the budgets line: AGENTS agents like createBenchAgents', each with four
+ * window limits (a count per minute, an amount per hour, per 30 days, and per day for RECIPIENT)
+ * and the organization with a day's limit, none of which the bench reaches: every payment is
+ * checked against all five and the cap, and allowed.
+ */
+export async function createLimitedAgents(base: string, boot: Boot): Promise<{ apiKey: string; agents: string[] }> {
+  const admin = createClient(AdminService, createConnectTransport({ baseUrl: base, httpVersion: '1.1' }));
+  const auth = { headers: { authorization: `Bearer ${boot.admin_token}` } };
+  const { organization } = await admin.createOrganization({ name: 'bench-limits' }, auth);
+  const orgId = organization!.id;
+  await admin.provisionTreasury({ orgId }, auth);
+  await admin.updateOrganization({ orgId, limits: { items: [{ window: '24h', maxUsd: '1000000000' }] } }, auth);
+  const { plaintextKey } = await admin.createApiKey({ orgId, mode: ApiKeyMode.LIVE, label: 'bench-limits' }, auth);
+  const limits = {
+    items: [
+      { window: '1m', maxCount: 1_000_000_000 }, { window: '1h', maxUsd: '1000000000' }, { window: '30d', maxUsd: '1000000000' },
+      { window: '24h', maxUsd: '1000000000', recipient: RECIPIENT.toLowerCase() },
+    ],
+  };
+  const agents: string[] = [];
+  for (let i = 0; i < AGENTS; i++) {
+    const { agent } = await admin.createAgent({ orgId, name: `bench-limits-${i}` }, auth);
+    await admin.setPolicy({ agentId: agent!.id, allowlist: [RECIPIENT], spendCapUsd: '1000000000', approvalThresholdUsd: '1000000', limits }, auth);
+    agents.push(agent!.id);
+  }
+  return { apiKey: plaintextKey, agents };
 }
 
 /**

@@ -11,7 +11,7 @@ import { privateKeyToAccount, generatePrivateKey } from 'viem/accounts';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { interleave, type Load, type Slicer } from './interleave.js';
 import {
-  CONNECTIONS, connectSignSpecFor, cpuMeter, createBenchAgents, drained, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
+  CONNECTIONS, connectSignSpecFor, cpuMeter, createBenchAgents, createLimitedAgents, drained, DURATION_S, keepLog, load, loadWrk, memoryOf, RECIPIENT, signSpecFor, stop, toAutocannon,
   waitForLine, WRK, type Boot, type Memory, type Spec,
 } from './harness.js';
 
@@ -321,12 +321,14 @@ async function main(): Promise<void> {
     const run = (url: string, spec: Spec, seconds = DURATION_S) => (WRK ? loadWrk(url, spec, seconds, dataDir) : load(url, [toAutocannon(spec)], seconds));
 
     // BENCH_ONLY=<phase> skips the baselines and the other phases (for profiling the server, or for
-    // measuring one line): sign, quote, flood, submit, floor, grpc, connect, history. Every phase
+    // measuring one line): sign, quote, flood, submit, floor, grpc, connect, limits, history. Every phase
     // keeps the sign phase, most ratios' denominator; quote keeps the echo, its own. BENCH_ONLY=flood2k runs only the overload
     // phase, which otherwise runs last, on a server of its own.
     const only = process.env.BENCH_ONLY;
     const phase = (name: string) => !only || only === name;
     process.stderr.write(`load generator: ${WRK ? 'wrk' : 'autocannon'}\n`);
+    const limited = phase('limits') ? await createLimitedAgents(base!, boot) : undefined;
+    const limitsSpec = limited && signSpecFor({ ...boot, api_key: limited.apiKey }, limited.agents);
     const grpcSpec = { apiKey: boot.api_key, agents, recipient: RECIPIENT };
     const connectSpec = connectSignSpecFor(boot, agents);
     const floorUrl = `http://127.0.0.1:${floorPort}`;
@@ -351,6 +353,8 @@ async function main(): Promise<void> {
       // The quote's ratio is to the echo, so BENCH_ONLY=quote keeps it.
       ...(!only || only === 'quote' ? [{ name: 'echo', slice: (t: number) => run(`http://127.0.0.1:${echoPort}`, echoSpec, t) }] : []),
       ...(phase('connect') ? [{ name: 'connect', slice: (t: number) => run(base!, connectSpec, t) }] : []),
+      // Sign in the organization whose agents each have four window limits and which has one of its own.
+      ...(limitsSpec ? [{ name: 'limits', slice: (t: number) => run(base!, limitsSpec, t) }] : []),
       // gRPC from a real gRPC client in its own process (bench/grpcLoad.ts).
       ...(grpcGen ? [{ name: 'grpc', slice: (t: number) => grpcGen.slice(t, () => meters.get('grpc')!.windowOpens()) }] : []),
       // The offer cache keeps an entry 60 s and the block lasts longer: each quote slice refills it
@@ -358,7 +362,7 @@ async function main(): Promise<void> {
       ...(phase('quote') ? [{ name: 'quote', slice: async (t: number) => (await fillQuoteCache(), run(base!, quoteSpec, t)) }] : []),
       ...(only ? [] : [{ name: 'reference', slice: await referenceClient() }]),
     ];
-    const meters = new Map(['sign', 'connect', 'grpc', 'quote'].map((n) => [n, cpuMeter(server.pid!)] as const));
+    const meters = new Map(['sign', 'connect', 'grpc', 'quote', 'limits'].map((n) => [n, cpuMeter(server.pid!)] as const));
     meters.set('floor', cpuMeter(floor.pid!));
     // The echo's own CPU: the budget the quote's ratio to it leaves (half its rate, about twice its CPU).
     meters.set('echo', cpuMeter(echo.pid!));
@@ -379,6 +383,8 @@ async function main(): Promise<void> {
     const connectCpu = cpuOf('connect');
     const grpcLoad = measured.get('grpc');
     const grpcCpu = cpuOf('grpc');
+    const limitsLoad = measured.get('limits');
+    const limitsCpu = cpuOf('limits');
     const quote = measured.get('quote');
     const quoteCpu = cpuOf('quote');
     const reference = measured.get('reference')?.rps ?? NaN;
@@ -452,6 +458,7 @@ async function main(): Promise<void> {
       row('POST /api/sign (eip3009, allowed, 256 agents)', sign),
       ...(floorLoad ? [row('floor: minimal durable sign server (bench/floorServer.ts)', floorLoad)] : []),
       ...(connectLoad ? [row('Connect JSON Sign (HTTP/1.1)', connectLoad)] : []),
+      ...(limitsLoad ? [row('POST /api/sign, 4 agent window limits + 1 organization limit', limitsLoad)] : []),
       ...(grpcLoad ? [row('gRPC Sign (HTTP/2, @grpc/grpc-js, 4 channels)', grpcLoad)] : []),
       ...(flooded ? [row(`POST /api/sign during a ${CONNECTIONS}-way sign-in flood`, flooded.sign)] : []),
       ...(quote ? [row('POST /api/quote (x402 offer, cache hit)', quote)] : []),
@@ -483,12 +490,14 @@ async function main(): Promise<void> {
       ...(cpuOf('echo') ? [`bare node:http echo CPU per request: ${cpuOf('echo')}`] : []),
       ...(quoteCpu ? [`server CPU per request, quote: ${quoteCpu}`] : []),
       ...(connectCpu ? [`server CPU per request, Connect JSON Sign: ${connectCpu}`] : []),
+      ...(limitsCpu ? [`server CPU per request, sign with five window limits: ${limitsCpu}`] : []),
       ...(grpcCpu ? [`server CPU per request, gRPC Sign: ${grpcCpu}`] : []),
       target('sign p99', sign.p99, 1, ' ms', '<=', 20),
       ...(floorLoad ? [target('sign vs floor', sign.rps / floorLoad.rps, 2, 'x', '>=', 0.8)] : []),
       ...(only ? [] : [`sign vs bare node:http: ${(sign.rps / bare.rps).toFixed(2)}x`]),
       ...(quote && measured.has('echo') ? [target('quote (cache hit) vs bare node:http', quote.rps / bare.rps, 2, 'x', '>=', 0.5)] : []),
       ...(connectLoad ? [target('Connect JSON Sign vs REST sign', connectLoad.rps / sign.rps, 2, 'x', '>=', 0.8)] : []),
+      ...(limitsLoad ? [target('sign with 4 agent limits + 1 org limit vs sign with one cap', limitsLoad.rps / sign.rps, 2, 'x', '>=', 0.9)] : []),
       ...(grpcLoad ? [target('gRPC Sign vs REST sign', grpcLoad.rps / sign.rps, 2, 'x', '>=', 0.8)] : []),
       ...(history ? [
         target(`sign p50 with ${history.rows.toLocaleString('en')} more ledger rows vs just before (${history.load.p50} / ${history.before.p50} ms)`, history.load.p50 / history.before.p50, 2, 'x', '<=', 1.2),
