@@ -143,6 +143,31 @@ describe('window limits', () => {
     expect((await postSign(s.url, t.apiKey, pay(t.agentId, '30'))).status).toBe(202);
   });
 
+  test('behavior: an unanswered approval stops holding its limits when its window ends, before any sweep; windows slide across a restart', async () => {
+    const clock = { now: Date.now() };
+    let own = await startTestServer({ logLevel: 'warn', now: () => clock.now });
+    try {
+      const ownAdmin = adminFor(own);
+      const t = await createTenant(ownAdmin, 'restart');
+      await ownAdmin.client.provisionTreasury({ orgId: t.orgId }, ownAdmin.auth);
+      await ownAdmin.client.updateOrganization({ orgId: t.orgId, approvalWindowSeconds: 600 }, ownAdmin.auth);
+      await ownAdmin.client.setPolicy({ agentId: t.agentId, allowlist: [SHOP], spendCapUsd: '1000', approvalThresholdUsd: '10', limits: { items: [{ window: '1h', maxUsd: '30' }] } }, ownAdmin.auth);
+      expect((await postSign(own.url, t.apiKey, pay(t.agentId, '25'))).status).toBe(202);
+      expect((await postSign(own.url, t.apiKey, pay(t.agentId, '10'))).json.rule).toMatchObject({ kind: 'max_usd', spent: '25' });
+      clock.now += 600_000;
+      expect((await postSign(own.url, t.apiKey, pay(t.agentId, '10'))).status).toBe(200);
+      await own.close({ keepData: true });
+      // Restarted 59 minutes later the $10 still holds the hour; at the hour it has left.
+      clock.now += 59 * 60_000;
+      own = await startTestServer({ logLevel: 'warn', dataDir: own.dataDir, now: () => clock.now });
+      expect((await postSign(own.url, t.apiKey, pay(t.agentId, '25'))).json.rule).toMatchObject({ kind: 'max_usd', spent: '10' });
+      clock.now += 60_000;
+      expect((await postSign(own.url, t.apiKey, pay(t.agentId, '10'))).status).toBe(200);
+    } finally {
+      await own.close();
+    }
+  });
+
   test('behavior: approving and collecting a pending payment counts it once against its limits, not twice', async () => {
     const t = await tenant('approve-once', [{ window: '1h', maxUsd: '50', maxCount: 1 }]);
     await limitPolicy(t.agentId, [{ window: '1h', maxUsd: '60', maxCount: 1 }], '10');
