@@ -18,6 +18,7 @@ const BOTH_STORES = [
   'test/dashboard/spend.test.ts',
   'test/dashboard/dashboard.e2e.test.ts',
   'test/dashboard/form-fields.test.ts',
+  'test/dashboard/limits-editor.test.ts',
   'test/adversarial/collection.test.ts',
   'test/adversarial/fees.test.ts',
   'test/adversarial/neverPaysUnallowed.test.ts',

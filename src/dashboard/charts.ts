@@ -2,10 +2,10 @@ import { usd } from './format.js';
 import { html, trusted, type Html } from './html.js';
 
 /**
- * Spend charts as inline SVG, drawn on the server so they need no script. Amounts become Numbers
- * only to place pixels (exact up to $9 billion); every figure printed comes from usd(). The cap's
- * amount is written in the chart's caption (capLegend), not on its dashed line, where it would
- * collide with the bars' labels.
+ * Spend charts as inline SVG, and limit meters, drawn on the server so they need no script.
+ * Amounts become Numbers only to place pixels (exact up to $9 billion); every figure printed comes
+ * from usd(). The cap's amount is written in the chart's caption (capLegend), not on its dashed
+ * line, where it would collide with the bars' labels.
  */
 
 function px(n: number): string {
@@ -18,16 +18,15 @@ function scale(values: readonly bigint[], cap: bigint): number {
   return Number(max > 0n ? max : 1n) * 1.1;
 }
 
-/** A horizontal bar: how much of the 24-hour cap is used. */
-export function capBar(spent: bigint, cap: bigint, label: string): Html {
-  const width = 300;
-  const ratio = cap > 0n ? Math.min(Number(spent) / Number(cap), 1) : spent > 0n ? 1 : 0;
-  const over = spent > cap;
-  return html`<svg class="chart" viewBox="0 0 ${width} 12" role="img" aria-label="${label}" preserveAspectRatio="none">
-<title>${label}</title>
-<rect class="track" x="0" y="0" width="${width}" height="12" rx="6"></rect>
-<rect class="${over ? 'fill-over' : 'fill'}" x="0" y="0" width="${px(width * ratio)}" height="12" rx="6"></rect>
-</svg>`;
+/** A meter's values as decimal text of exact amounts: used of max, amber from `low`, red from `high`. */
+export type MeterValues = { used: string; max: string; low: string; high: string };
+
+/**
+ * How much of a limit is used, as a native `<meter>` (no script, no SVG). The values are only
+ * placed, never computed with; `labelledBy` names the elements whose text states the numbers.
+ */
+export function usageMeter(id: string, v: MeterValues, labelledBy: string): Html {
+  return html`<meter id="${id}" min="0" max="${v.max}" low="${v.low}" high="${v.high}" optimum="0" value="${v.used}" aria-labelledby="${labelledBy}"></meter>`;
 }
 
 /**

@@ -70,26 +70,30 @@ function parseLimit(item: unknown, at: string): SpendLimit {
   }
   const windowMs = parseWindow(o.window, `${at}.window`);
   const maxMicros = o.max_usd === undefined ? null : parseUsd(stringOf(o.max_usd, `${at}.max_usd`), `${at}.max_usd`);
-  let maxCount: number | null = null;
-  if (o.max_count !== undefined) {
-    if (typeof o.max_count !== 'number' || !Number.isInteger(o.max_count) || o.max_count < 0 || o.max_count > MAX_COUNT) {
-      throw invalidArgument(`${at}.max_count must be a whole number from 0 to ${MAX_COUNT}`);
-    }
-    maxCount = o.max_count;
-  }
+  const maxCount = o.max_count === undefined ? null : parseMaxCount(o.max_count, `${at}.max_count`);
   const maxNetworkFeeWei = o.max_network_fee_wei === undefined ? null : parseMaxNetworkFeeWei(o.max_network_fee_wei, `${at}.max_network_fee_wei`);
-  let recipient: string | null = null;
-  if (o.recipient !== undefined) {
-    // As in an allowlist, a value that starts like an address is a mistyped address, never a slug.
-    if (typeof o.recipient !== 'string' || !(ADDRESS.test(o.recipient) || (SLUG.test(o.recipient) && !/^0x/i.test(o.recipient)))) {
-      throw invalidArgument(`${at}.recipient must be a 0x address or a registry service slug`);
-    }
-    recipient = o.recipient.toLowerCase();
-  }
+  const recipient = o.recipient === undefined ? null : parseLimitRecipient(o.recipient, `${at}.recipient`);
   if (maxMicros === null && maxCount === null && maxNetworkFeeWei === null) {
     throw invalidArgument(`${at} limits nothing: give it max_usd, max_count or max_network_fee_wei`);
   }
   return { window: o.window as string, windowMs, maxMicros, maxCount, maxNetworkFeeWei, recipient };
+}
+
+/** A limit's number of payments: a whole number from 0 to a billion; throws naming `field` otherwise. */
+export function parseMaxCount(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_COUNT) {
+    throw invalidArgument(`${field} must be a whole number from 0 to ${MAX_COUNT}`);
+  }
+  return value;
+}
+
+/** A limit's recipient, lowercased: a 0x address or a registry slug; throws naming `field` otherwise. */
+export function parseLimitRecipient(value: unknown, field: string): string {
+  // As in an allowlist, a value that starts like an address is a mistyped address, never a slug.
+  if (typeof value !== 'string' || !(ADDRESS.test(value) || (SLUG.test(value) && !/^0x/i.test(value)))) {
+    throw invalidArgument(`${field} must be a 0x address or a registry service slug`);
+  }
+  return value.toLowerCase();
 }
 
 /**

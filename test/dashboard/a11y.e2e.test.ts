@@ -139,6 +139,13 @@ beforeAll(async () => {
   offset = 0;
   expect((await postSign(s.url, key, pay(demoAgent, '4.5'), 'a11y-pending')).status).toBe(202);
   await rest(s.url, 'POST', '/api/ping', { key, body: { agent_id: demoAgent }, headers: { connection: 'close' } });
+  // Window limits of the agent and of the organization, set after the payments above: the pages
+  // draw them (Spend) and edit them (the agent's policy form, the organization's on Spend).
+  await admin.client.setPolicy({
+    agentId: demoAgent, allowlist: [RECIPIENT, OTHER_RECIPIENT], spendCapUsd: '40', approvalThresholdUsd: '2',
+    limits: { items: [{ window: '1h', maxUsd: '15', maxCount: 10 }, { window: '7d', maxUsd: '60', recipient: 'weather' }] },
+  }, admin.auth);
+  await admin.client.updateOrganization({ orgId, limits: { items: [{ window: '30d', maxUsd: '500', maxNetworkFeeWei: '10000000000000000' }] } }, admin.auth);
 }, 90_000);
 
 afterAll(async () => {
@@ -169,6 +176,11 @@ describe('dashboard looks and accessibility', { timeout: 120_000 }, () => {
     await p.getByRole('button', { name: 'Save policy' }).click();
     await p.waitForLoadState();
     found['policy form with errors'] = await axeViolations(p);
+    await p.goto(`${s.url}/dashboard/agents/${demoAgent}`);
+    await p.getByRole('group', { name: 'Limit 3' }).getByLabel(/^Window/).fill('weekly');
+    await p.getByRole('button', { name: 'Save policy' }).click();
+    await p.locator('#limit-3-window-error').waitFor();
+    found['limit rows with errors'] = await axeViolations(p);
     expect(Object.fromEntries(Object.entries(found).filter(([, v]) => v.length > 0))).toEqual({});
   });
 

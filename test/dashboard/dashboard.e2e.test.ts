@@ -231,7 +231,41 @@ describe('dashboard in a browser', () => {
     const block = page.locator(`#agent-${demoAgent}`);
     // 1.75 within the last 24 h plus the approved 5.00 (denied 3.25 released) = 6.75 of 40.
     await expect(block.textContent()).resolves.toMatch(/\$6\.75 of \$40\.00/);
-    expect(await block.locator('svg').count()).toBe(3);
+    expect(await block.locator('svg').count()).toBe(2);
+    // The cap as a meter named by its numbers.
+    const cap = block.getByRole('meter', { name: 'Spend cap, the last 24 hours $6.75 of $40.00 · $33.25 left', exact: true });
+    expect([await cap.getAttribute('value'), await cap.getAttribute('max')]).toEqual(['6.75', '40']);
+  });
+
+  test('behavior: limits added in the policy form, without script, are drawn on the spend page', async () => {
+    const limitsOf = async () => (await admin.client.getAgent({ agentId: demoAgent }, admin.auth)).agent!.policy!.limits.map((l) => [l.window, l.maxUsd, l.maxCount]);
+    await page.goto(`${s.url}/dashboard/agents/${demoAgent}`);
+    const first = page.getByRole('group', { name: 'Limit 1' });
+    await first.getByLabel(/^Window/).fill('1h');
+    await first.getByLabel(/^Max USD/).fill('20');
+    // Another row: the form comes back as typed with one more, and nothing is saved yet.
+    await page.getByRole('button', { name: 'Add a limit row' }).click();
+    const second = page.getByRole('group', { name: 'Limit 2' });
+    await second.waitFor();
+    expect(await first.getByLabel(/^Window/).inputValue()).toBe('1h');
+    expect(await limitsOf()).toEqual([]);
+    await second.getByLabel(/^Window/).fill('7d');
+    await second.getByLabel(/^Max payments/).fill('50');
+    // Enter in a field saves the policy, as the Save button does, not the "Add a limit row" before it.
+    await second.getByLabel(/^Max payments/).press('Enter');
+    await expect(page.getByRole('status').textContent()).resolves.toMatch(/Policy of demo-agent saved/);
+    try {
+      expect(await limitsOf()).toEqual([['1h', '20', undefined], ['7d', undefined, 50]]);
+      await page.goto(`${s.url}/dashboard/spend`);
+      const block = page.locator(`#agent-${demoAgent}`);
+      const hour = block.getByRole('meter', { name: /^Agent's limit, the last hour \$[\d.]+ of \$20\.00 · \$[\d.]+ left$/ });
+      expect(await hour.getAttribute('max')).toBe('20');
+      const week = block.getByRole('meter', { name: /^Agent's limit, the last 7 days \d+ of 50 payments · \d+ left$/ });
+      expect(await week.getAttribute('max')).toBe('50');
+      expect(Number(await week.getAttribute('value'))).toBeGreaterThanOrEqual(6);
+    } finally {
+      await admin.client.setPolicy({ agentId: demoAgent, allowlist: [RECIPIENT, OTHER_RECIPIENT], spendCapUsd: '40', approvalThresholdUsd: '2', limits: { items: [] } }, admin.auth);
+    }
   });
 
   test('behavior: the ledger shows a payment approved in the dashboard and collected as approved by that person, when, with the note', async () => {

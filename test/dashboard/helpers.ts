@@ -54,8 +54,11 @@ export async function httpSignIn(base: string, email: string, password: string):
   return { cookie, csrf };
 }
 
-/** A dashboard request with the session cookie; `form` is sent urlencoded. */
-export function dashboardFetch(base: string, session: HttpSession | undefined, path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}) {
+/** A dashboard request with the session cookie; `form` is sent urlencoded (as pairs when a name repeats). */
+export function dashboardFetch(
+  base: string, session: HttpSession | undefined, path: string,
+  init: { method?: string; form?: Record<string, string> | Array<[string, string]>; headers?: Record<string, string> } = {},
+) {
   const headers: Record<string, string> = { connection: 'close', ...init.headers };
   if (session) headers.cookie = session.cookie;
   let body: string | undefined;

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { getAgentSpend } from '../../src/app/payments/agentSpend.js';
-import { createAgent, getAgent, listAgents, policyHistory, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
+import { createAgent, getAgent, listAgents, policyHistory, recentPolicyChanges, setPolicy, updateAgent } from '../../src/app/organizations/agents.js';
 import { simulatePolicyChange } from '../../src/app/payments/policySimulation.js';
 import { authenticateApiKey, createApiKey, listApiKeys, revokeApiKey } from '../../src/app/accounts/apiKeys.js';
 import { decideApproval, getApprovalStatus, listApprovals } from '../../src/app/approvals/approvals.js';
@@ -120,6 +120,9 @@ const USE_CASES: Record<string, UseCase> = {
     call: (p) => simulatePolicyChange(deps, p, { agentId: agentA, allowlist: [], spendCapUsd: '1', approvalThresholdUsd: '1' }), other: nf('agent_not_found'),
     allowed: () => simulatePolicyChange(deps, user(orgA, 'viewer'), { agentId: agentA, allowlist: [], spendCapUsd: '1', approvalThresholdUsd: '1' }),
   },
+  recentPolicyChanges: {
+    call: (p) => recentPolicyChanges(deps, p, agentA, 20), other: nf('agent_not_found'), allowed: () => recentPolicyChanges(deps, user(orgA, 'viewer'), agentA, 20),
+  },
   listAgents: { call: (p) => listAgents(deps, p, orgA), other: nf('organization_not_found'), allowed: () => listAgents(deps, user(orgA, 'viewer'), orgA) },
   createAgent: { call: (p) => createAgent(deps, p, { orgId: orgA, name: 'intruder' }), other: nf('organization_not_found'), refusedRoles: ['approver', 'viewer'] },
   updateAgent: {
@@ -186,6 +189,7 @@ const NOT_USE_CASES: Record<string, string> = {
   roleAllows: 'access rule', ROLE_PERMISSIONS: 'access rule', scopePermission: 'access rule',
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
+  limitStatuses: 'helper of getAgentSpend and summarizeSpend, after their scope checks',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
   // on-chain submission: the background submitter and the request path's handle on it act on rows a use case wrote
   requireBroadcast: 'guard of signPayment and collection', submitPending: 'background submitter',
@@ -296,6 +300,23 @@ describe('use-case tenancy', () => {
     // The approver may decide what the viewer may not: deny the pending approval of organization A.
     const decided = await decideApproval(deps, user(orgA, 'approver'), { id: approvalA, decision: 'deny', note: '' });
     expect([decided.status, decided.decidedBy]).toEqual(['denied', 'approver@example.com']);
+  });
+
+  test('behavior: an owner replaces their own organization\'s window limits and nothing else of it; another organization\'s owner gets not_found', async () => {
+    const limits = [{ window: '7d', max_usd: '500' }];
+    expect(await refusal(() => updateOrganization(deps, ownerB, { orgId: orgA, limits }))).toEqual(nf('organization_not_found'));
+    for (const role of ['approver', 'viewer'] as const) {
+      expect([role, await refusal(() => updateOrganization(deps, user(orgA, role), { orgId: orgA, limits }))]).toEqual([role, denied]);
+    }
+    // Renaming or a new approval window stays the operator's, with the limits or without.
+    expect(await refusal(() => updateOrganization(deps, user(orgA, 'owner'), { orgId: orgA, limits, approvalWindowSeconds: 600 }))).toEqual(denied);
+    expect((await getOrganization(deps, OPERATOR, orgA)).limits).toEqual([]);
+    try {
+      const updated = await updateOrganization(deps, user(orgA, 'owner'), { orgId: orgA, limits });
+      expect(updated.limits.map((l) => [l.window, l.maxMicros])).toEqual([['7d', 500_000_000n]]);
+    } finally {
+      await updateOrganization(deps, OPERATOR, { orgId: orgA, limits: [] });
+    }
   });
 
   test('behavior: another organization\'s private slug resolves like an unregistered one', async () => {

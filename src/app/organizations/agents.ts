@@ -1,4 +1,5 @@
 import { parseLimits } from '../../domain/limits.js';
+import { policyChanges, type PolicyChange } from '../../domain/policyChanges.js';
 import { DomainError, invalidArgument } from '../../domain/errors.js';
 import { formatUsd, parseUsd } from '../../domain/money.js';
 import { DEFAULT_MAX_NETWORK_FEE_WEI, parseMaxNetworkFeeWei } from '../../domain/networkFee.js';
@@ -156,6 +157,20 @@ function actorOf(principal: Principal): string {
 export async function policyHistory(deps: AppDeps, principal: Principal, agentId: string): Promise<PolicyVersion[]> {
   const agent = await requireAgentAccess(deps, principal, 'read', agentId);
   return deps.store.agents.policyVersions(agent.id);
+}
+
+/** A version of a policy with what it changed from the version before; null for the first one kept. */
+export type PolicyVersionChanges = PolicyVersion & { changes: PolicyChange[] | null };
+
+/**
+ * The latest `count` versions of an agent's policy, newest first, each with what it changed from
+ * the version before it, and how many versions there are in all; for whoever may read the agent.
+ */
+export async function recentPolicyChanges(deps: AppDeps, principal: Principal, agentId: string, count: number): Promise<{ total: number; versions: PolicyVersionChanges[] }> {
+  const all = await policyHistory(deps, principal, agentId);
+  const first = Math.max(0, all.length - count);
+  const versions = all.slice(first).map((v, i) => ({ ...v, changes: first + i === 0 ? null : policyChanges(all[first + i - 1]!.policy, v.policy) }));
+  return { total: all.length, versions: versions.reverse() };
 }
 
 /**

@@ -3,7 +3,7 @@ import { DomainError, invalidArgument } from '../../domain/errors.js';
 import type { Organization, Principal } from '../../domain/types.js';
 import { requireName } from '../../domain/validate.js';
 import { newId } from '../../store/ids.js';
-import { requireOrgAccess, requireOrganization, requirePermission } from '../access.js';
+import { requireOrgAccess, requirePermission, type Permission } from '../access.js';
 import type { AppDeps } from '../deps.js';
 import { withinWrite } from '../withinWrite.js';
 
@@ -36,12 +36,15 @@ export async function createOrganization(deps: AppDeps, principal: Principal, in
 /**
  * Renames an organization, changes its approval window (pending approvals keep their expiry) or
  * replaces its window limits (`limits` as the document writes them, parsed by domain/limits.ts;
- * they bind the next decision of every agent of the organization).
+ * they bind the next decision of every agent of the organization). Renaming and the approval
+ * window are the operator's; the limits alone an owner of the organization may also replace,
+ * as they bound nothing but the agents the owner already manages.
  */
 export async function updateOrganization(
   deps: AppDeps, principal: Principal, input: { orgId: string; name?: string; approvalWindowSeconds?: number; limits?: unknown },
 ): Promise<Organization> {
-  requirePermission(principal, 'operate');
+  const permission: Permission = input.name !== undefined || input.approvalWindowSeconds !== undefined ? 'operate' : 'manage';
+  requirePermission(principal, permission);
   const name = input.name === undefined ? undefined : requireName(input.name, 'name');
   const window = input.approvalWindowSeconds === undefined ? undefined : requireWindow(input.approvalWindowSeconds);
   const limits = input.limits === undefined ? undefined : parseLimits(input.limits);
@@ -50,7 +53,7 @@ export async function updateOrganization(
     throw invalidArgument('name, approval_window_seconds or limits is required: the update would change nothing');
   }
   return deps.uow.write(async (tx) => {
-    const org = await requireOrganization(withinWrite(deps, tx), input.orgId);
+    const org = await requireOrgAccess(withinWrite(deps, tx), principal, permission, input.orgId);
     if (name !== undefined || window !== undefined) await tx.organizations.update(org.id, name ?? org.name, window ?? org.approvalWindowSeconds);
     if (limits !== undefined) await tx.organizations.setLimits(org.id, limits);
     return (await tx.organizations.get(org.id))!;

@@ -1,5 +1,6 @@
 import type { LimitScope, SpendLimit } from '../../domain/limits.js';
 import type { Agent, ApiKeyPrincipal } from '../../domain/types.js';
+import type { StoreTables } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { requireAgentInOrg } from '../organizations/agents.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
@@ -27,6 +28,28 @@ export type AgentSpendStatus = {
 export type LimitStatus = { scope: LimitScope; limit: SpendLimit; micros: bigint; count: number; feeWei: bigint };
 
 /**
+ * Every limit of an agent with what its window holds at `now`: the spend cap first (summed as the
+ * policy check sums it), then the agent's window limits, then its organization's. `tables` is
+ * committed data or one read's snapshot; the caller has checked the principal's scope.
+ */
+export async function limitStatuses(tables: Pick<StoreTables, 'payments'>, agent: Agent, orgLimits: readonly SpendLimit[], now: number): Promise<LimitStatus[]> {
+  const status = async (scope: LimitScope, limit: SpendLimit): Promise<LimitStatus> => {
+    const w = await tables.payments.windowUse({
+      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
+    });
+    return { scope, limit, micros: w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n };
+  };
+  // The same sum the policy check uses (overdue approvals no longer hold the cap).
+  const committed = await tables.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
+  const capLimit: SpendLimit = { window: '24h', windowMs: CAP_WINDOW_MS, maxMicros: agent.policy.spendCapMicros, maxCount: null, maxNetworkFeeWei: null, recipient: null };
+  const cap = await status('agent', capLimit);
+  const limits = [{ ...cap, micros: committed }];
+  for (const l of agent.policy.limits) limits.push(await status('agent', l));
+  for (const l of orgLimits) limits.push(await status('organization', l));
+  return limits;
+}
+
+/**
  * GET /api/agents/{id}/spend (an extension beyond the wire protocol): an agent's own remaining
  * budget, for the API key of its organization. Another organization's agent is the same 404 as
  * an unknown id. A snapshot: the deciding check runs again, atomically, when the agent signs.
@@ -34,20 +57,10 @@ export type LimitStatus = { scope: LimitScope; limit: SpendLimit; micros: bigint
 export async function getAgentSpend(deps: AppDeps, principal: ApiKeyPrincipal, agentId: string): Promise<AgentSpendStatus> {
   const agent = await requireAgentInOrg(deps, principal.orgId, agentId);
   const now = deps.now();
-  // The same sum the policy check uses (overdue approvals no longer hold the cap).
-  const committed = await deps.store.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
-  const cap = agent.policy.spendCapMicros;
   const org = await deps.store.organizations.get(agent.orgId);
-  const status = async (scope: LimitScope, limit: SpendLimit, micros?: bigint): Promise<LimitStatus> => {
-    const w = await deps.store.payments.windowUse({
-      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
-    });
-    return { scope, limit, micros: micros ?? w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n };
-  };
-  const capLimit: SpendLimit = { window: '24h', windowMs: CAP_WINDOW_MS, maxMicros: cap, maxCount: null, maxNetworkFeeWei: null, recipient: null };
-  const limits = [await status('agent', capLimit, committed)];
-  for (const l of agent.policy.limits) limits.push(await status('agent', l));
-  for (const l of org?.limits ?? []) limits.push(await status('organization', l));
+  const limits = await limitStatuses(deps.store, agent, org?.limits ?? [], now);
+  const cap = agent.policy.spendCapMicros;
+  const committed = limits[0]!.micros;
   return {
     agentId: agent.id, agentName: agent.name, status: agent.status, windowMs: CAP_WINDOW_MS,
     spendCapMicros: cap, committedMicros: committed, remainingMicros: cap > committed ? cap - committed : 0n,

@@ -1,6 +1,7 @@
 import type { Agent, Principal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { listAgents } from '../organizations/agents.js';
+import { limitStatuses, type LimitStatus } from './agentSpend.js';
 import { sweepExpiredApprovals } from './expiry.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 
@@ -16,6 +17,8 @@ export type AgentSpend = {
   hourly: bigint[];
   /** 7 daily sums (rolling 24-hour days ending now), oldest first. */
   daily: bigint[];
+  /** Every limit with what its window holds, as the agent's spend read gives them (agentSpend.ts). */
+  limits: LimitStatus[];
 };
 
 export type SpendSummary = {
@@ -32,7 +35,8 @@ function sum(values: readonly bigint[]): bigint {
 /**
  * An organization's spend per agent over the last 24 hours and 7 days, counted the way the cap
  * counts it (signing, signed, approved and pending approval; by when each began counting), so the 24-hour
- * figure is exactly what the next policy check will compare with the cap.
+ * figure is exactly what the next policy check will compare with the cap; and each agent's limits
+ * (the cap, its own window limits, the organization's) with what their windows hold.
  */
 export async function summarizeSpend(deps: AppDeps, principal: Principal, orgId: string): Promise<SpendSummary> {
   // Scope first: a refused caller must not even trigger the sweep's writes.
@@ -44,12 +48,14 @@ export async function summarizeSpend(deps: AppDeps, principal: Principal, orgId:
   const since = now - 7 * DAY_MS;
   // One snapshot for every agent's sums, so the totals add up to the same ledger state.
   const agents = await deps.uow.read(async (tx) => {
+    const orgLimits = (await tx.organizations.get(orgId))?.limits ?? [];
     const out: AgentSpend[] = [];
     for (const agent of own) {
       const hours = await tx.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
       const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
       const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
-      out.push({ agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily });
+      const limits = await limitStatuses(tx, agent, orgLimits, now);
+      out.push({ agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily, limits });
     }
     return out;
   });

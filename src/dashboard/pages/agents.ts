@@ -1,12 +1,17 @@
-import { createAgent, getAgent, listAgents, parsePolicy, setPolicy, updateAgent } from '../../app/organizations/agents.js';
+import { createAgent, getAgent, listAgents, parsePolicy, recentPolicyChanges, setPolicy, updateAgent, type PolicyVersionChanges } from '../../app/organizations/agents.js';
 import { roleAllows } from '../../app/dashboardRoles.js';
 import type { SessionContext } from '../../app/accounts/dashboardSessions.js';
 import { parseUsd, formatUsd } from '../../domain/money.js';
 import type { SpendLimit } from '../../domain/limits.js';
+import type { PolicyChange } from '../../domain/policyChanges.js';
 import type { Agent } from '../../domain/types.js';
 import { getOrganization } from '../../app/organizations/organizations.js';
 import { maxNetworkFeeFromEth, maxNetworkFeeMessage, weiToEthText } from '../ether.js';
 import { duration, usd, utc, wei } from '../format.js';
+import {
+  ADD_ROW, LIMIT_FIELDS, LIMIT_REPEATABLE, LIMIT_ROWS_HELP, hasLimitErrors, limitErrorLinks, limitRowErrors, limitRowsFieldset,
+  limitRowsFromForm, limitsOfRows, limitsTable, rowsOfLimits, withBlankRow, type LimitRowErrors, type LimitRows,
+} from '../limitRows.js';
 import { html, type Html, type Renderable } from '../html.js';
 import { csrfField, errorSummary, fieldError, invalidAttrs, tableWrap } from '../layout.js';
 import { errorText, validationMessage, type Reply, type Route, type RouteContext } from '../routes.js';
@@ -77,9 +82,13 @@ ${agents.length === 0 ? html`<p class="empty">No agents yet.</p>` : tableWrap('A
   };
 }
 
-/** `fee` is the ceiling in ETH as typed; undefined when the form did not carry the field (the ceiling then stays as it is). */
-type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined; perPayment: string | undefined };
-type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string; perPayment?: string };
+/**
+ * `fee` is the ceiling in ETH as typed; undefined when the form did not carry the field (the
+ * ceiling then stays as it is). `limits`: the window limits' rows; undefined when the form carried
+ * none (the limits stay as they are).
+ */
+type PolicyValues = { allowlist: string; cap: string; threshold: string; fee: string | undefined; perPayment: string | undefined; limits: LimitRows | undefined };
+type PolicyErrors = { allowlist?: string; cap?: string; threshold?: string; fee?: string; perPayment?: string; limits?: LimitRowErrors };
 
 function allowlistLines(text: string): string[] {
   return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
@@ -102,12 +111,25 @@ function policyErrors(v: PolicyValues): PolicyErrors {
     threshold: validationMessage(() => parseUsd(v.threshold, POLICY_LABELS.threshold)),
     fee: v.fee === undefined ? undefined : maxNetworkFeeMessage(v.fee, POLICY_LABELS.fee),
     perPayment: v.perPayment === undefined || v.perPayment === '' ? undefined : validationMessage(() => parseUsd(v.perPayment!, POLICY_LABELS.perPayment)),
+    limits: v.limits === undefined ? undefined : limitRowErrors(v.limits),
   };
 }
 
+function hasPolicyErrors(e: PolicyErrors): boolean {
+  return Boolean(e.allowlist || e.cap || e.threshold || e.fee || e.perPayment) || (e.limits !== undefined && hasLimitErrors(e.limits));
+}
+
+const NO_LIMIT_ERRORS: LimitRowErrors = { fields: new Map() };
+
 function policyForm(session: SessionContext, a: Agent, values: PolicyValues, errors: PolicyErrors): Html {
-  return html`${errorSummary([['allowlist', errors.allowlist], ['spend-cap', errors.cap], ['threshold', errors.threshold], ['max-per-payment', errors.perPayment], ['max-fee', errors.fee]])}
+  const rows = values.limits ?? rowsOfLimits(a.policy.limits);
+  const limitErrors = errors.limits ?? NO_LIMIT_ERRORS;
+  return html`${errorSummary([
+    ['allowlist', errors.allowlist], ['spend-cap', errors.cap], ['threshold', errors.threshold], ['max-per-payment', errors.perPayment], ['max-fee', errors.fee],
+    ...limitErrorLinks('limit', rows, limitErrors),
+  ])}
 <form method="post" action="/dashboard/agents/${a.id}/policy" novalidate>${csrfField({ session })}
+<button type="submit" class="implicit-submit" hidden aria-hidden="true" tabindex="-1">Save</button>
 <div class="field"><label for="allowlist">Allowed recipients <span class="hint">one 0x address or registry service slug per line; empty allows nothing</span></label>
 <textarea id="allowlist" name="allowlist" rows="5" spellcheck="false" ${invalidAttrs('allowlist', errors.allowlist)}>${values.allowlist}</textarea>
 ${fieldError('allowlist', errors.allowlist)}</div>
@@ -125,32 +147,78 @@ ${fieldError('max-per-payment', errors.perPayment)}</div>
 <input type="text" inputmode="decimal" id="max-fee" name="max_network_fee_eth" value="${values.fee ?? ''}" ${invalidAttrs('max-fee', errors.fee)}>
 ${fieldError('max-fee', errors.fee)}</div>
 </div>
+<fieldset class="limits-editor"><legend>Window limits of this agent</legend>
+<p class="hint">Rolling budgets checked after the spend cap, each over its window and, with a recipient, only for payments to it. ${LIMIT_ROWS_HELP}</p>
+${limitRowsFieldset('limit', rows, limitErrors)}
+</fieldset>
 <button type="submit" class="primary">Save policy</button>
 </form>`;
 }
 
-/** The agent's and its organization's window limits, read-only: they are set whole from a policy document (CLI or AdminService). */
-function limitsPanel(agentLimits: readonly SpendLimit[], orgLimits: readonly SpendLimit[]): Html {
-  const rows = [...agentLimits.map((l) => ['agent', l] as const), ...orgLimits.map((l) => ['organization', l] as const)];
-  const body = rows.length === 0
-    ? html`<p>No window limits: only the spend cap bounds what the agent commits over time.</p>`
-    : tableWrap('Window limits', html`<table><thead><tr><th scope="col">Whose</th><th scope="col">Window</th><th scope="col">Recipient</th><th scope="col">Max USD</th><th scope="col">Max payments</th><th scope="col">Max network fee</th></tr></thead><tbody>
-${rows.map(([scope, l]) => html`<tr><td>${scope === 'agent' ? 'This agent' : 'Organization'}</td><td>${l.window}</td><td>${l.recipient === null ? 'every recipient' : html`<code>${l.recipient}</code>`}</td>
-<td>${l.maxMicros === null ? '—' : usd(l.maxMicros)}</td><td>${l.maxCount === null ? '—' : String(l.maxCount)}</td><td>${l.maxNetworkFeeWei === null ? '—' : wei(l.maxNetworkFeeWei)}</td></tr>`)}
-</tbody></table>`);
-  return html`<section class="panel" aria-labelledby="limits-heading"><h2 id="limits-heading">Window limits</h2>
-<p class="small muted">Rolling budgets checked after the spend cap; the organization's bind every agent together. Set with <code>paypolicy policy set --file</code> and <code>paypolicy org limits set</code>.</p>
-${body}</section>`;
+/**
+ * The window limits read-only: the organization's always (owners edit them on the Spend page), the
+ * agent's too when the page has no policy form (`agentLimits`; null when they are in the form).
+ */
+function limitsPanel(agentLimits: readonly SpendLimit[] | null, orgLimits: readonly SpendLimit[]): Html {
+  const rows = [...(agentLimits ?? []).map((l) => ['This agent', l] as const), ...orgLimits.map((l) => ['Organization', l] as const)];
+  const none = agentLimits === null ? 'The organization has no window limits.' : 'No window limits: only the spend cap bounds what the agent commits over time.';
+  return html`<section class="panel" aria-labelledby="limits-heading"><h2 id="limits-heading">${agentLimits === null ? "Organization's window limits" : 'Window limits'}</h2>
+<p class="small muted">Rolling budgets checked after the spend cap; the organization's bind every agent together. Owners set the organization's on the <a href="/dashboard/spend#org-limits">Spend page</a>.</p>
+${rows.length === 0 ? html`<p>${none}</p>` : limitsTable('Window limits', rows)}</section>`;
 }
 
-function agentPage(ctx: RouteContext, a: Agent, orgLimits: readonly SpendLimit[], edit?: { values: PolicyValues; errors: PolicyErrors }): Reply {
+/** How many policy versions the agent page lists. */
+const HISTORY_SHOWN = 20;
+
+/** One change of a policy version in words. */
+function changeText(c: PolicyChange): Html {
+  const amount = (v: bigint | null) => (v === null ? 'no maximum' : usd(v));
+  const limitText = (l: SpendLimit) => [
+    l.window, l.maxMicros === null ? '' : usd(l.maxMicros), l.maxCount === null ? '' : `${l.maxCount} payments`,
+    l.maxNetworkFeeWei === null ? '' : `${weiToEthText(l.maxNetworkFeeWei)} ETH of fees`, l.recipient === null ? '' : `to ${l.recipient}`,
+  ].filter((x) => x !== '').join(', ');
+  switch (c.field) {
+    case 'allowlist':
+      return html`${c.added.map((e) => html`<li>Allowed <code>${e}</code></li>`)}${c.removed.map((e) => html`<li>No longer allowed <code>${e}</code></li>`)}`;
+    case 'spendCap':
+    case 'approvalThreshold':
+    case 'maxPerPayment':
+      return html`<li>${{ spendCap: 'Spend cap', approvalThreshold: 'Approval above', maxPerPayment: 'Max per payment' }[c.field]}: ${amount(c.from)} → ${amount(c.to)}</li>`;
+    case 'maxNetworkFee':
+      return html`<li>Max network fee: ${weiToEthText(c.from)} ETH → ${weiToEthText(c.to)} ETH</li>`;
+    case 'limits':
+      return html`${c.added.map((l) => html`<li>Limit added: ${limitText(l)}</li>`)}${c.removed.map((l) => html`<li>Limit removed: ${limitText(l)}</li>`)}`;
+  }
+}
+
+/** The policy's versions, newest first, each with who made it and what it changed. */
+function historyPanel(agentId: string, history: { total: number; versions: PolicyVersionChanges[] }): Html {
+  const items = history.versions.map((v) => html`<li><h3>Version ${v.version}</h3>
+<p class="small muted">${utc(v.createdAt)} · ${v.actor === '' ? 'before versions were kept' : v.actor}</p>
+${v.changes === null ? html`<p class="small">The first version kept.</p>` : v.changes.length === 0 ? html`<p class="small">Saved without a change.</p>` : html`<ul class="changes">${v.changes.map(changeText)}</ul>`}</li>`);
+  const more = history.total > history.versions.length
+    ? html`<p class="small muted">The latest ${history.versions.length} of ${history.total} versions; <code>paypolicy policy history --agent ${agentId}</code> lists every one.</p>`
+    : '';
+  return html`<section class="panel" aria-labelledby="history-heading"><h2 id="history-heading">Policy history</h2>
+${more}<ol class="history">${items}</ol></section>`;
+}
+
+/**
+ * One agent's page. `edit`: the policy form as posted, with its errors (status 400), or with no
+ * errors when it asked for another limit row (200; nothing was saved).
+ */
+async function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; errors: PolicyErrors }): Promise<Reply> {
   const { session, deps } = ctx;
+  const orgLimits = (await getOrganization(deps, ctx.principal, a.orgId)).limits;
+  const history = await recentPolicyChanges(deps, ctx.principal, a.id, HISTORY_SHOWN);
   const values = edit?.values ?? {
     allowlist: a.policy.allowlist.join('\n'), cap: formatUsd(a.policy.spendCapMicros), threshold: formatUsd(a.policy.approvalThresholdMicros),
     fee: weiToEthText(a.policy.maxNetworkFeeWei),
     perPayment: a.policy.maxPerPaymentMicros === null ? '' : formatUsd(a.policy.maxPerPaymentMicros),
+    limits: undefined,
   };
-  const policy = roleAllows(session.user.role, 'manage') && a.status !== 'revoked'
+  const editable = roleAllows(session.user.role, 'manage') && a.status !== 'revoked';
+  const policy = editable
     ? policyForm(session, a, values, edit?.errors ?? {})
     : html`<dl class="facts">
 <dt>Allowed recipients</dt><dd>${a.policy.allowlist.length === 0 ? 'nothing' : a.policy.allowlist.map((e) => html`<code>${e}</code><br>`)}</dd>
@@ -160,7 +228,7 @@ function agentPage(ctx: RouteContext, a: Agent, orgLimits: readonly SpendLimit[]
 <dt>Max network fee</dt><dd>${wei(a.policy.maxNetworkFeeWei)} per payment</dd></dl>`;
   return {
     type: 'page',
-    status: edit ? 400 : 200,
+    status: edit && hasPolicyErrors(edit.errors) ? 400 : 200,
     section: 'agents',
     title: a.name,
     content: html`<p class="small"><a href="/dashboard/agents">← All agents</a></p>
@@ -175,7 +243,8 @@ function agentPage(ctx: RouteContext, a: Agent, orgLimits: readonly SpendLimit[]
 <section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
 <p class="small muted">Checked in this order on every payment: agent status, maximum per payment, allowlist, network fee, spend cap, approval threshold.</p>
 ${policy}</section>
-${limitsPanel(a.policy.limits, orgLimits)}`,
+${limitsPanel(editable ? null : a.policy.limits, orgLimits)}
+${historyPanel(a.id, history)}`,
   };
 }
 
@@ -204,10 +273,7 @@ export const agentRoutes: Route[] = [
     method: 'GET',
     path: '/dashboard/agents/{id}',
     permission: 'read',
-    handle: async (ctx) => {
-      const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
-      return agentPage(ctx, agent, (await getOrganization(ctx.deps, ctx.principal, agent.orgId)).limits);
-    },
+    handle: async (ctx) => agentPage(ctx, await getAgent(ctx.deps, ctx.principal, ctx.params.id!)),
   },
   {
     method: 'POST',
@@ -236,21 +302,28 @@ export const agentRoutes: Route[] = [
     body: 'form',
     // The ceiling is typed in ETH under its own name: a post that still says wei is refused as an
     // unknown field instead of being read 10^18 times too large.
-    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_eth'],
+    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_eth', ...LIMIT_FIELDS],
+    repeatable: LIMIT_REPEATABLE,
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
-      const values = {
+      const values: PolicyValues = {
         allowlist: ctx.form.get('allowlist'), cap: ctx.form.get('spend_cap_usd'), threshold: ctx.form.get('approval_threshold_usd'),
         fee: ctx.form.has('max_network_fee_eth') ? ctx.form.get('max_network_fee_eth') : undefined,
         // Absent (a form from before the field) keeps the agent's maximum; empty removes it.
         perPayment: ctx.form.has('max_per_payment_usd') ? ctx.form.get('max_per_payment_usd') : undefined,
+        // Absent (a form from before the rows) keeps the agent's limits; rows all empty or removed remove them.
+        limits: limitRowsFromForm(ctx.form),
       };
+      if (ctx.form.has(ADD_ROW)) {
+        return agentPage(ctx, agent, { values: { ...values, limits: withBlankRow(values.limits ?? rowsOfLimits(agent.policy.limits)) }, errors: {} });
+      }
       const errors = policyErrors(values);
-      if (errors.allowlist || errors.cap || errors.threshold || errors.fee || errors.perPayment) return agentPage(ctx, agent, (await getOrganization(ctx.deps, ctx.principal, agent.orgId)).limits, { values, errors });
+      if (hasPolicyErrors(errors)) return agentPage(ctx, agent, { values, errors });
       const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee === undefined ? undefined : maxNetworkFeeFromEth(values.fee, POLICY_LABELS.fee).toString(),
         maxPerPaymentUsd: values.perPayment,
+        limits: values.limits === undefined ? undefined : limitsOfRows(values.limits),
       });
       return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.`, warnings } };
     },

@@ -133,6 +133,16 @@ input[aria-invalid="true"], textarea[aria-invalid="true"] { border-color: var(--
 .field.check { display: flex; gap: .4rem; align-items: center; align-self: center; }
 .field.check label { margin: 0; }
 .field.check input { width: 1.1rem; height: 1.1rem; margin: 0; }
+/* Window limits as form rows: one fieldset per limit, its fields side by side where they fit. */
+fieldset { min-width: 0; }
+.limits-editor { border: 0; padding: 0; margin: 0 0 1rem; }
+.limits-editor > legend { font-weight: 600; font-size: 1rem; padding: 0; margin-bottom: .25rem; }
+.limit-row { border: 1px solid var(--line); border-radius: 8px; padding: .5rem .9rem .1rem; margin: 0 0 .75rem; }
+.limit-row legend { font-weight: 600; font-size: .9rem; padding: 0 .3rem; }
+.limit-fields { display: grid; grid-template-columns: repeat(auto-fill, minmax(9.5rem, 1fr)); gap: 0 .9rem; align-items: start; }
+.limit-fields .field.check { align-self: end; margin-bottom: 1.3rem; }
+.limit-rows + button, .limit-rows + p { margin-bottom: 1rem; }
+.limit-rows:focus { outline: none; }
 
 button, .button { font: inherit; font-weight: 600; padding: .42rem .9rem; border-radius: 6px; border: 1px solid #8c959f; background: var(--bg); color: var(--text); cursor: pointer; text-decoration: none; display: inline-block; line-height: 1.4; }
 button:hover, .button:hover { background: var(--soft); }
@@ -155,8 +165,9 @@ button:hover, .button:hover { background: var(--soft); }
 .approval .payees { margin: 0; padding-left: 1.1rem; }
 .approval .decide { display: grid; gap: .5rem; align-content: start; }
 .approval .decide .buttons { display: flex; gap: .5rem; }
-/* The inert first submit button that absorbs Enter in the note (see pages/approvals.ts). */
-.approval .decide .implicit-submit { display: none; }
+/* A form's hidden first submit button, which takes Enter in a field: inert in a decision (see
+   pages/approvals.ts), Save in a form whose "Add a limit row" button comes before its own Save. */
+.implicit-submit { display: none; }
 .countdown { font-weight: 600; color: var(--warn); }
 .countdown.is-expired { color: var(--bad); }
 .empty { padding: 1.25rem; text-align: center; color: var(--muted); background: var(--bg); border: 1px dashed var(--line); border-radius: 8px; }
@@ -191,6 +202,11 @@ button:hover, .button:hover { background: var(--soft); }
 .spend-agent { display: grid; grid-template-columns: minmax(10rem, 14rem) minmax(0, 1fr) minmax(0, 1fr); gap: 1rem 1.5rem; align-items: start; }
 .spend-agent + .spend-agent { border-top: 1px solid var(--line); padding-top: 1rem; margin-top: 1rem; }
 @media (max-width: 860px) { .spend-agent { grid-template-columns: 1fr; } }
+/* Each limit of an agent as meters under its charts, in as many columns as fit. */
+.limit-use { grid-column: 1 / -1; list-style: none; margin: 0; padding: 0; display: grid; grid-template-columns: repeat(auto-fill, minmax(16rem, 1fr)); gap: .5rem 1.5rem; }
+.limit-use .limit-title { font-size: .85rem; font-weight: 600; margin: 0 0 .15rem; }
+.meter-line { display: grid; gap: 0; font-size: .85rem; font-variant-numeric: tabular-nums; margin-bottom: .2rem; }
+.meter-line meter { width: 100%; max-width: 16rem; height: 1rem; }
 .chart { width: 100%; height: auto; display: block; }
 .org-chart { margin: 0; }
 /* The organization chart is drawn twice, wide and narrow, so its text keeps its size. */
@@ -218,4 +234,9 @@ figure { margin: 0; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; margin: 0; }
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+.history { list-style: none; margin: 0; padding: 0; }
+.history > li + li { border-top: 1px solid var(--line); padding-top: .6rem; margin-top: .6rem; }
+.history h3 { margin: 0; }
+.history p { margin: 0 0 .25rem; }
+.history .changes { margin: 0; padding-left: 1.25rem; overflow-wrap: anywhere; }
 `;
