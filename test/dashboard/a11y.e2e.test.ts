@@ -181,6 +181,12 @@ describe('dashboard looks and accessibility', { timeout: 120_000 }, () => {
     await p.getByRole('button', { name: 'Save policy' }).click();
     await p.locator('#limit-3-window-error').waitFor();
     found['limit rows with errors'] = await axeViolations(p);
+    // The policy previewed on the agent's past requests, one limit tighter.
+    await p.goto(`${s.url}/dashboard/agents/${demoAgent}`);
+    await p.getByRole('group', { name: 'Limit 1' }).getByLabel(/^Max USD/).fill('0.01');
+    await p.getByRole('button', { name: /^Preview/ }).click();
+    await p.locator('#preview-heading').waitFor();
+    found['policy preview'] = await axeViolations(p);
     expect(Object.fromEntries(Object.entries(found).filter(([, v]) => v.length > 0))).toEqual({});
   });
 

@@ -161,6 +161,27 @@ describe('policy form: window limit rows', () => {
     expect((await agentPolicy(id)).version).toBe(1);
   });
 
+  test('behavior: "Preview" answers the form as typed with what the policy would have decided of the agent\'s requests, and saves nothing', async () => {
+    // An organization of its own: its payments must not show in this file's other spend.
+    const own = await createTenant(admin, 'preview-org');
+    await admin.client.provisionTreasury({ orgId: own.orgId }, admin.auth);
+    await createUser(admin, own.orgId, 'owner@preview.example', 'owner', PASSWORD);
+    const ownOwner = await httpSignIn(s.url, 'owner@preview.example', PASSWORD);
+    const id = own.agentId;
+    await postPolicy(ownOwner, id, [], [], '100');
+    for (const amount of ['2', '2', '3']) expect((await postSign(s.url, own.apiKey, { agent_id: id, type: 'eip3009', recipient_address: RECIPIENT, amount_usd: amount })).status).toBe(200);
+    const before = await agentPolicy(id);
+    const r = await postPolicy(ownOwner, id, [{ window: '1h', usd: '4' }], [['preview', '1']], '100');
+    expect(r.status).toBe(200);
+    const text = await r.text();
+    expect(text).toContain('Of 3 payment requests, this policy would allow 2, send 0 for approval and deny 1; 1 would change.');
+    expect(text).toContain("Payment of $3 would exceed the agent&#39;s 1h limit of $4: $4 already spent in the last hour");
+    expect([...text.matchAll(/name="limit_window" value="([^"]*)"/g)].map((m) => m[1])).toEqual(['1h']);
+    expect(await agentPolicy(id)).toEqual(before);
+    // Another organization's owner cannot preview it: the agent is not theirs.
+    expect((await postPolicy(owner, id, [{ window: '1h', usd: '4' }], [['preview', '1']])).status).toBe(404);
+  });
+
   test('error: rows that cannot come from the page (columns of different lengths, a Remove box of no row, a field given twice elsewhere) change nothing', async () => {
     const id = await createAgent(admin, t.orgId, 'rows-malformed');
     const before = await agentPolicy(id);

@@ -6,6 +6,8 @@ import type { SpendLimit } from '../../domain/limits.js';
 import type { PolicyChange } from '../../domain/policyChanges.js';
 import type { Agent } from '../../domain/types.js';
 import { getOrganization } from '../../app/organizations/organizations.js';
+import { DEFAULT_SIMULATION_DAYS, simulatePolicyChange, type SimulationReport } from '../../app/payments/policySimulation.js';
+import type { Outcome } from '../../domain/simulation.js';
 import { maxNetworkFeeFromEth, maxNetworkFeeMessage, weiToEthText } from '../ether.js';
 import { duration, usd, utc, wei } from '../format.js';
 import {
@@ -151,8 +153,28 @@ ${fieldError('max-fee', errors.fee)}</div>
 <p class="hint">Rolling budgets checked after the spend cap, each over its window and, with a recipient, only for payments to it. ${LIMIT_ROWS_HELP}</p>
 ${limitRowsFieldset('limit', rows, limitErrors)}
 </fieldset>
-<button type="submit" class="primary">Save policy</button>
+<div class="actions"><button type="submit" class="primary">Save policy</button>
+<button type="submit" name="${PREVIEW}" value="1">Preview on the last ${DEFAULT_SIMULATION_DAYS} days</button></div>
 </form>`;
+}
+
+/** The policy form's second button: what the form's policy would have decided, nothing saved. */
+const PREVIEW = 'preview';
+/** Changed requests a preview lists; the CLI lists them all. */
+const PREVIEW_SHOWN = 20;
+const OUTCOME_TEXT: Record<Outcome, string> = { allowed: 'allowed', pending_approval: 'approval', denied: 'denied' };
+
+function previewPanel(agentId: string, r: SimulationReport): Html {
+  const changes = r.changed.slice(0, PREVIEW_SHOWN);
+  const table = changes.length === 0 ? html`<p>No request's outcome would change.</p>` : tableWrap('Requests whose outcome would change', html`<table>
+<thead><tr><th scope="col">When</th><th scope="col">Amount</th><th scope="col">Recipient</th><th scope="col">Was</th><th scope="col">Would be</th><th scope="col">Why</th></tr></thead>
+<tbody>${changes.map((c) => html`<tr><td>${utc(c.at)}</td><td>${usd(c.amountMicros)}</td><td class="mono">${c.slug ?? c.recipient}</td>
+<td>${OUTCOME_TEXT[c.had]}</td><td><strong>${OUTCOME_TEXT[c.wouldBe]}</strong></td><td>${c.reason || '—'}</td></tr>`)}</tbody></table>`);
+  const more = r.changed.length > changes.length
+    ? html`<p class="small muted">${r.changed.length - changes.length} more; all of them: <code>paypolicy policy simulate --agent ${agentId} --file POLICY.json --json</code>.</p>` : '';
+  return html`<section class="panel" aria-labelledby="preview-heading" id="preview"><h2 id="preview-heading">Preview: the last ${r.days} days under this policy</h2>
+<p role="status">Nothing is saved yet. Of ${r.requests} payment request${r.requests === 1 ? '' : 's'}, this policy would allow ${r.allowed}, send ${r.pendingApproval} for approval and deny ${r.denied}; ${r.changed.length} would change.</p>
+${table}${more}</section>`;
 }
 
 /**
@@ -207,7 +229,7 @@ ${more}<ol class="history">${items}</ol></section>`;
  * One agent's page. `edit`: the policy form as posted, with its errors (status 400), or with no
  * errors when it asked for another limit row (200; nothing was saved).
  */
-async function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; errors: PolicyErrors }): Promise<Reply> {
+async function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyValues; errors: PolicyErrors; preview?: SimulationReport }): Promise<Reply> {
   const { session, deps } = ctx;
   const orgLimits = (await getOrganization(deps, ctx.principal, a.orgId)).limits;
   const history = await recentPolicyChanges(deps, ctx.principal, a.id, HISTORY_SHOWN);
@@ -243,6 +265,7 @@ async function agentPage(ctx: RouteContext, a: Agent, edit?: { values: PolicyVal
 <section class="panel" aria-labelledby="policy-heading"><h2 id="policy-heading">Policy</h2>
 <p class="small muted">Checked in this order on every payment: agent status, maximum per payment, allowlist, network fee, spend cap, approval threshold.</p>
 ${policy}</section>
+${edit?.preview ? previewPanel(a.id, edit.preview) : ''}
 ${limitsPanel(editable ? null : a.policy.limits, orgLimits)}
 ${historyPanel(a.id, history)}`,
   };
@@ -302,7 +325,7 @@ export const agentRoutes: Route[] = [
     body: 'form',
     // The ceiling is typed in ETH under its own name: a post that still says wei is refused as an
     // unknown field instead of being read 10^18 times too large.
-    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_eth', ...LIMIT_FIELDS],
+    fields: ['allowlist', 'spend_cap_usd', 'approval_threshold_usd', 'max_per_payment_usd', 'max_network_fee_eth', PREVIEW, ...LIMIT_FIELDS],
     repeatable: LIMIT_REPEATABLE,
     async handle(ctx) {
       const agent = await getAgent(ctx.deps, ctx.principal, ctx.params.id!);
@@ -319,12 +342,14 @@ export const agentRoutes: Route[] = [
       }
       const errors = policyErrors(values);
       if (hasPolicyErrors(errors)) return agentPage(ctx, agent, { values, errors });
-      const { warnings } = await setPolicy(ctx.deps, ctx.principal, {
+      const input = {
         agentId: agent.id, allowlist: allowlistLines(values.allowlist), spendCapUsd: values.cap, approvalThresholdUsd: values.threshold,
         maxNetworkFeeWei: values.fee === undefined ? undefined : maxNetworkFeeFromEth(values.fee, POLICY_LABELS.fee).toString(),
         maxPerPaymentUsd: values.perPayment,
         limits: values.limits === undefined ? undefined : limitsOfRows(values.limits),
-      });
+      };
+      if (ctx.form.has(PREVIEW)) return agentPage(ctx, agent, { values, errors: {}, preview: await simulatePolicyChange(ctx.deps, ctx.principal, input) });
+      const { warnings } = await setPolicy(ctx.deps, ctx.principal, input);
       return { type: 'redirect', to: `/dashboard/agents/${agent.id}`, flash: { kind: 'ok', text: `Policy of ${agent.name} saved.`, warnings } };
     },
   },
