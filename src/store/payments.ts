@@ -1,8 +1,9 @@
+import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
-import type { ChainAttempt, HoldingRow, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, RequestHistoryRow, WindowQuery, WindowUse } from './port.js';
+import type { ChainAttempt, HoldingRow, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, RequestHistoryRow, WindowsQuery, WindowUse } from './port.js';
 import type { Synchronous } from './syncTables.js';
 
 /**
@@ -113,12 +114,51 @@ export function holdingRowOf(r: HoldingTuple): HoldingRow {
 }
 
 /**
- * What one window limit's window holds (port.ts windowUse): the organization's holding rows by
- * time (transactions_limits, migration 0016), narrowed to an agent and a recipient when asked.
+ * What the windows of one decision hold (port.ts windowUses), as one statement for both stores:
+ * one pass over the organization's holding rows after the earliest `since` (transactions_limits),
+ * each window's sums taken by a CASE of its own. Amounts are summed as whole USD and the micro
+ * remainder (fees as whole gwei in units of 10^9 and the remainder), so that no sum can overflow
+ * a 64-bit integer however many rows of the largest amount a window holds.
+ *
+ * Parameters: 1 organization, 2 the earliest since, 3 the excluded row, 4 now, then three per
+ * window (since, agent, recipient). `dialect` writes them as SQLite's @pN (better-sqlite3 binds
+ * numbered ones only by name) or PostgreSQL's $N::type.
  */
-export const WINDOW_USE_SQL = `SELECT COALESCE(SUM(t.amount_micros), 0), COUNT(*), COALESCE(SUM(t.fee_gwei), 0) FROM transactions t
-  WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND (? IS NULL OR t.agent_id = ?) AND (? IS NULL OR t.recipient = ? OR t.service_slug = ? OR instr(t.split_recipients, ',' || ? || ',') > 0) AND (? IS NULL OR t.id != ?)
-  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ?))`;
+export function windowUsesSql(windows: number, dialect: 'sqlite' | 'postgres'): string {
+  const p = (n: number, type: 'text' | 'bigint') => (dialect === 'sqlite' ? `@p${n}` : `$${n}::${type}`);
+  const inSplits = (r: string) => (dialect === 'sqlite' ? `instr(t.split_recipients, ',' || ${r} || ',') > 0` : `strpos(t.split_recipients, ',' || ${r} || ',') > 0`);
+  const sums: string[] = [];
+  for (let i = 0; i < windows; i++) {
+    const since = p(5 + 3 * i, 'bigint');
+    const agent = p(6 + 3 * i, 'text');
+    const rec = p(7 + 3 * i, 'text');
+    const c = `t.cap_at > ${since} AND (${agent} IS NULL OR t.agent_id = ${agent}) AND (${rec} IS NULL OR t.recipient = ${rec} OR t.service_slug = ${rec} OR ${inSplits(rec)})`;
+    for (const v of ['t.amount_micros / 1000000', 't.amount_micros % 1000000', '1', 't.fee_gwei / 1000000000', 't.fee_gwei % 1000000000']) {
+      sums.push(`SUM(CASE WHEN ${c} THEN ${v} ELSE 0 END)`);
+    }
+  }
+  return `SELECT ${sums.join(',\n  ')}
+  FROM transactions t WHERE t.org_id = ${p(1, 'text')} AND t.holds_cap = 1 AND t.cap_at > ${p(2, 'bigint')} AND (${p(3, 'text')} IS NULL OR t.id <> ${p(3, 'text')})
+  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ${p(4, 'bigint')}))`;
+}
+
+/** windowUsesSql's parameters for a query. */
+export function windowUsesParams(q: WindowsQuery): unknown[] {
+  const params: unknown[] = [q.orgId, Math.min(...q.windows.map((w) => w.since)), q.excludeId ?? null, q.now];
+  for (const w of q.windows) params.push(w.since, w.agentId, w.recipient);
+  return params;
+}
+
+/** windowUsesSql's one row as each window's use; a sum over no rows is null. */
+export function windowUsesOf(row: readonly unknown[], windows: number): WindowUse[] {
+  const n = (v: unknown) => (v === null || v === undefined ? 0n : BigInt(v as bigint | number | string));
+  const out: WindowUse[] = [];
+  for (let i = 0; i < windows; i++) {
+    const [usd, micros, count, gweiE9, gwei] = row.slice(5 * i, 5 * i + 5).map(n) as [bigint, bigint, bigint, bigint, bigint];
+    out.push({ micros: usd * 1_000_000n + micros, count: Number(count), feeGwei: gweiE9 * 1_000_000_000n + gwei });
+  }
+  return out;
+}
 
 /**
  * Lets a store on a read connection remember cap sums. `version` names the committed state the
@@ -133,7 +173,8 @@ const CAP_MEMO_AGENTS = 100_000;
 
 export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
-  const windowUse = db.prepare(WINDOW_USE_SQL).raw(true).safeIntegers(true);
+  // One statement per number of windows a decision measures (at most two lists of MAX_LIMITS and the cap).
+  const windowUses = new Map<number, Database.Statement<unknown[]>>();
   const requestHistory = db.prepare(REQUEST_HISTORY_SQL).raw(true).safeIntegers(true);
   const heldByOthers = db.prepare(HELD_BY_OTHERS_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
@@ -237,9 +278,13 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
      * began counting: the amounts of its rows holding the cap with cap_at > since, less pending
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
-    windowUse(q: WindowQuery): WindowUse {
-      const [micros, count, feeGwei] = windowUse.get(q.orgId, q.since, q.agentId, q.agentId, q.recipient, q.recipient, q.recipient, q.recipient, q.excludeId ?? null, q.excludeId ?? null, q.now) as [bigint, bigint, bigint];
-      return { micros, count: Number(count), feeGwei };
+    windowUses(q: WindowsQuery): WindowUse[] {
+      const n = q.windows.length;
+      if (n === 0) return [];
+      let stmt = windowUses.get(n);
+      if (!stmt) windowUses.set(n, (stmt = db.prepare(windowUsesSql(n, 'sqlite')).raw(true).safeIntegers(true)));
+      const named = Object.fromEntries(windowUsesParams(q).map((v, i) => [`p${i + 1}`, v]));
+      return windowUsesOf(stmt.get(named) as unknown[], n);
     },
     requestHistory(orgId: string, agentId: string, since: number, limit: number): RequestHistoryRow[] {
       return (requestHistory.all(orgId, since, agentId, limit) as HistoryTuple[]).map(historyRowOf);

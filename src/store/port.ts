@@ -149,7 +149,9 @@ export type RequestHistoryRow = {
 /** A payment holding its organization's windows now: from `capAt`, until `expiresAt` for a pending approval (null: for good). */
 export type HoldingRow = { capAt: number; expiresAt: number | null; recipient: string; serviceSlug: string; splitRecipients: string[]; amountMicros: bigint; feeGwei: bigint };
 
-export type WindowQuery = { orgId: string; agentId: string | null; recipient: string | null; since: number; now: number; excludeId?: string | null };
+/** One window to measure: the organization's holding rows after `since`, narrowed to an agent and to a recipient when they are set. */
+export type WindowSpec = { agentId: string | null; recipient: string | null; since: number };
+export type WindowsQuery = { orgId: string; now: number; excludeId?: string | null; windows: readonly WindowSpec[] };
 export type WindowUse = { micros: bigint; count: number; feeGwei: bigint };
 
 export type PaymentRow = TransactionRecord & {
@@ -202,14 +204,15 @@ export interface PaymentRepository {
    */
   committedSince(agentId: string, since: number, now: number): Promise<bigint>;
   /**
-   * What a window limit's window holds (domain/limits.ts): the amounts, the number and the
-   * network fees (whole gwei, rounded up) of the organization's rows holding the cap with
-   * cap_at > since, only the agent's when `agentId` is set, only those paying `recipient` (a
-   * lowercased address, as the recipient or a split's; or the registry slug the payment was
-   * attributed to) when it is set; less pending
-   * approvals overdue at `now`, as committedSince; and less the row `excludeId` (a payment being re-checked).
+   * What each window of a decision's limits holds (domain/limits.ts), in one pass over the
+   * organization's rows: the amounts, the number and the network fees (whole gwei, rounded up)
+   * of its rows holding the cap with cap_at > the window's `since`, only the agent's when
+   * `agentId` is set, only those paying `recipient` (a lowercased address, as the recipient or a
+   * split's; or the registry slug the payment was attributed to) when it is set; less pending
+   * approvals overdue at `now`, as committedSince; and less the row `excludeId` (a payment being
+   * re-checked). Sums are exact however large: no window's total can overflow the store's integers.
    */
-  windowUse(q: WindowQuery): Promise<WindowUse>;
+  windowUses(q: WindowsQuery): Promise<WindowUse[]>;
   /** An agent's payment requests (pings left out) made at or after `since`, oldest first (by time, then id); at most `limit`. */
   requestHistory(orgId: string, agentId: string, since: number, limit: number): Promise<RequestHistoryRow[]>;
   /** The organization's rows of every agent but `agentId` that hold its windows now, held since after `since`, oldest hold first; at most `limit`. */

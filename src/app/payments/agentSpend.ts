@@ -27,26 +27,42 @@ export type AgentSpendStatus = {
 /** One limit and what its window holds now. */
 export type LimitStatus = { scope: LimitScope; limit: SpendLimit; micros: bigint; count: number; feeWei: bigint };
 
+/** A limit's window to measure: the agent's own rows for its scope, the organization's for the organization's. */
+function windowOf(agent: Agent, scope: LimitScope, limit: SpendLimit, now: number) {
+  return { agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs };
+}
+
+/**
+ * The organization's limits with what their windows hold at `now`: the same for every agent of
+ * it, so a page of many agents measures them once (limitStatuses' `orgStatuses`).
+ */
+export async function orgLimitStatuses(tables: Pick<StoreTables, 'payments'>, orgId: string, orgLimits: readonly SpendLimit[], now: number): Promise<LimitStatus[]> {
+  if (orgLimits.length === 0) return [];
+  const uses = await tables.payments.windowUses({ orgId, now, windows: orgLimits.map((l) => ({ agentId: null, recipient: l.recipient, since: now - l.windowMs })) });
+  return orgLimits.map((limit, i) => ({ scope: 'organization', limit, micros: uses[i]!.micros, count: uses[i]!.count, feeWei: uses[i]!.feeGwei * 1_000_000_000n }));
+}
+
 /**
  * Every limit of an agent with what its window holds at `now`: the spend cap first (summed as the
- * policy check sums it), then the agent's window limits, then its organization's. `tables` is
- * committed data or one read's snapshot; the caller has checked the principal's scope.
+ * policy check sums it), then the agent's window limits, then its organization's (measured here,
+ * or given as `orgStatuses`). `tables` is committed data or one read's snapshot; the caller has
+ * checked the principal's scope.
  */
-export async function limitStatuses(tables: Pick<StoreTables, 'payments'>, agent: Agent, orgLimits: readonly SpendLimit[], now: number): Promise<LimitStatus[]> {
-  const status = async (scope: LimitScope, limit: SpendLimit): Promise<LimitStatus> => {
-    const w = await tables.payments.windowUse({
-      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now,
-    });
-    return { scope, limit, micros: w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n };
-  };
+export async function limitStatuses(
+  tables: Pick<StoreTables, 'payments'>, agent: Agent, orgLimits: readonly SpendLimit[], now: number, orgStatuses?: readonly LimitStatus[],
+): Promise<LimitStatus[]> {
   // The same sum the policy check uses (overdue approvals no longer hold the cap).
   const committed = await tables.payments.committedSince(agent.id, now - CAP_WINDOW_MS, now);
   const capLimit: SpendLimit = { window: '24h', windowMs: CAP_WINDOW_MS, maxMicros: agent.policy.spendCapMicros, maxCount: null, maxNetworkFeeWei: null, recipient: null };
-  const cap = await status('agent', capLimit);
-  const limits = [{ ...cap, micros: committed }];
-  for (const l of agent.policy.limits) limits.push(await status('agent', l));
-  for (const l of orgLimits) limits.push(await status('organization', l));
-  return limits;
+  const own: Array<{ scope: LimitScope; limit: SpendLimit }> = [
+    { scope: 'agent', limit: capLimit }, ...agent.policy.limits.map((limit) => ({ scope: 'agent' as const, limit })),
+    ...(orgStatuses ? [] : orgLimits.map((limit) => ({ scope: 'organization' as const, limit }))),
+  ];
+  const uses = await tables.payments.windowUses({ orgId: agent.orgId, now, windows: own.map(({ scope, limit }) => windowOf(agent, scope, limit, now)) });
+  const measured = own.map(({ scope, limit }, i): LimitStatus => ({
+    scope, limit, micros: i === 0 ? committed : uses[i]!.micros, count: uses[i]!.count, feeWei: uses[i]!.feeGwei * 1_000_000_000n,
+  }));
+  return orgStatuses ? [...measured, ...orgStatuses] : measured;
 }
 
 /**

@@ -38,17 +38,15 @@ async function limitUsages(deps: AppDeps, agent: Agent, recipient: string, slug:
   const agentLimits = agent.policy.limits;
   const orgLimits = org?.limits ?? [];
   if (agentLimits.length === 0 && orgLimits.length === 0) return NO_LIMITS;
-  const out: LimitUsage[] = [];
-  const measure = async (scope: LimitScope, limit: SpendLimit) => {
-    if (!limitCovers(limit, recipient, slug, others)) return;
-    const w = await deps.store.payments.windowUse({
-      orgId: agent.orgId, agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs, now, excludeId: ownId,
-    });
-    out.push({ scope, limit, use: { micros: w.micros, count: w.count, feeWei: w.feeGwei * 1_000_000_000n } });
-  };
-  for (const l of agentLimits) await measure('agent', l);
-  for (const l of orgLimits) await measure('organization', l);
-  return out;
+  const covering: Array<{ scope: LimitScope; limit: SpendLimit }> = [];
+  for (const limit of agentLimits) if (limitCovers(limit, recipient, slug, others)) covering.push({ scope: 'agent', limit });
+  for (const limit of orgLimits) if (limitCovers(limit, recipient, slug, others)) covering.push({ scope: 'organization', limit });
+  if (covering.length === 0) return NO_LIMITS;
+  const uses = await deps.store.payments.windowUses({
+    orgId: agent.orgId, now, excludeId: ownId,
+    windows: covering.map(({ scope, limit }) => ({ agentId: scope === 'agent' ? agent.id : null, recipient: limit.recipient, since: now - limit.windowMs })),
+  });
+  return covering.map(({ scope, limit }, i) => ({ scope, limit, use: { micros: uses[i]!.micros, count: uses[i]!.count, feeWei: uses[i]!.feeGwei * 1_000_000_000n } }));
 }
 
 /** Every field written out in one literal (see policyFacts). */

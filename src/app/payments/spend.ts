@@ -1,7 +1,7 @@
 import type { Agent, Principal } from '../../domain/types.js';
 import type { AppDeps } from '../deps.js';
 import { listAgents } from '../organizations/agents.js';
-import { limitStatuses, type LimitStatus } from './agentSpend.js';
+import { limitStatuses, orgLimitStatuses, type LimitStatus } from './agentSpend.js';
 import { sweepExpiredApprovals } from './expiry.js';
 import { CAP_WINDOW_MS } from './policyFacts.js';
 
@@ -49,12 +49,14 @@ export async function summarizeSpend(deps: AppDeps, principal: Principal, orgId:
   // One snapshot for every agent's sums, so the totals add up to the same ledger state.
   const agents = await deps.uow.read(async (tx) => {
     const orgLimits = (await tx.organizations.get(orgId))?.limits ?? [];
+    // The organization's windows are the same for every agent: measured once for the page.
+    const orgStatuses = await orgLimitStatuses(tx, orgId, orgLimits, now);
     const out: AgentSpend[] = [];
     for (const agent of own) {
       const hours = await tx.spend.bucketsSince(agent.id, since, HOUR_MS, 7 * 24);
       const hourly = hours.slice(-CAP_WINDOW_MS / HOUR_MS);
       const daily = Array.from({ length: 7 }, (_, d) => sum(hours.slice(d * 24, d * 24 + 24)));
-      const limits = await limitStatuses(tx, agent, orgLimits, now);
+      const limits = await limitStatuses(tx, agent, orgLimits, now, orgStatuses);
       out.push({ agent, last24hMicros: sum(hourly), last7dMicros: sum(daily), hourly, daily, limits });
     }
     return out;

@@ -1,7 +1,9 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
-import { capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText } from '../payments.js';
-import { num, numOrNull, statement, type Sql } from './sql.js';
+import {
+  capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText, windowUsesOf, windowUsesParams, windowUsesSql,
+} from '../payments.js';
+import { num, numOrNull, statement, type Sql, type Statement } from './sql.js';
 import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
 /**
@@ -49,11 +51,13 @@ export const CAP_SUM = statement('pay.capSum', `SELECT
     (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
     (SELECT COALESCE(SUM((SELECT t.amount_micros FROM transactions t WHERE t.id = a.transaction_id AND t.holds_cap = 1 AND t.cap_at > $3)), 0)
      FROM approvals a WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5)::bigint AS overdue`);
-// What one window limit's window holds (../payments.ts WINDOW_USE_SQL).
-export const WINDOW_USE = statement('pay.windowUse', `SELECT COALESCE(SUM(t.amount_micros), 0)::bigint AS micros, COUNT(*)::bigint AS count,
-    COALESCE(SUM(t.fee_gwei), 0)::bigint AS fee FROM transactions t
-  WHERE t.org_id = $1 AND t.holds_cap = 1 AND t.cap_at > $2 AND ($3::text IS NULL OR t.agent_id = $3) AND ($4::text IS NULL OR t.recipient = $4 OR t.service_slug = $4 OR strpos(t.split_recipients, ',' || $4 || ',') > 0) AND ($6::text IS NULL OR t.id <> $6)
-  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= $5))`);
+/** The windows of one decision, one statement per number of windows (../payments.ts windowUsesSql). */
+const windowUsesStatements = new Map<number, Statement>();
+function windowUsesStatement(n: number): Statement {
+  let s = windowUsesStatements.get(n);
+  if (!s) windowUsesStatements.set(n, (s = statement(`pay.windowUses.${n}`, windowUsesSql(n, 'postgres'))));
+  return s;
+}
 /** SQLite's text with numbered parameters: the two stores read the same rows the same way. */
 const numbered = (text: string) => { let n = 0; return text.replace(/\?/g, () => `$${++n}`); };
 const REQUEST_HISTORY = statement('pay.requestHistory', numbered(REQUEST_HISTORY_SQL));
@@ -156,11 +160,13 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       const r = (await sql.one<{ hours: bigint; edge: bigint; overdue: bigint }>(CAP_SUM, [agentId, bucket, since, end, now]))!;
       return r.hours + r.edge - r.overdue;
     },
-    async windowUse(q) {
+    async windowUses(q) {
+      const n = q.windows.length;
+      if (n === 0) return [];
       // Every payment of the organization reads and may change what its windows hold.
       sql.contend(`limits:${q.orgId}`);
-      const r = (await sql.one<{ micros: bigint; count: bigint; fee: bigint }>(WINDOW_USE, [q.orgId, q.since, q.agentId, q.recipient, q.now, q.excludeId ?? null]))!;
-      return { micros: r.micros, count: Number(r.count), feeGwei: r.fee };
+      const [row] = await sql.tuples(windowUsesStatement(n), windowUsesParams(q));
+      return windowUsesOf(row!, n);
     },
     async requestHistory(orgId, agentId, since, limit) {
       return (await sql.tuples(REQUEST_HISTORY, [orgId, since, agentId, limit])).map((r) => historyRowOf(r as Parameters<typeof historyRowOf>[0]));

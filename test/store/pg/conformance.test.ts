@@ -173,9 +173,15 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('pay.committedSince window', t.payments.committedSince('agt_1', 1_003, 5_000));
   await rec('pay.insert raw with fee', t.payments.insert(payment(10, { status: 'signed', type: 'raw_transaction', feeGwei: 12_345n, rule: null })));
   await rec('pay.insert denied with rule', t.payments.insert(payment(11, { status: 'denied', rule: '{"kind":"max_usd"}' })));
-  await rec('pay.windowUse org', t.payments.windowUse({ orgId: A, agentId: null, recipient: null, since: 0, now: 5_000 }));
-  await rec('pay.windowUse agent', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 1_003, now: 5_000 }));
-  await rec('pay.windowUse recipient', t.payments.windowUse({ orgId: A, agentId: null, recipient: '0xnobody', since: 0, now: 5_000 }));
+  await rec('pay.windowUses org, agent, recipient', t.payments.windowUses({ orgId: A, now: 5_000, windows: [
+    { agentId: null, recipient: null, since: 0 }, { agentId: 'agt_1', recipient: null, since: 1_003 }, { agentId: null, recipient: '0xnobody', since: 0 },
+  ] }));
+  // Amounts whose sum passes 2^63 micro-USD, one row per agent (each agent's own cap buckets stay in range).
+  await rec('agent.insert 4', t.agents.insert(agent('agt_4', B, 42)));
+  await rec('pay.insert huge 1', t.payments.insert(payment(40, { status: 'signed', orgId: B, agentId: 'agt_3', amountMicros: 4_000_000_000_000_000_123n })));
+  await rec('pay.insert huge 2', t.payments.insert(payment(41, { status: 'signed', orgId: B, agentId: 'agt_4', amountMicros: 6_000_000_000_000_000_456n, feeGwei: 9_000_000_000_000_000_000n })));
+  await rec('pay.windowUses past 2^63', t.payments.windowUses({ orgId: B, now: 5_000, windows: [{ agentId: null, recipient: null, since: 0 }, { agentId: 'agt_4', recipient: null, since: 0 }] }));
+  await rec('pay.windowUses excluding a row', t.payments.windowUses({ orgId: A, now: 5_000, excludeId: uuid(1), windows: [{ agentId: 'agt_1', recipient: null, since: 0 }] }));
   await rec('pay.requestHistory', t.payments.requestHistory(A, 'agt_1', 0, 100));
   await rec('pay.requestHistory since and limit', t.payments.requestHistory(A, 'agt_1', 1_003, 2));
   await rec('pay.heldByOthers', t.payments.heldByOthers(A, 'agt_2', 0, 100));
@@ -240,7 +246,7 @@ async function script(t: StoreTables): Promise<Array<[string, unknown]>> {
   await rec('appr.due', t.approvals.due(1_600));
   await rec('pay.committedSince overdue', t.payments.committedSince('agt_1', 0, 1_600));
   await rec('pay.heldByOthers pending', t.payments.heldByOthers(A, 'agt_2', 0, 100));
-  await rec('pay.windowUse overdue', t.payments.windowUse({ orgId: A, agentId: 'agt_1', recipient: null, since: 0, now: 1_600 }));
+  await rec('pay.windowUses overdue', t.payments.windowUses({ orgId: A, now: 1_600, windows: [{ agentId: 'agt_1', recipient: null, since: 0 }] }));
   await rec('appr.decide', t.approvals.decide(uuid(500), 'approved', 1_300, 'owner@x', 'ok'));
   await rec('appr.decide again', t.approvals.decide(uuid(500), 'denied', 1_301, 'owner@x', ''));
   await rec('pay.markApproved', t.payments.markApproved(uuid(4), 1_300));
@@ -391,6 +397,11 @@ describe('PostgreSQL table groups conform to the SQLite ones', () => {
     console.log(`${liteLog.length} operations, ${errors.length} refused on both: ${errors.join(', ')}`);
     expect(pgLog.map(([label]) => label)).toEqual(liteLog.map(([label]) => label));
     for (let i = 0; i < liteLog.length; i++) expect(pgLog[i], liteLog[i]![0]).toEqual(liteLog[i]);
+    // Equal on both, and exact: sums past 2^63 are neither refused nor wrapped.
+    expect(liteLog.find(([label]) => label === 'pay.windowUses past 2^63')![1]).toEqual([
+      { micros: 10_000_000_000_000_000_579n, count: 2, feeGwei: 9_000_000_000_000_000_000n },
+      { micros: 6_000_000_000_000_000_456n, count: 1, feeGwei: 9_000_000_000_000_000_000n },
+    ]);
   });
 
   test('behavior: afterwards every table holds the same rows', async () => {
