@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { SimulatedOutcome } from '../gen/paypolicy/v1/admin_pb.js';
+import { Decision, SimulatedOutcome } from '../gen/paypolicy/v1/admin_pb.js';
 import { adminFor, createAgent, createKey, createTenant, type Admin, type Tenant } from './helpers/admin.js';
 import { runCliInProcess } from './helpers/cliInProcess.js';
 import { postSign, type SignBody } from './helpers/payments.js';
@@ -158,5 +158,50 @@ describe('policy simulation', () => {
       '--url', history.s.url, '--admin-token', history.s.bootstrap.admin_token]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toMatch(/--days must be an integer from 1 to 366/);
+  });
+});
+
+describe('policy simulation: what the ledger moved', () => {
+  let w: TestServer;
+  let a: Admin;
+  const clock = { now: Date.now() };
+  beforeAll(async () => {
+    w = await startTestServer({ logLevel: 'warn', now: () => clock.now });
+    a = adminFor(w);
+  });
+  afterAll(async () => w?.close());
+
+  test('behavior: another agent\'s payment that was approved and collected counts from its request while it waited, as the server counted it', async () => {
+    const t = await createTenant(a, 'moved');
+    await a.client.provisionTreasury({ orgId: t.orgId }, a.auth);
+    await a.client.updateOrganization({ orgId: t.orgId, limits: { items: [{ window: '1h', maxUsd: '2' }] } }, a.auth);
+    const other = await createAgent(a, t.orgId, 'moved-other');
+    await a.client.setPolicy({ agentId: other, allowlist: [SHOP], spendCapUsd: '100', approvalThresholdUsd: '0.5' }, a.auth);
+    await a.client.setPolicy({ agentId: t.agentId, allowlist: [SHOP], spendCapUsd: '100', approvalThresholdUsd: '1000' }, a.auth);
+    const waiting = await postSign(w.url, t.apiKey, pay(other, '1.5', SHOP), 'moved-other-1');
+    expect(waiting.status).toBe(202);
+    clock.now += MIN;
+    expect((await postSign(w.url, t.apiKey, pay(t.agentId, '1', SHOP))).status).toBe(403);
+    clock.now += MIN;
+    await a.client.decideApproval({ id: waiting.json.approval_request_id as string, decision: Decision.APPROVE }, a.auth);
+    clock.now += MIN;
+    expect((await postSign(w.url, t.apiKey, pay(other, '1.5', SHOP), 'moved-other-1')).status).toBe(200);
+    const sim = await a.client.simulatePolicy({ policy: { agentId: t.agentId, allowlist: [SHOP], spendCapUsd: '100', approvalThresholdUsd: '1000' } }, a.auth);
+    expect({ requests: sim.requests, denied: sim.denied, changed: sim.changedTotal }).toEqual({ requests: 1, denied: 1, changed: 0 });
+  });
+
+  test('behavior: a request that waited for approval is replayed with the approval window it had, not today\'s', async () => {
+    const t = await createTenant(a, 'window');
+    await a.client.provisionTreasury({ orgId: t.orgId }, a.auth);
+    await a.client.updateOrganization({ orgId: t.orgId, approvalWindowSeconds: 60 }, a.auth);
+    const policy = { agentId: t.agentId, allowlist: [SHOP], spendCapUsd: '2', approvalThresholdUsd: '0.5' };
+    await a.client.setPolicy(policy, a.auth);
+    expect((await postSign(w.url, t.apiKey, pay(t.agentId, '1', SHOP))).status).toBe(202);
+    clock.now += 62_000;
+    // The first approval has expired: its dollar no longer counts against the $2 cap.
+    expect((await postSign(w.url, t.apiKey, pay(t.agentId, '1.5', SHOP))).status).toBe(202);
+    expect((await a.client.simulatePolicy({ policy }, a.auth)).changedTotal).toBe(0);
+    await a.client.updateOrganization({ orgId: t.orgId, approvalWindowSeconds: 7 * 24 * 3600 }, a.auth);
+    expect((await a.client.simulatePolicy({ policy }, a.auth)).changedTotal).toBe(0);
   });
 });

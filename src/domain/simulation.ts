@@ -13,7 +13,8 @@ import type { Policy } from './types.js';
  * - nobody decides a queued approval, so it holds until the organization's approval window ends,
  *   as an unanswered approval does;
  * - the organization's limits also hold the other agents' payments that hold today, from when
- *   they began to (those agents are not replayed);
+ *   they began to (one that was approved: from its creation until the decision, then from the
+ *   decision, as the ledger moved it); those agents are not replayed;
  * - a denial the policy document cannot change (the agent was paused, the requester's own price
  *   ceiling, a price beyond the ledger, the treasury's funds) stays as it was.
  */
@@ -35,6 +36,8 @@ export type PastRequest = {
   /** The network fee it holds in limits, in wei (whole gwei, as the ledger counts it). */
   feeWei: bigint;
   had: Outcome;
+  /** How long an approval of it would wait: its own approval's window when it had one; absent, the organization's. */
+  approvalWindowMs?: number;
   /** A denial the policy document does not decide, kept as it was; null for every other request. */
   fixedDenial: RuleInfo | null;
 };
@@ -180,7 +183,7 @@ export function simulatePolicy(input: SimulationInput): SimulationResult {
         reason = verdict.reason;
       }
       if (verdict.outcome !== 'denied') {
-        const until = verdict.outcome === 'pending_approval' ? r.at + input.approvalWindowMs : null;
+        const until = verdict.outcome === 'pending_approval' ? r.at + (r.approvalWindowMs ?? input.approvalWindowMs) : null;
         cap.add(r.at, until, r.amountMicros, 0n, r.at);
         for (const w of covering) w.add(r.at, until, r.amountMicros, r.feeWei, r.at);
       }

@@ -88,28 +88,32 @@ export function splitsOf(text: string): string[] {
 }
 
 /** An agent's requests for a policy simulation, by the organization's time index (port.ts requestHistory). */
-export const REQUEST_HISTORY_SQL = `SELECT id, created_at, status, approval_id, type, recipient, amount_micros, service_slug, split_recipients, fee_gwei, request, reason, rule
-  FROM transactions WHERE org_id = ? AND created_at >= ? AND agent_id = ? AND type != 'ping' ORDER BY created_at, id LIMIT ?`;
+export const REQUEST_HISTORY_SQL = `SELECT t.id, t.created_at, t.status, t.approval_id, t.type, t.recipient, t.amount_micros, t.service_slug, t.split_recipients, t.fee_gwei,
+    t.request, t.reason, t.rule, a.expires_at
+  FROM transactions t LEFT JOIN approvals a ON a.id = t.approval_id
+  WHERE t.org_id = ? AND t.created_at >= ? AND t.agent_id = ? AND t.type != 'ping' ORDER BY t.created_at, t.id LIMIT ?`;
 /** The other agents' holding rows (port.ts heldByOthers), by transactions_limits. */
-export const HELD_BY_OTHERS_SQL = `SELECT t.cap_at, CASE WHEN t.status = 'pending_approval' THEN a.expires_at END, t.recipient, t.service_slug, t.split_recipients, t.amount_micros, t.fee_gwei
+export const HELD_BY_OTHERS_SQL = `SELECT t.cap_at, CASE WHEN t.status = 'pending_approval' THEN a.expires_at END, t.recipient, t.service_slug, t.split_recipients, t.amount_micros, t.fee_gwei,
+    t.created_at, CASE WHEN t.status != 'pending_approval' THEN a.decided_at END
   FROM transactions t LEFT JOIN approvals a ON a.id = t.approval_id
   WHERE t.org_id = ? AND t.holds_cap = 1 AND t.cap_at > ? AND t.agent_id != ? ORDER BY t.cap_at LIMIT ?`;
 
-type HistoryTuple = [string, bigint | number, string, string | null, string, string, bigint, string, string, bigint | number, string, string, string | null];
-type HoldingTuple = [bigint | number, bigint | number | null, string, string, string, bigint, bigint | number];
+type HistoryTuple = [string, bigint | number, string, string | null, string, string, bigint, string, string, bigint | number, string, string, string | null, bigint | number | null];
+type HoldingTuple = [bigint | number, bigint | number | null, string, string, string, bigint, bigint | number, bigint | number, bigint | number | null];
 
 /** Both stores read the same columns in the same order (pg/payments.ts). */
 export function historyRowOf(r: HistoryTuple): RequestHistoryRow {
   return {
     id: r[0], createdAt: Number(r[1]), status: r[2] as TransactionState, approvalId: r[3], type: r[4], recipient: r[5], amountMicros: BigInt(r[6]),
     serviceSlug: r[7], splitRecipients: splitsOf(r[8]), feeGwei: BigInt(r[9]), request: r[10], reason: r[11], rule: r[12],
+    approvalExpiresAt: r[13] === null ? null : Number(r[13]),
   };
 }
 
 export function holdingRowOf(r: HoldingTuple): HoldingRow {
   return {
     capAt: Number(r[0]), expiresAt: r[1] === null ? null : Number(r[1]), recipient: r[2], serviceSlug: r[3], splitRecipients: splitsOf(r[4]),
-    amountMicros: BigInt(r[5]), feeGwei: BigInt(r[6]),
+    amountMicros: BigInt(r[5]), feeGwei: BigInt(r[6]), createdAt: Number(r[7]), decidedAt: r[8] === null ? null : Number(r[8]),
   };
 }
 

@@ -144,10 +144,19 @@ export interface TransactionRepository {
 export type RequestHistoryRow = {
   id: string; createdAt: number; status: TransactionState; approvalId: string | null; type: string; recipient: string; amountMicros: bigint;
   serviceSlug: string; splitRecipients: string[]; feeGwei: bigint; request: string; reason: string; rule: string | null;
+  /** When its approval expires (or expired); null for a request that never waited for one. */
+  approvalExpiresAt: number | null;
 };
 
-/** A payment holding its organization's windows now: from `capAt`, until `expiresAt` for a pending approval (null: for good). */
-export type HoldingRow = { capAt: number; expiresAt: number | null; recipient: string; serviceSlug: string; splitRecipients: string[]; amountMicros: bigint; feeGwei: bigint };
+/**
+ * A payment holding its organization's windows now: from `capAt`, until `expiresAt` for a pending
+ * approval (null: for good). An approved one (`decidedAt` set) also held from `createdAt` until the
+ * decision, while it waited: approval moves a hold's start to the decision.
+ */
+export type HoldingRow = {
+  capAt: number; expiresAt: number | null; recipient: string; serviceSlug: string; splitRecipients: string[]; amountMicros: bigint; feeGwei: bigint;
+  createdAt: number; decidedAt: number | null;
+};
 
 /** One window to measure: the organization's holding rows after `since`, narrowed to an agent and to a recipient when they are set. */
 export type WindowSpec = { agentId: string | null; recipient: string | null; since: number };

@@ -1,8 +1,8 @@
 import { invalidArgument } from '../../domain/errors.js';
 import type { RuleInfo } from '../../domain/policy.js';
-import { simulatePolicy, type Outcome, type PastRequest, type SimulationResult } from '../../domain/simulation.js';
+import { simulatePolicy, type OtherHold, type Outcome, type PastRequest, type SimulationResult } from '../../domain/simulation.js';
 import type { Principal } from '../../domain/types.js';
-import type { RequestHistoryRow } from '../../store/port.js';
+import type { HoldingRow, RequestHistoryRow } from '../../store/port.js';
 import type { AppDeps } from '../deps.js';
 import { getAgent, parsePolicy, policyAfter, type PolicyInput } from '../organizations/agents.js';
 import { loadRequest } from './signatures.js';
@@ -43,7 +43,7 @@ export async function simulatePolicyChange(deps: AppDeps, principal: Principal, 
   if (rows.length > MAX_SIMULATED_REQUESTS) {
     throw invalidArgument(`the last ${days} days hold more than ${MAX_SIMULATED_REQUESTS} payment requests of this agent; simulate fewer days`, 'simulation_too_large');
   }
-  let otherHolds: Awaited<ReturnType<typeof deps.store.payments.heldByOthers>> = [];
+  let otherHolds: HoldingRow[] = [];
   if (org.limits.length > 0) {
     const longest = Math.max(...org.limits.map((l) => l.windowMs));
     otherHolds = await deps.store.payments.heldByOthers(agent.orgId, agent.id, since - longest, MAX_OTHER_HOLDS + 1);
@@ -56,13 +56,22 @@ export async function simulatePolicyChange(deps: AppDeps, principal: Principal, 
     requests: rows.map(pastRequest),
     policy,
     orgLimits: org.limits,
-    otherHolds: otherHolds.map((h) => ({
-      at: h.capAt, until: h.expiresAt, recipient: h.recipient, slug: h.serviceSlug || null, others: h.splitRecipients,
-      amountMicros: h.amountMicros, feeWei: h.feeGwei * 1_000_000_000n,
-    })),
+    otherHolds: otherHolds.flatMap(otherHoldsOf).sort((a, b) => a.at - b.at),
     approvalWindowMs: org.approvalWindowSeconds * 1000,
   });
   return { ...result, agentId: agent.id, since, until: now, days };
+}
+
+/**
+ * What another agent's holding payment held, and when. An approved one held while it waited, then
+ * from the decision, then (once collected) from its signing: each move of its hold restarts it.
+ */
+function otherHoldsOf(h: HoldingRow): OtherHold[] {
+  const base = { recipient: h.recipient, slug: h.serviceSlug || null, others: h.splitRecipients, amountMicros: h.amountMicros, feeWei: h.feeGwei * 1_000_000_000n };
+  const current = { ...base, at: h.capAt, until: h.expiresAt };
+  if (h.decidedAt === null) return [current];
+  const waiting = { ...base, at: h.createdAt, until: h.decidedAt };
+  return h.capAt > h.decidedAt ? [waiting, { ...base, at: h.decidedAt, until: h.capAt }, current] : [waiting, current];
 }
 
 /** The decision a request had when it was made: a row that waited for approval keeps its approval id whatever came of it. */
@@ -79,6 +88,7 @@ function pastRequest(r: RequestHistoryRow): PastRequest {
     id: r.id, at: r.createdAt, recipient: r.recipient, slug: r.serviceSlug || null, others: r.splitRecipients, amountMicros: r.amountMicros,
     networkFee: payload?.kind === 'raw_transaction' ? { gas: payload.gas, maxFeePerGas: payload.maxFeePerGas } : null,
     feeWei: r.feeGwei * 1_000_000_000n, had,
+    approvalWindowMs: r.approvalExpiresAt === null ? undefined : r.approvalExpiresAt - r.createdAt,
     fixedDenial: rule && FIXED_DENIALS.has(rule.kind) ? rule : null,
   };
 }
