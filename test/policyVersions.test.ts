@@ -61,6 +61,24 @@ describe('policy versions', () => {
     expect(text.stdout).toMatch(/^version 3 .* admin token\n {2}limits: \[\{"window":"24h","max_usd":"10"\},\{"window":"30m","max_usd":"1"\}\]$/m);
   });
 
+  test('behavior: versions come a page at a time (20, at most 50), oldest first; policy history reads every page', async () => {
+    const agentId = await createAgent(admin, s.bootstrap.org_id, 'many-versions');
+    for (let cap = 1; cap <= 55; cap++) await setPolicy(agentId, String(cap));
+    const first = await admin.client.listPolicyVersions({ agentId }, admin.auth);
+    expect(first.versions.map((v) => v.version)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    const rest = [];
+    for (let token = first.nextPageToken; token !== '';) {
+      const page = await admin.client.listPolicyVersions({ agentId, pageSize: 50, pageToken: token }, admin.auth);
+      rest.push(...page.versions.map((v) => v.version));
+      token = page.nextPageToken;
+    }
+    expect(rest).toEqual(Array.from({ length: 36 }, (_, i) => i + 21));
+    await expect(admin.client.listPolicyVersions({ agentId, pageSize: 51 }, admin.auth)).rejects.toThrow(/page_size must be between 1 and 50/);
+    const cli = await runCliInProcess(['policy', 'history', '--agent', agentId, '--json', '--url', s.url, '--admin-token', s.bootstrap.admin_token]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout).map((v: { version: number }) => v.version)).toEqual(Array.from({ length: 56 }, (_, i) => i + 1));
+  });
+
   test('error: another organization\'s agent or an unknown id is not found; a failed change adds no version', async () => {
     const agentId = await createAgent(admin, s.bootstrap.org_id, 'refused-change');
     await expect(setPolicy(agentId, '-1')).rejects.toThrow(/spend_cap_usd/);

@@ -34,7 +34,7 @@ import {
 } from '../protoMapping/messages.js';
 import { treasuryBalancesToProto } from '../protoMapping/treasury.js';
 import { agentStatus, approvalStatus, transactionStatus, type EnumCodec } from '../protoMapping/enums.js';
-import { pageOf } from './pages.js';
+import { pageOf, VERSION_PAGE_SIZE } from './pages.js';
 
 /** The registry scope an operator request names: an organization's private records, or the shared ones. */
 function registryScope(orgId: string | undefined): RegistryScope {
@@ -107,8 +107,8 @@ export function createAdminService(deps: AppDeps, adminTokenHash: () => Buffer):
       return { policy: policyToProto(policy), warnings };
     },
     async listPolicyVersions(req, ctx) {
-      const versions = await policyHistory(deps, admin(ctx), req.agentId);
-      return { versions: versions.map(policyVersionToProto) };
+      const { page, nextPageToken } = pageOf(await policyHistory(deps, admin(ctx), req.agentId), req, (v) => [v.version], 'asc', VERSION_PAGE_SIZE);
+      return { versions: page.map(policyVersionToProto), nextPageToken };
     },
     async simulatePolicy(req, ctx) {
       const op = admin(ctx);

@@ -2,6 +2,11 @@ import { invalidArgument } from '../domain/errors.js';
 
 /** page_size bounds of every List RPC: 0 means the default. */
 export const PAGE_SIZE = { default: 50, max: 500 } as const;
+/**
+ * Pages of policy versions: a version can carry a thousand-entry allowlist and every limit
+ * (~60 KiB), so fifty stay under the 4 MiB a gRPC client receives by default.
+ */
+export const VERSION_PAGE_SIZE = { default: 20, max: 50 } as const;
 
 /** The sort key of a listed item, compared element by element (numbers as numbers, strings by code unit). */
 export type PageKey = readonly (string | number)[];
@@ -37,9 +42,11 @@ function decodeToken(token: string, like: PageKey | undefined): PageKey {
  * that is ascending or descending by `keyOf`). The token is the key of the page's last item, so a
  * page never repeats or skips an item because another was added or removed before it.
  */
-export function pageOf<T>(items: readonly T[], req: PageRequest, keyOf: (item: T) => PageKey, order: 'asc' | 'desc'): { page: T[]; nextPageToken: string } {
-  const size = req.pageSize || PAGE_SIZE.default;
-  if (!Number.isInteger(size) || size < 1 || size > PAGE_SIZE.max) throw invalidArgument(`page_size must be between 1 and ${PAGE_SIZE.max}`);
+export function pageOf<T>(
+  items: readonly T[], req: PageRequest, keyOf: (item: T) => PageKey, order: 'asc' | 'desc', bounds: { default: number; max: number } = PAGE_SIZE,
+): { page: T[]; nextPageToken: string } {
+  const size = req.pageSize || bounds.default;
+  if (!Number.isInteger(size) || size < 1 || size > bounds.max) throw invalidArgument(`page_size must be between 1 and ${bounds.max}`);
   const sign = order === 'asc' ? 1 : -1;
   let rest = items;
   if (req.pageToken !== '') {

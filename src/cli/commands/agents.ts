@@ -30,6 +30,7 @@ import { formatFields, formatList, formatTime, formatUsdText } from '../render.j
 import { agentStatus, simulatedOutcome } from '../../protoMapping/enums.js';
 import { AGENT_STATUSES } from '../../domain/validate.js';
 import { allPages } from './pages.js';
+import { VERSION_PAGE_SIZE } from '../../rpc/pages.js';
 
 function allowlistText(p: Policy | undefined): string {
   return p && p.allowlist.length > 0 ? p.allowlist.join(', ') : 'nothing';
@@ -263,7 +264,7 @@ export const agentCommands: Command[] = [
     prepare(flags) {
       const request = { agentId: flags.require('--agent') };
       return async (client) => {
-        const r = await client.listPolicyVersions(request);
+        const r = await allPages((page) => client.listPolicyVersions({ ...request, ...page }), (x) => x.versions, VERSION_PAGE_SIZE.max);
         let previous: Record<string, unknown> | undefined;
         const versions = r.versions.map((v) => {
           const doc = documentOf(v.policy);

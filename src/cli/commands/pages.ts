@@ -7,10 +7,11 @@ import { PAGE_SIZE } from '../../rpc/pages.js';
 export async function allPages<R extends { nextPageToken: string }>(
   fetchPage: (page: { pageSize: number; pageToken: string }) => Promise<R>,
   items: (r: R) => unknown[],
+  pageSize: number = PAGE_SIZE.max,
 ): Promise<R> {
-  const first = await fetchPage({ pageSize: PAGE_SIZE.max, pageToken: '' });
+  const first = await fetchPage({ pageSize, pageToken: '' });
   while (first.nextPageToken !== '') {
-    const next = await fetchPage({ pageSize: PAGE_SIZE.max, pageToken: first.nextPageToken });
+    const next = await fetchPage({ pageSize, pageToken: first.nextPageToken });
     items(first).push(...items(next));
     first.nextPageToken = next.nextPageToken;
   }
