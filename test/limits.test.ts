@@ -277,6 +277,17 @@ describe('policy document through the CLI', () => {
       expect(bad.code, bad.stderr).toBe(2);
       expect(bad.stderr).toMatch(message);
     }
+    // A count written with a fraction or an exponent is refused, as Connect JSON refuses it, in both documents.
+    for (const count of ['5.0', '1e0']) {
+      writeFileSync(path, `{"limits": [{"window": "1h", "max_count": ${count}}]}`);
+      const bad = await cli(['org', 'limits', 'set', '--org', t.orgId, '--file', path]);
+      expect(bad.code, bad.stderr).toBe(2);
+      expect(bad.stderr).toContain(`limits[0].max_count must be a whole number written without a fraction or an exponent, got ${count}`);
+      writeFileSync(path, `{"allow": [], "approval_threshold_usd": "1", "limits": [{"window": "1h", "max_count": ${count}}]}`);
+      const badPolicy = await cli(['policy', 'set', '--agent', t.agentId, '--file', path]);
+      expect(badPolicy.code, badPolicy.stderr).toBe(2);
+      expect(badPolicy.stderr).toContain('limits[0].max_count must be a whole number');
+    }
     expect((await admin.client.listOrganizations({}, admin.auth)).organizations.find((o) => o.id === t.orgId)!.limits.map((l) => [l.window, l.maxCount])).toEqual([['1h', 1]]);
   });
 

@@ -93,7 +93,7 @@ const POLICY_FLAGS = messageFlags(SetPolicyRequestSchema, {
 function requestFromDocument(agentId: string, path: string): MessageInitShape<typeof SetPolicyRequestSchema> {
   let doc;
   try {
-    doc = parsePolicyDocument(readJsonFile(path));
+    doc = parsePolicyDocument(readJsonFile(path, { wholeNumbers: true }));
   } catch (err) {
     if (err instanceof DomainError) throw new UsageError(`${path}: ${err.message}`);
     throw err;

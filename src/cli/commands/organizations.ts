@@ -77,7 +77,7 @@ export const organizationCommands: Command[] = [
     prepare(flags) {
       const orgId = flags.require('--org');
       const path = flags.require('--file');
-      const doc = readJsonFile(path);
+      const doc = readJsonFile(path, { wholeNumbers: true });
       if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || Object.keys(doc).some((k) => k !== 'limits') || !('limits' in doc)) {
         throw new UsageError(`${path} must be a JSON object with one key, "limits", an array of limits`);
       }
