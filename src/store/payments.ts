@@ -1,4 +1,3 @@
-import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
@@ -118,50 +117,37 @@ export function holdingRowOf(r: HoldingTuple): HoldingRow {
 }
 
 /**
- * What the windows of one decision hold (port.ts windowUses), as one statement for both stores:
- * one pass over the organization's holding rows after the earliest `since` (transactions_limits),
- * each window's sums taken by a CASE of its own. Amounts are summed as whole USD and the micro
- * remainder (fees as whole gwei in units of 10^9 and the remainder), so that no sum can overflow
- * a 64-bit integer however many rows of the largest amount a window holds.
+ * What one window of a decision holds (port.ts windowUses), one statement for both stores: the
+ * organization's holding rows after `since` by transactions_limits, narrowed to an agent and a
+ * recipient when set. Amounts are summed as whole USD and the micro remainder (fees as whole gwei
+ * in units of 10^9 and the remainder), so that no sum can overflow a 64-bit integer however many
+ * rows of the largest amount a window holds. One statement per window: a single pass with a CASE
+ * per window evaluated every window's condition on every row, and measured slower than this.
  *
- * Parameters: 1 organization, 2 the earliest since, 3 the excluded row, 4 now, then three per
- * window (since, agent, recipient). `dialect` writes them as SQLite's @pN (better-sqlite3 binds
- * numbered ones only by name) or PostgreSQL's $N::type.
+ * Parameters: 1 organization, 2 since, 3 agent, 4 recipient, 5 the excluded row, 6 now.
+ * `dialect` writes them as SQLite's @pN (better-sqlite3 binds numbered ones only by name) or
+ * PostgreSQL's $N::type.
  */
-export function windowUsesSql(windows: number, dialect: 'sqlite' | 'postgres'): string {
+export function windowUseSql(dialect: 'sqlite' | 'postgres'): string {
   const p = (n: number, type: 'text' | 'bigint') => (dialect === 'sqlite' ? `@p${n}` : `$${n}::${type}`);
-  const inSplits = (r: string) => (dialect === 'sqlite' ? `instr(t.split_recipients, ',' || ${r} || ',') > 0` : `strpos(t.split_recipients, ',' || ${r} || ',') > 0`);
-  const sums: string[] = [];
-  for (let i = 0; i < windows; i++) {
-    const since = p(5 + 3 * i, 'bigint');
-    const agent = p(6 + 3 * i, 'text');
-    const rec = p(7 + 3 * i, 'text');
-    const c = `t.cap_at > ${since} AND (${agent} IS NULL OR t.agent_id = ${agent}) AND (${rec} IS NULL OR t.recipient = ${rec} OR t.service_slug = ${rec} OR ${inSplits(rec)})`;
-    for (const v of ['t.amount_micros / 1000000', 't.amount_micros % 1000000', '1', 't.fee_gwei / 1000000000', 't.fee_gwei % 1000000000']) {
-      sums.push(`SUM(CASE WHEN ${c} THEN ${v} ELSE 0 END)`);
-    }
-  }
-  return `SELECT ${sums.join(',\n  ')}
-  FROM transactions t WHERE t.org_id = ${p(1, 'text')} AND t.holds_cap = 1 AND t.cap_at > ${p(2, 'bigint')} AND (${p(3, 'text')} IS NULL OR t.id <> ${p(3, 'text')})
-  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ${p(4, 'bigint')}))`;
+  const rec = p(4, 'text');
+  const inSplits = dialect === 'sqlite' ? `instr(t.split_recipients, ',' || ${rec} || ',') > 0` : `strpos(t.split_recipients, ',' || ${rec} || ',') > 0`;
+  return `SELECT SUM(t.amount_micros / 1000000), SUM(t.amount_micros % 1000000), COUNT(*), SUM(t.fee_gwei / 1000000000), SUM(t.fee_gwei % 1000000000)
+  FROM transactions t WHERE t.org_id = ${p(1, 'text')} AND t.holds_cap = 1 AND t.cap_at > ${p(2, 'bigint')}
+  AND (${p(3, 'text')} IS NULL OR t.agent_id = ${p(3, 'text')}) AND (${rec} IS NULL OR t.recipient = ${rec} OR t.service_slug = ${rec} OR ${inSplits})
+  AND (${p(5, 'text')} IS NULL OR t.id <> ${p(5, 'text')})
+  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ${p(6, 'bigint')}))`;
 }
 
-/** windowUsesSql's parameters for a query. */
-export function windowUsesParams(q: WindowsQuery): unknown[] {
-  const params: unknown[] = [q.orgId, Math.min(...q.windows.map((w) => w.since)), q.excludeId ?? null, q.now];
-  for (const w of q.windows) params.push(w.since, w.agentId, w.recipient);
-  return params;
+/** windowUseSql's parameters for each window of a query. */
+export function windowUseParams(q: WindowsQuery): unknown[][] {
+  return q.windows.map((w) => [q.orgId, w.since, w.agentId, w.recipient, q.excludeId ?? null, q.now]);
 }
 
-/** windowUsesSql's one row as each window's use; a sum over no rows is null. */
-export function windowUsesOf(row: readonly unknown[], windows: number): WindowUse[] {
-  const n = (v: unknown) => (v === null || v === undefined ? 0n : BigInt(v as bigint | number | string));
-  const out: WindowUse[] = [];
-  for (let i = 0; i < windows; i++) {
-    const [usd, micros, count, gweiE9, gwei] = row.slice(5 * i, 5 * i + 5).map(n) as [bigint, bigint, bigint, bigint, bigint];
-    out.push({ micros: usd * 1_000_000n + micros, count: Number(count), feeGwei: gweiE9 * 1_000_000_000n + gwei });
-  }
-  return out;
+/** windowUseSql's row as a window's use; a sum over no rows is null. */
+export function windowUseOf(row: readonly unknown[]): WindowUse {
+  const [usd, micros, count, gweiE9, gwei] = row.map((v) => (v === null || v === undefined ? 0n : BigInt(v as bigint | number | string))) as [bigint, bigint, bigint, bigint, bigint];
+  return { micros: usd * 1_000_000n + micros, count: Number(count), feeGwei: gweiE9 * 1_000_000_000n + gwei };
 }
 
 /**
@@ -177,8 +163,7 @@ const CAP_MEMO_AGENTS = 100_000;
 
 export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
-  // One statement per number of windows a decision measures (at most two lists of MAX_LIMITS and the cap).
-  const windowUses = new Map<number, Database.Statement<unknown[]>>();
+  const windowUse = db.prepare(windowUseSql('sqlite')).raw(true).safeIntegers(true);
   const requestHistory = db.prepare(REQUEST_HISTORY_SQL).raw(true).safeIntegers(true);
   const heldByOthers = db.prepare(HELD_BY_OTHERS_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
@@ -283,12 +268,7 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
     windowUses(q: WindowsQuery): WindowUse[] {
-      const n = q.windows.length;
-      if (n === 0) return [];
-      let stmt = windowUses.get(n);
-      if (!stmt) windowUses.set(n, (stmt = db.prepare(windowUsesSql(n, 'sqlite')).raw(true).safeIntegers(true)));
-      const named = Object.fromEntries(windowUsesParams(q).map((v, i) => [`p${i + 1}`, v]));
-      return windowUsesOf(stmt.get(named) as unknown[], n);
+      return windowUseParams(q).map((params) => windowUseOf(windowUse.get(Object.fromEntries(params.map((v, i) => [`p${i + 1}`, v]))) as unknown[]));
     },
     requestHistory(orgId: string, agentId: string, since: number, limit: number): RequestHistoryRow[] {
       return (requestHistory.all(orgId, since, agentId, limit) as HistoryTuple[]).map(historyRowOf);

@@ -213,8 +213,7 @@ export interface PaymentRepository {
    */
   committedSince(agentId: string, since: number, now: number): Promise<bigint>;
   /**
-   * What each window of a decision's limits holds (domain/limits.ts), in one pass over the
-   * organization's rows: the amounts, the number and the network fees (whole gwei, rounded up)
+   * What each window of a decision's limits holds (domain/limits.ts): the amounts, the number and the network fees (whole gwei, rounded up)
    * of its rows holding the cap with cap_at > the window's `since`, only the agent's when
    * `agentId` is set, only those paying `recipient` (a lowercased address, as the recipient or a
    * split's; or the registry slug the payment was attributed to) when it is set; less pending

@@ -1,9 +1,9 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
 import {
-  capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText, windowUsesOf, windowUsesParams, windowUsesSql,
+  capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText, windowUseOf, windowUseParams, windowUseSql,
 } from '../payments.js';
-import { num, numOrNull, statement, type Sql, type Statement } from './sql.js';
+import { num, numOrNull, statement, type Sql } from './sql.js';
 import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
 /**
@@ -51,13 +51,8 @@ export const CAP_SUM = statement('pay.capSum', `SELECT
     (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
     (SELECT COALESCE(SUM((SELECT t.amount_micros FROM transactions t WHERE t.id = a.transaction_id AND t.holds_cap = 1 AND t.cap_at > $3)), 0)
      FROM approvals a WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5)::bigint AS overdue`);
-/** The windows of one decision, one statement per number of windows (../payments.ts windowUsesSql). */
-const windowUsesStatements = new Map<number, Statement>();
-function windowUsesStatement(n: number): Statement {
-  let s = windowUsesStatements.get(n);
-  if (!s) windowUsesStatements.set(n, (s = statement(`pay.windowUses.${n}`, windowUsesSql(n, 'postgres'))));
-  return s;
-}
+/** What one window holds (../payments.ts windowUseSql). */
+export const WINDOW_USE = statement('pay.windowUse', windowUseSql('postgres'));
 /** SQLite's text with numbered parameters: the two stores read the same rows the same way. */
 const numbered = (text: string) => { let n = 0; return text.replace(/\?/g, () => `$${++n}`); };
 const REQUEST_HISTORY = statement('pay.requestHistory', numbered(REQUEST_HISTORY_SQL));
@@ -161,12 +156,12 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       return r.hours + r.edge - r.overdue;
     },
     async windowUses(q) {
-      const n = q.windows.length;
-      if (n === 0) return [];
+      if (q.windows.length === 0) return [];
       // Every payment of the organization reads and may change what its windows hold.
       sql.contend(`limits:${q.orgId}`);
-      const [row] = await sql.tuples(windowUsesStatement(n), windowUsesParams(q));
-      return windowUsesOf(row!, n);
+      const out = [];
+      for (const params of windowUseParams(q)) out.push(windowUseOf((await sql.tuples(WINDOW_USE, params))[0]!));
+      return out;
     },
     async requestHistory(orgId, agentId, since, limit) {
       return (await sql.tuples(REQUEST_HISTORY, [orgId, since, agentId, limit])).map((r) => historyRowOf(r as Parameters<typeof historyRowOf>[0]));

@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { windowUsesSql } from '../../../src/store/payments.js';
-import { CAP_SUM } from '../../../src/store/pg/payments.js';
+import { CAP_SUM, WINDOW_USE } from '../../../src/store/pg/payments.js';
 import type { Statement } from '../../../src/store/pg/sql.js';
 import { createPgStore } from '../../../src/store/pg/store.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
@@ -43,7 +42,7 @@ describe('PostgreSQL plans of the deciding write', () => {
   });
 
   test('behavior: the window limits\' sums seek the organization\'s holding rows by org_id', async () => {
-    const p = await plan({ name: 'windowUses', text: windowUsesSql(1, 'postgres') }, ['text', 'bigint', 'text', 'bigint', 'bigint', 'text', 'text'], ["'org_1'", '1', 'NULL', '2', '1', 'NULL', 'NULL']);
+    const p = await plan(WINDOW_USE, ['text', 'bigint', 'text', 'text', 'text', 'bigint'], ["'org_1'", '1', 'NULL', 'NULL', 'NULL', '2']);
     expect(p).toMatch(/transactions_limits on transactions t[\s\S]*Index Cond: \(\(org_id = 'org_1'::text\) AND \(holds_cap = 1\)/);
   });
 });
