@@ -65,8 +65,11 @@ export function createAgentStore(db: Db, shared?: SharedCache<Agent>): Synchrono
   const byOrg = db.prepare(`${SELECT} WHERE a.org_id = ? ORDER BY a.created_at, a.id`).safeIntegers(true);
   const update = db.prepare('UPDATE agents SET name = ?, status = ?, updated_at = ? WHERE id = ?');
   const touchPing = db.prepare('UPDATE agents SET last_ping_at = ? WHERE id = ?');
+  // A changed policy's windows start again from the ledger when next measured (migration 0019).
+  const dropStates = db.prepare('DELETE FROM limit_states WHERE agent_id = ?');
   const setPolicy = (agentId: string, p: Policy, actor = '') => {
     cache.delete(agentId);
+    dropStates.run(agentId);
     addVersion.run(agentId, p.updatedAt, actor, encodePolicyVersion(p), agentId);
     upsertPolicy.run(agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt, agentId);
   };

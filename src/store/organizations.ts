@@ -20,6 +20,8 @@ export function createOrganizationStore(db: Db): Synchronous<OrganizationReposit
   const all = db.prepare(`${SELECT} ORDER BY o.created_at, o.id`);
   const update = db.prepare('UPDATE organizations SET name = ?, approval_window_s = ? WHERE id = ?');
   const setLimits = db.prepare('UPDATE organizations SET limits = ? WHERE id = ?');
+  // Changed limits' windows start again from the ledger when next measured (migration 0019).
+  const dropStates = db.prepare("DELETE FROM limit_states WHERE org_id = ? AND agent_id = ''");
   const insertTreasury = db.prepare('INSERT INTO treasuries (org_id, address, key_ciphertext, created_at) VALUES (?, ?, ?, ?)');
   const treasuryKey = db.prepare('SELECT address, key_ciphertext FROM treasuries WHERE org_id = ?');
   return {
@@ -35,6 +37,7 @@ export function createOrganizationStore(db: Db): Synchronous<OrganizationReposit
     },
     setLimits(id: string, limits: readonly SpendLimit[]): void {
       setLimits.run(limitsToStored(limits), id);
+      dropStates.run(id);
     },
     list(): Organization[] {
       return (all.all() as OrgRow[]).map(toOrg);

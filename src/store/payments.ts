@@ -2,6 +2,7 @@ import type { Db } from './db.js';
 import type { ChainState } from '../domain/types.js';
 import { holdsCap, type InitialState, type NextState, type TransactionState } from '../domain/transactionState.js';
 import { CAP_BUCKET_MS } from './migrations/0010_cap_buckets.js';
+import { coveredParams, keyOf, limitStatesSql, minus, named, NO_END, overdueIn, plus, sumsOf, useOf, type OverdueRow, type Sums } from './limitStates.js';
 import type { ChainAttempt, HoldingRow, InFlightRow, MinedVersion, PaymentRepository, PaymentRow, RequestHistoryRow, WindowsQuery, WindowUse } from './port.js';
 import type { Synchronous } from './syncTables.js';
 
@@ -117,40 +118,6 @@ export function holdingRowOf(r: HoldingTuple): HoldingRow {
 }
 
 /**
- * What one window of a decision holds (port.ts windowUses), one statement for both stores: the
- * organization's holding rows after `since` by transactions_limits, narrowed to an agent and a
- * recipient when set. Amounts are summed as whole USD and the micro remainder (fees as whole gwei
- * in units of 10^9 and the remainder), so that no sum can overflow a 64-bit integer however many
- * rows of the largest amount a window holds. One statement per window: a single pass with a CASE
- * per window evaluated every window's condition on every row, and measured slower than this.
- *
- * Parameters: 1 organization, 2 since, 3 agent, 4 recipient, 5 the excluded row, 6 now.
- * `dialect` writes them as SQLite's @pN (better-sqlite3 binds numbered ones only by name) or
- * PostgreSQL's $N::type.
- */
-export function windowUseSql(dialect: 'sqlite' | 'postgres'): string {
-  const p = (n: number, type: 'text' | 'bigint') => (dialect === 'sqlite' ? `@p${n}` : `$${n}::${type}`);
-  const rec = p(4, 'text');
-  const inSplits = dialect === 'sqlite' ? `instr(t.split_recipients, ',' || ${rec} || ',') > 0` : `strpos(t.split_recipients, ',' || ${rec} || ',') > 0`;
-  return `SELECT SUM(t.amount_micros / 1000000), SUM(t.amount_micros % 1000000), COUNT(*), SUM(t.fee_gwei / 1000000000), SUM(t.fee_gwei % 1000000000)
-  FROM transactions t WHERE t.org_id = ${p(1, 'text')} AND t.holds_cap = 1 AND t.cap_at > ${p(2, 'bigint')}
-  AND (${p(3, 'text')} IS NULL OR t.agent_id = ${p(3, 'text')}) AND (${rec} IS NULL OR t.recipient = ${rec} OR t.service_slug = ${rec} OR ${inSplits})
-  AND (${p(5, 'text')} IS NULL OR t.id <> ${p(5, 'text')})
-  AND NOT (t.status = 'pending_approval' AND EXISTS (SELECT 1 FROM approvals a WHERE a.id = t.approval_id AND a.status = 'pending' AND a.expires_at <= ${p(6, 'bigint')}))`;
-}
-
-/** windowUseSql's parameters for each window of a query. */
-export function windowUseParams(q: WindowsQuery): unknown[][] {
-  return q.windows.map((w) => [q.orgId, w.since, w.agentId, w.recipient, q.excludeId ?? null, q.now]);
-}
-
-/** windowUseSql's row as a window's use; a sum over no rows is null. */
-export function windowUseOf(row: readonly unknown[]): WindowUse {
-  const [usd, micros, count, gweiE9, gwei] = row.map((v) => (v === null || v === undefined ? 0n : BigInt(v as bigint | number | string))) as [bigint, bigint, bigint, bigint, bigint];
-  return { micros: usd * 1_000_000n + micros, count: Number(count), feeGwei: gweiE9 * 1_000_000_000n + gwei };
-}
-
-/**
  * Lets a store on a read connection remember cap sums. `version` names the committed state the
  * next read will see, or is undefined when that cannot be known (the writer has a transaction
  * open): a sum is reused only under the version it was read at, and only while the clock stays
@@ -163,7 +130,13 @@ const CAP_MEMO_AGENTS = 100_000;
 
 export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<PaymentRepository> {
   const capSum = db.prepare(CAP_SUM_SQL).raw(true).safeIntegers(true);
-  const windowUse = db.prepare(windowUseSql('sqlite')).raw(true).safeIntegers(true);
+  const limitSql = limitStatesSql('sqlite');
+  const limitState = db.prepare(limitSql.state).raw(true).safeIntegers(true);
+  const limitScan = db.prepare(limitSql.scan).raw(true).safeIntegers(true);
+  const limitOverdue = db.prepare(limitSql.overdue).raw(true).safeIntegers(true);
+  const limitOwn = db.prepare(limitSql.own).raw(true).safeIntegers(true);
+  const limitInsert = db.prepare(limitSql.insert);
+  const limitUpdate = db.prepare(limitSql.update);
   const requestHistory = db.prepare(REQUEST_HISTORY_SQL).raw(true).safeIntegers(true);
   const heldByOthers = db.prepare(HELD_BY_OTHERS_SQL).raw(true).safeIntegers(true);
   const capSumBounded = memo && db.prepare(CAP_SUM_BOUNDED_SQL).raw(true).safeIntegers(true);
@@ -268,7 +241,31 @@ export function createPaymentStore(db: Db, memo?: CapSumMemo): Synchronous<Payme
      * approvals overdue at `now`. Exactly the sum over the rows, from the hourly buckets.
      */
     windowUses(q: WindowsQuery): WindowUse[] {
-      return windowUseParams(q).map((params) => windowUseOf(windowUse.get(Object.fromEntries(params.map((v, i) => [`p${i + 1}`, v]))) as unknown[]));
+      // Running sums are kept only by a write (the reader cannot write, and a state written outside
+      // the writer's transaction would be a write outside the serialized queue).
+      const keep = !db.readonly && db.inTransaction;
+      const now = BigInt(q.now);
+      const overdue = limitOverdue.all(named([q.orgId, now])) as OverdueRow[];
+      return q.windows.map((w) => {
+        const key = keyOf(q, w);
+        const width = key[3];
+        const scan = (from: bigint, to: bigint) => sumsOf(limitScan.get(named(coveredParams(q, w, from, to))) as unknown[]);
+        const state = limitState.get(named(key)) as unknown[] | undefined;
+        let sums: Sums;
+        if (!state) {
+          sums = scan(now - width, NO_END);
+          if (keep) limitInsert.run(named([...key, now, ...sums]));
+        } else {
+          const asOf = BigInt(state[5] as bigint);
+          sums = sumsOf(state);
+          if (now > asOf) sums = minus(sums, scan(asOf - width, now - width));
+          else if (now < asOf) sums = plus(sums, scan(now - width, asOf - width));
+          if (keep && now !== asOf) limitUpdate.run(named([...key, now, ...sums]));
+        }
+        sums = minus(sums, overdueIn(overdue, w));
+        if (q.excludeId) sums = minus(sums, sumsOf(limitOwn.get(named([...coveredParams(q, w, now - width, NO_END), now, q.excludeId])) as unknown[]));
+        return useOf(sums);
+      });
     },
     requestHistory(orgId: string, agentId: string, since: number, limit: number): RequestHistoryRow[] {
       return (requestHistory.all(orgId, since, agentId, limit) as HistoryTuple[]).map(historyRowOf);

@@ -17,6 +17,7 @@ import { migration as maxPerPayment } from './0015_max_per_payment.js';
 import { migration as windowLimits } from './0016_window_limits.js';
 import { migration as policyVersions } from './0017_policy_versions.js';
 import { migration as limitsIndex } from './0018_limits_index.js';
+import { migration as limitStates } from './0019_limit_states.js';
 
 export type { Migration };
 
@@ -24,5 +25,5 @@ export type { Migration };
 export const MIGRATIONS: readonly Migration[] = [
   init, dashboard, privateServices, networkFee, nonceReuse, transactionStates, submission, chainTracking, treasuryFunds,
   capBuckets, capRows, capBucketsHot, registryScopes, registryEndpointCounts, maxPerPayment, windowLimits, policyVersions,
-  limitsIndex,
+  limitsIndex, limitStates,
 ];

@@ -23,6 +23,8 @@ const UPSERT_POLICY = statement('agent.upsertPolicy', `INSERT INTO policies (age
 const ADD_VERSION = statement('agent.addVersion', `INSERT INTO policy_versions (agent_id, version, created_at, actor, policy)
   SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, $4 FROM policy_versions WHERE agent_id = $1`);
 const VERSIONS = statement('agent.versions', 'SELECT version, created_at, actor, policy FROM policy_versions WHERE agent_id = $1 ORDER BY version');
+// A changed policy's windows start again from the ledger when next measured (migration 0019).
+const DROP_STATES = statement('agent.dropLimitStates', 'DELETE FROM limit_states WHERE agent_id = $1');
 const BY_ID = statement('agent.byId', `${SELECT} WHERE a.id = $1`);
 // The policy row is what a deciding write holds: FOR SHARE OF p makes a change's UPDATE of it wait
 // for the write, or, committed since the write's snapshot, makes this read a serialization failure
@@ -64,6 +66,7 @@ function toAgent(r: AgentRow): Agent {
  */
 export function createPgAgentStore(sql: Sql): AgentRepository {
   const setPolicy = async (agentId: string, p: Policy, actor = ''): Promise<void> => {
+    await sql.run(DROP_STATES, [agentId]);
     await sql.run(ADD_VERSION, [agentId, p.updatedAt, actor, encodePolicyVersion(p)]);
     await sql.run(UPSERT_POLICY, [agentId, JSON.stringify(p.allowlist), p.spendCapMicros, p.approvalThresholdMicros, p.maxNetworkFeeWei.toString(), p.maxPerPaymentMicros, limitsToStored(p.limits), p.updatedAt]);
   };

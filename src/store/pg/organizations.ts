@@ -14,6 +14,8 @@ const BY_ID = statement('org.byId', `${SELECT} WHERE o.id = $1`);
 const ALL = statement('org.all', `${SELECT} ORDER BY o.created_at, o.id`);
 const UPDATE = statement('org.update', 'UPDATE organizations SET name = $1, approval_window_s = $2 WHERE id = $3');
 const SET_LIMITS = statement('org.setLimits', 'UPDATE organizations SET limits = $1 WHERE id = $2');
+// Changed limits' windows start again from the ledger when next measured (migration 0019).
+const DROP_STATES = statement('org.dropLimitStates', "DELETE FROM limit_states WHERE org_id = $1 AND agent_id = ''");
 const INSERT_TREASURY = statement('org.insertTreasury', 'INSERT INTO treasuries (org_id, address, key_ciphertext, created_at) VALUES ($1, $2, $3, $4)');
 const TREASURY_KEY = statement('org.treasuryKey', 'SELECT address, key_ciphertext FROM treasuries WHERE org_id = $1');
 
@@ -36,6 +38,7 @@ export function createPgOrganizationStore(sql: Sql): OrganizationRepository {
     },
     async setLimits(id, limits) {
       await sql.run(SET_LIMITS, [limitsToStored(limits), id]);
+      await sql.run(DROP_STATES, [id]);
     },
     async list() {
       return (await sql.rows<OrgRow>(ALL)).map(toOrg);

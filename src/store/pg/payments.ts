@@ -1,8 +1,9 @@
 import type { ChainState } from '../../domain/types.js';
 import { holdsCap, type NextState, type TransactionState } from '../../domain/transactionState.js';
 import {
-  capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText, windowUseOf, windowUseParams, windowUseSql,
+  capHourOf, HELD_BY_OTHERS_SQL, historyRowOf, holdingRowOf, REQUEST_HISTORY_SQL, splitsText,
 } from '../payments.js';
+import { coveredParams, keyOf, limitStatesSql, minus, NO_END, overdueIn, plus, sumsOf, useOf, type OverdueRow, type Sums } from '../limitStates.js';
 import { num, numOrNull, statement, type Sql } from './sql.js';
 import type { ChainAttempt, InFlightRow, PaymentRepository, PaymentRow } from '../port.js';
 
@@ -51,8 +52,15 @@ export const CAP_SUM = statement('pay.capSum', `SELECT
     (SELECT COALESCE(SUM(amount_micros), 0) FROM transactions WHERE agent_id = $1 AND holds_cap = 1 AND cap_at > $3 AND cap_at < $4)::bigint AS edge,
     (SELECT COALESCE(SUM((SELECT t.amount_micros FROM transactions t WHERE t.id = a.transaction_id AND t.holds_cap = 1 AND t.cap_at > $3)), 0)
      FROM approvals a WHERE a.agent_id = $1 AND a.status = 'pending' AND a.expires_at <= $5)::bigint AS overdue`);
-/** What one window holds (../payments.ts windowUseSql). */
-export const WINDOW_USE = statement('pay.windowUse', windowUseSql('postgres'));
+/** A window limit's running sums (../limitStates.ts); FOR UPDATE in a write, so two decisions take turns on it. */
+const LIMIT_SQL = limitStatesSql('postgres');
+const LIMIT_STATE = statement('limit.state', LIMIT_SQL.state);
+const LIMIT_STATE_LOCKED = statement('limit.stateLocked', `${LIMIT_SQL.state} FOR UPDATE`);
+const LIMIT_SCAN = statement('limit.scan', LIMIT_SQL.scan);
+const LIMIT_OVERDUE = statement('limit.overdue', LIMIT_SQL.overdue);
+const LIMIT_OWN = statement('limit.own', LIMIT_SQL.own);
+const LIMIT_INSERT = statement('limit.insert', `${LIMIT_SQL.insert} ON CONFLICT DO NOTHING`);
+const LIMIT_UPDATE = statement('limit.update', LIMIT_SQL.update);
 /** SQLite's text with numbered parameters: the two stores read the same rows the same way. */
 const numbered = (text: string) => { let n = 0; return text.replace(/\?/g, () => `$${++n}`); };
 const REQUEST_HISTORY = statement('pay.requestHistory', numbered(REQUEST_HISTORY_SQL));
@@ -159,8 +167,33 @@ export function createPgPaymentStore(sql: Sql): PaymentRepository {
       if (q.windows.length === 0) return [];
       // Every payment of the organization reads and may change what its windows hold.
       sql.contend(`limits:${q.orgId}`);
+      const now = BigInt(q.now);
+      const overdue = (await sql.tuples(LIMIT_OVERDUE, [q.orgId, now])) as unknown as OverdueRow[];
       const out = [];
-      for (const params of windowUseParams(q)) out.push(windowUseOf((await sql.tuples(WINDOW_USE, params))[0]!));
+      for (const w of q.windows) {
+        const key = keyOf(q, w);
+        const width = key[3];
+        const scan = async (from: bigint, to: bigint) => sumsOf((await sql.tuples(LIMIT_SCAN, coveredParams(q, w, from, to)))[0]);
+        let state = (await sql.tuples(sql.writable ? LIMIT_STATE_LOCKED : LIMIT_STATE, key))[0];
+        if (!state && sql.writable) {
+          // Another replica may create it first: then this one waits for it and reads it.
+          await sql.run(LIMIT_INSERT, [...key, now, ...(await scan(now - width, NO_END))]);
+          state = (await sql.tuples(LIMIT_STATE_LOCKED, key))[0];
+        }
+        let sums: Sums;
+        if (!state) {
+          sums = await scan(now - width, NO_END);
+        } else {
+          const asOf = BigInt(state[5] as bigint);
+          sums = sumsOf(state);
+          if (now > asOf) sums = minus(sums, await scan(asOf - width, now - width));
+          else if (now < asOf) sums = plus(sums, await scan(now - width, asOf - width));
+          if (sql.writable && now !== asOf) await sql.run(LIMIT_UPDATE, [...key, now, ...sums]);
+        }
+        sums = minus(sums, overdueIn(overdue, w));
+        if (q.excludeId) sums = minus(sums, sumsOf((await sql.tuples(LIMIT_OWN, [...coveredParams(q, w, now - width, NO_END), now, q.excludeId]))[0]));
+        out.push(useOf(sums));
+      }
       return out;
     },
     async requestHistory(orgId, agentId, since, limit) {

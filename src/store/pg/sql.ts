@@ -39,6 +39,8 @@ export type Sql = {
    * advisory lock per named key (store.ts), so racing retries take turns instead of colliding again.
    */
   contend(key: string): void;
+  /** True inside a write transaction: the only place a derived row (a window's running sums) may be written. */
+  readonly writable: boolean;
 };
 
 export type SqlOptions = {
@@ -50,6 +52,8 @@ export type SqlOptions = {
   contended?: Set<string>;
   /** Turns a driver error into what callers see (the pool's reads: an outage becomes 503). */
   mapError?: (err: unknown) => unknown;
+  /** A write transaction's statements (Sql.writable). */
+  writable?: boolean;
 };
 
 export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
@@ -88,6 +92,7 @@ export function createSql(runner: Runner, options: SqlOptions = {}): Sql {
     contend(key) {
       options.contended?.add(key);
     },
+    writable: options.writable ?? false,
   };
 }
 

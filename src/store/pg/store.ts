@@ -117,7 +117,7 @@ export async function createPgStore(options: PgStoreOptions) {
         let committing = false;
         try {
           await client.query(begin);
-          const tx = createPgTables(createSql(client, { afterCommit: after, contended, onError: (e) => (statementError ??= e) }), hooks);
+          const tx = createPgTables(createSql(client, { afterCommit: after, contended, onError: (e) => (statementError ??= e), writable: mode === 'write' }), hooks);
           const result = await fn(tx);
           committing = true;
           const done = await client.query('COMMIT');

@@ -123,7 +123,7 @@ describe('migrate-store', () => {
     const report = await migrateStore({ fromDir: dir, toUrl: pgdb.url, batchRows: 100, log: (l) => lines.push(l) });
     const byTable = Object.fromEntries(report.tables.map((t) => [t.table, t]));
     expect(Object.keys(byTable).sort()).toEqual(['account_nonces', 'agents', 'api_keys', 'approvals', 'cap_buckets', 'chain_attempts', 'dashboard_login_failures',
-      'dashboard_sessions', 'dashboard_users', 'organizations', 'policies', 'policy_versions', 'released_nonces', 'services', 'settings', 'transactions', 'treasuries']);
+      'dashboard_sessions', 'dashboard_users', 'limit_states', 'organizations', 'policies', 'policy_versions', 'released_nonces', 'services', 'settings', 'transactions', 'treasuries']);
     expect(byTable.transactions!.rows).toBe(1234 + 5);
     // Every table's rows, read from both sides, are the same values with the same types.
     const src = openDatabase(join(dir, 'paypolicy.db'));

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { CAP_SUM, WINDOW_USE } from '../../../src/store/pg/payments.js';
+import { limitStatesSql } from '../../../src/store/limitStates.js';
+import { CAP_SUM } from '../../../src/store/pg/payments.js';
 import type { Statement } from '../../../src/store/pg/sql.js';
 import { createPgStore } from '../../../src/store/pg/store.js';
 import { createTestDatabase, type TestDatabase } from '../../helpers/pgDatabase.js';
@@ -42,7 +43,16 @@ describe('PostgreSQL plans of the deciding write', () => {
   });
 
   test('behavior: the window limits\' sums seek the organization\'s holding rows by org_id', async () => {
-    const p = await plan(WINDOW_USE, ['text', 'bigint', 'text', 'text', 'text', 'bigint'], ["'org_1'", '1', 'NULL', 'NULL', 'NULL', '2']);
+    const p = await plan({ name: 'scan', text: limitStatesSql('postgres').scan }, ['text', 'bigint', 'bigint', 'text', 'text'], ["'org_1'", '1', '2', 'NULL', 'NULL']);
     expect(p).toMatch(/transactions_limits on transactions t[\s\S]*Index Cond: \(\(org_id = 'org_1'::text\) AND \(holds_cap = 1\)/);
+  });
+
+  test('behavior: overdue approvals are found from the approvals, never by reading a window or every pending payment', async () => {
+    const p = await plan({ name: 'overdue', text: limitStatesSql('postgres').overdue }, ['text', 'bigint'], ["'org_1'", '2']);
+    // On a table this small a sequential scan is the cheapest plan; what must never happen is a
+    // scan by an organization's window or of every pending payment.
+    expect(p).toMatch(/approvals_pending on approvals a/);
+    expect(p).not.toContain('transactions_limits');
+    expect(p).not.toContain('transactions_by_status');
   });
 });
