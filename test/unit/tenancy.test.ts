@@ -189,7 +189,7 @@ const NOT_USE_CASES: Record<string, string> = {
   roleAllows: 'access rule', ROLE_PERMISSIONS: 'access rule', scopePermission: 'access rule',
   // lookups for other use cases, each called after its caller's scope check
   requireOrganization: 'helper after a scope check', requireAgentInOrg: 'helper: scoped by the key\'s organization',
-  limitStatuses: 'helper of getAgentSpend and summarizeSpend, after their scope checks',
+  limitStatuses: 'helper of getAgentSpend and summarizeSpend, after their scope checks', orgLimitStatuses: 'helper of summarizeSpend, after its scope check',
   describeApproval: 'helper on a row a use case returned', policyFacts: 'helper of sign/quote', advisoryPolicyFacts: 'helper of sign (the advisory pre-check)', recheckApproved: 'helper of decideApproval',
   // on-chain submission: the background submitter and the request path's handle on it act on rows a use case wrote
   requireBroadcast: 'guard of signPayment and collection', submitPending: 'background submitter',
