@@ -18,6 +18,7 @@ import { migration as windowLimits } from './0016_window_limits.js';
 import { migration as policyVersions } from './0017_policy_versions.js';
 import { migration as limitsIndex } from './0018_limits_index.js';
 import { migration as limitStates } from './0019_limit_states.js';
+import { migration as approvalsOrgPending } from './0020_approvals_org_pending.js';
 
 export type { Migration };
 
@@ -25,5 +26,5 @@ export type { Migration };
 export const MIGRATIONS: readonly Migration[] = [
   init, dashboard, privateServices, networkFee, nonceReuse, transactionStates, submission, chainTracking, treasuryFunds,
   capBuckets, capRows, capBucketsHot, registryScopes, registryEndpointCounts, maxPerPayment, windowLimits, policyVersions,
-  limitsIndex, limitStates,
+  limitsIndex, limitStates, approvalsOrgPending,
 ];
